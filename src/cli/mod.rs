@@ -1,0 +1,70 @@
+//! The `sandbox-webhook` command line: one `Args` struct, one module per
+//! subcommand; `main` only parses and calls [`run`].
+
+mod offline;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sandbox-webhook",
+    version,
+    about = "Mutating admission webhook for OpenSandbox sandbox pods"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mutate a Pod (YAML or JSON) like the webhook would and print it.
+    Inject(offline::InjectArgs),
+    /// Answer an AdmissionReview (JSON) exactly as the server would.
+    Review(offline::ReviewArgs),
+}
+
+/// Options shared by the offline commands: they make output reproducible.
+#[derive(Debug, clap::Args)]
+pub struct DecisionArgs {
+    /// Configuration file (YAML); the built-in defaults when omitted.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Admission time (RFC 3339) used to compute expires-at; now by default.
+    #[arg(long, value_name = "RFC3339", value_parser = parse_time)]
+    pub now: Option<DateTime<Utc>>,
+    /// Egress token to use when the pod has none (random by default).
+    #[arg(long, value_name = "TOKEN")]
+    pub egress_token: Option<String>,
+    /// The webhook's own namespace, which is always excluded.
+    #[arg(long, value_name = "NS")]
+    pub webhook_namespace: Option<String>,
+}
+
+impl DecisionArgs {
+    fn load_config(&self) -> Result<Config, String> {
+        match &self.config {
+            Some(path) => Config::load(path).map_err(|e| e.to_string()),
+            None => Ok(Config::default()),
+        }
+    }
+}
+
+fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("not an RFC 3339 time: {e}"))
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Inject(a) => offline::inject(a),
+        Command::Review(a) => offline::review(a),
+    }
+}

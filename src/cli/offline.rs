@@ -1,0 +1,152 @@
+//! `inject` and `review`: the mutation core without a server.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::Utc;
+use serde_json::Value;
+
+use super::DecisionArgs;
+use crate::mutate::{self, Context, Decision, FixedToken, RandomTokens, TokenSource};
+
+#[derive(Debug, clap::Args)]
+pub struct InjectArgs {
+    /// Pod manifest (YAML or JSON); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReviewArgs {
+    /// AdmissionReview (JSON); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+}
+
+fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
+    if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+fn tokens(args: &DecisionArgs) -> Box<dyn TokenSource> {
+    match &args.egress_token {
+        Some(t) => Box::new(FixedToken(t.clone())),
+        None => Box::new(RandomTokens),
+    }
+}
+
+pub fn inject(args: InjectArgs) -> ExitCode {
+    let config = match args.decision.load_config() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => return fail(e),
+    };
+    let is_json = input
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{');
+    let parsed: Result<Value, String> = if is_json {
+        serde_json::from_slice(&input).map_err(|e| e.to_string())
+    } else {
+        serde_yaml_ng::from_slice(&input).map_err(|e| e.to_string())
+    };
+    let mut pod = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            return fail(format!(
+                "{} is not a Pod manifest: {e}",
+                args.file.display()
+            ));
+        }
+    };
+    let raw = pod.to_string();
+    let tokens = tokens(&args.decision);
+    let ctx = Context {
+        config: &config,
+        now: args.decision.now.unwrap_or_else(Utc::now),
+        own_namespace: args.decision.webhook_namespace.as_deref(),
+        tokens: tokens.as_ref(),
+    };
+    match mutate::decide(&raw, None, &ctx) {
+        Decision::Deny(denial) => {
+            eprintln!("{denial}");
+            return ExitCode::from(1);
+        }
+        Decision::Skip(reason) => {
+            eprintln!("skipped ({}): {}", reason.as_str(), reason.sentence());
+        }
+        Decision::Admit(admission) => {
+            for w in &admission.warnings {
+                eprintln!("warning: {w}");
+            }
+            if let Err(e) = json_patch::patch(&mut pod, &admission.patch) {
+                return fail(format!("internal error: the patch does not apply: {e}"));
+            }
+        }
+    }
+    let out = if is_json {
+        serde_json::to_string_pretty(&pod)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())
+    } else {
+        serde_yaml_ng::to_string(&pod).map_err(|e| e.to_string())
+    };
+    match out {
+        Ok(text) => write_stdout(text.as_bytes()),
+        Err(e) => fail(e),
+    }
+}
+
+pub fn review(args: ReviewArgs) -> ExitCode {
+    let config = match args.decision.load_config() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => return fail(e),
+    };
+    let tokens = tokens(&args.decision);
+    let ctx = Context {
+        config: &config,
+        now: args.decision.now.unwrap_or_else(Utc::now),
+        own_namespace: args.decision.webhook_namespace.as_deref(),
+        tokens: tokens.as_ref(),
+    };
+    match crate::review::review(&input, &ctx) {
+        Ok(reviewed) => {
+            let mut body = reviewed.body;
+            body.push(b'\n');
+            write_stdout(&body)
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(format!("cannot write output: {e}")),
+    }
+}

@@ -1,0 +1,11 @@
+//! sandbox-webhook: a mutating admission webhook that completes OpenSandbox
+//! sandbox pods at admission.
+//!
+//! [`mutate`] is the pure decision; [`review`] wraps it in AdmissionReview
+//! JSON; the server, TLS, configuration loading and the CLI are thin layers
+//! around those two.
+
+pub mod cli;
+pub mod config;
+pub mod mutate;
+pub mod review;

@@ -1,0 +1,123 @@
+//! Why a pod cannot be admitted. Each variant renders as one sentence that
+//! names the annotation or field and what to change; the HTTP-style code goes
+//! into `status.code` of the AdmissionResponse.
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Denial {
+    /// The request object is not a readable Pod.
+    #[error("the pod could not be read: {0}.")]
+    MalformedPod(String),
+
+    #[error("annotation {key} {problem}.")]
+    MalformedAnnotation { key: String, problem: String },
+
+    #[error("the pod has no containers; add the sandbox container to spec.containers.")]
+    NoContainers,
+
+    #[error(
+        "annotation {key} names container '{name}', which is not in spec.containers; set it to one of: {known}."
+    )]
+    MainContainerNotFound {
+        key: String,
+        name: String,
+        known: String,
+    },
+
+    #[error(
+        "container '{container}' has no command and annotation {key} is not set; set spec.containers[].command or {key} (a JSON array of strings), because the image's ENTRYPOINT cannot be known at admission."
+    )]
+    MissingEntrypoint { container: String, key: String },
+
+    /// Messages ported verbatim from the seed's platform checks.
+    #[error("{0}")]
+    Platform(String),
+
+    #[error(
+        "annotation {key} is {seconds}s, below the minimum sandbox timeout of 60s; set it to 60 or more."
+    )]
+    TimeoutTooShort { key: String, seconds: u64 },
+
+    #[error("Sandbox timeout {seconds}s exceeds configured maximum of {max}s.")]
+    TimeoutAboveMaximum { seconds: u64, max: u64 },
+
+    #[error(
+        "annotation {key} is {seconds}s, which puts the expiry beyond the representable time range; use a shorter timeout."
+    )]
+    TimeoutOutOfRange { key: String, seconds: u64 },
+
+    #[error(
+        "annotation {key} is set on a pod with spec.hostNetwork: true; egress control cannot work on the host network, so remove one of them."
+    )]
+    HostNetworkWithPolicy { key: String },
+
+    #[error(
+        "container '{container}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy."
+    )]
+    PrivilegedWithPolicy { container: String, key: String },
+
+    #[error(
+        "container '{container}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add."
+    )]
+    NetCapabilityWithPolicy {
+        container: String,
+        capability: String,
+        key: String,
+    },
+
+    #[error(
+        "annotation {key} asks for egress control but the webhook has no egress image configured; ask the cluster operator to set egress.image or remove the annotation."
+    )]
+    NoEgressImage { key: String },
+
+    #[error(
+        "annotation {key} is \"true\" but annotation {policy_key} is not set; the credential proxy runs in the egress sidecar, so add a network policy or remove {key}."
+    )]
+    CredentialProxyWithoutPolicy { key: String, policy_key: String },
+
+    #[error(
+        "volume '{volume}' is not an emptyDir; the webhook owns that volume name, so rename your volume."
+    )]
+    VolumeNotEmptyDir { volume: String },
+
+    #[error(
+        "container '{container}' mounts volume '{volume}' at {path}, where the webhook installs execd; mount it elsewhere."
+    )]
+    MountPathTaken {
+        container: String,
+        volume: String,
+        path: String,
+    },
+
+    #[error(
+        "{list} '{name}' was not injected by this webhook but uses a name it reserves; rename that container."
+    )]
+    ReservedContainerName { list: &'static str, name: String },
+
+    #[error("the webhook could not generate an egress token ({0}); retry the request.")]
+    TokenUnavailable(String),
+}
+
+impl Denial {
+    /// 403 for what the security rules forbid; 400 for everything that is
+    /// malformed or cannot be satisfied.
+    pub fn code(&self) -> u16 {
+        match self {
+            Denial::HostNetworkWithPolicy { .. }
+            | Denial::PrivilegedWithPolicy { .. }
+            | Denial::NetCapabilityWithPolicy { .. } => 403,
+            Denial::TokenUnavailable(_) => 500,
+            _ => 400,
+        }
+    }
+
+    /// The machine-readable `status.reason` of the response.
+    pub fn reason(&self) -> &'static str {
+        match self.code() {
+            403 => "Forbidden",
+            500 => "InternalError",
+            _ => "BadRequest",
+        }
+    }
+}

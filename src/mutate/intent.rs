@@ -1,0 +1,175 @@
+//! What the pod asks for, read from its `<prefix>/*` annotations (SPEC 2).
+//! Every annotation is validated up front: a malformed value is a denial,
+//! never silently ignored, even when another annotation makes it moot.
+
+use serde_json::value::RawValue;
+
+use crate::config::{Config, EgressMode};
+
+use super::Denial;
+use super::expiry::{parse_timeout, valid_expires_at};
+use super::platform::Platform;
+use super::pod::PodView;
+use super::policy::{self, NetworkPolicy};
+
+#[derive(Debug, Default)]
+pub struct Intent {
+    pub platform: Option<Platform>,
+    pub timeout: Option<u64>,
+    pub has_expires_at: bool,
+    pub policy: Option<NetworkPolicy>,
+    pub egress_mode: Option<EgressMode>,
+    pub credential_proxy: bool,
+    pub entrypoint: Option<Vec<String>>,
+    pub main_container: Option<String>,
+    pub egress_token: Option<String>,
+}
+
+/// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.
+pub fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial> {
+    let keys = config.keys();
+    let get = |key: &str| string_annotation(pod, key);
+
+    if let Some(inject) = get(&keys.inject)? {
+        match parse_bool(&inject) {
+            Some(false) => return Ok(None),
+            Some(true) => {}
+            None => return Err(malformed(&keys.inject, bool_problem(&inject))),
+        }
+    }
+
+    let mut intent = Intent::default();
+
+    if let Some(value) = get(&keys.platform)? {
+        intent.platform = Some(Platform::parse(&value).map_err(|e| match e {
+            Some(message) => Denial::Platform(message),
+            None => malformed(
+                &keys.platform,
+                format!("is '{value}'; use <os>/<arch> such as linux/amd64"),
+            ),
+        })?);
+    }
+
+    if let Some(value) = get(&keys.timeout)? {
+        intent.timeout = Some(parse_timeout(&value).ok_or_else(|| {
+            malformed(
+                &keys.timeout,
+                format!(
+                    "is '{value}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m"
+                ),
+            )
+        })?);
+    }
+
+    if let Some(value) = get(&keys.expires_at)? {
+        if !valid_expires_at(&value) {
+            return Err(malformed(
+                &keys.expires_at,
+                format!("is '{value}'; use an RFC 3339 time such as 2026-01-02T15:04:05Z"),
+            ));
+        }
+        intent.has_expires_at = true;
+    }
+
+    if let Some(value) = get(&keys.network_policy)? {
+        intent.policy = Some(
+            policy::parse(&value, config.egress.max_rules)
+                .map_err(|problem| malformed(&keys.network_policy, problem))?,
+        );
+    }
+
+    if let Some(value) = get(&keys.egress_mode)? {
+        intent.egress_mode = Some(EgressMode::parse(&value).ok_or_else(|| {
+            malformed(
+                &keys.egress_mode,
+                format!("is '{value}'; use \"dns\" or \"dns+nft\""),
+            )
+        })?);
+    }
+
+    if let Some(value) = get(&keys.credential_proxy)? {
+        intent.credential_proxy = parse_bool(&value)
+            .ok_or_else(|| malformed(&keys.credential_proxy, bool_problem(&value)))?;
+        if intent.credential_proxy && intent.policy.is_none() {
+            return Err(Denial::CredentialProxyWithoutPolicy {
+                key: keys.credential_proxy.clone(),
+                policy_key: keys.network_policy.clone(),
+            });
+        }
+    }
+
+    if let Some(value) = get(&keys.entrypoint)? {
+        let entrypoint: Vec<String> = serde_json::from_str(&value).map_err(|_| {
+            malformed(
+                &keys.entrypoint,
+                "is not a JSON array of strings; use a value such as [\"python\", \"app.py\"]",
+            )
+        })?;
+        if entrypoint.is_empty() {
+            return Err(malformed(
+                &keys.entrypoint,
+                "is an empty array; give the command to run, such as [\"python\", \"app.py\"]",
+            ));
+        }
+        intent.entrypoint = Some(entrypoint);
+    }
+
+    if let Some(value) = get(&keys.main_container)? {
+        if value.trim().is_empty() {
+            return Err(malformed(
+                &keys.main_container,
+                "is empty; name a container of spec.containers",
+            ));
+        }
+        intent.main_container = Some(value.trim().to_owned());
+    }
+
+    if let Some(value) = get(&keys.egress_auth_token)? {
+        // The token travels in an HTTP header: visible ASCII only.
+        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(malformed(
+                &keys.egress_auth_token,
+                "must be a non-empty string of visible ASCII characters; remove it to have one generated",
+            ));
+        }
+        intent.egress_token = Some(value);
+    }
+
+    Ok(Some(intent))
+}
+
+/// Annotation values are strings in any pod the apiserver sends; anything
+/// else is reported rather than guessed at.
+fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, Denial> {
+    let Some(raw) = pod.annotation(key) else {
+        return Ok(None);
+    };
+    decode_string(raw).map_err(|_| malformed(key, "must be a string"))
+}
+
+/// `Ok(None)` for JSON null, which the apiserver would not send but a file may.
+pub fn decode_string(raw: &RawValue) -> Result<Option<String>, serde_json::Error> {
+    serde_json::from_str::<Option<String>>(raw.get())
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    let v = value.trim();
+    if v.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if v.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn bool_problem(value: &str) -> String {
+    format!("is '{value}'; use \"true\" or \"false\"")
+}
+
+fn malformed(key: &str, problem: impl Into<String>) -> Denial {
+    Denial::MalformedAnnotation {
+        key: key.to_owned(),
+        problem: problem.into(),
+    }
+}

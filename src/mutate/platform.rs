@@ -1,0 +1,512 @@
+//! The requested platform becomes a nodeSelector (SPEC 5).
+//!
+//! A port of OpenSandbox's `apply_platform_node_selector`,
+//! `ensure_platform_compatible_with_affinity` and
+//! `node_selector_term_satisfiable`, with the pod's own spec as the template.
+//! The seed works on untyped dicts and tolerates any shape, so these functions
+//! take `serde_json::Value` and mirror its decisions and messages exactly,
+//! including its quirks (an all-non-object term list is unsatisfiable; `Exists`,
+//! `Gt` and `Lt` never rule a term out; non-list `values` count as empty).
+
+use serde_json::{Map, Value};
+
+pub const OS_KEY: &str = "kubernetes.io/os";
+pub const ARCH_KEY: &str = "kubernetes.io/arch";
+
+const SUPPORTED_OS: [&str; 2] = ["linux", "windows"];
+const SUPPORTED_ARCH: [&str; 2] = ["amd64", "arm64"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Os {
+    Linux,
+    Windows,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Platform {
+    pub os: Os,
+    pub os_name: &'static str,
+    pub arch: &'static str,
+}
+
+impl Platform {
+    /// `<os>/<arch>`, trimmed and lower-cased; os is checked before arch.
+    /// `Err(None)` means the value is not of the `<os>/<arch>` form at all;
+    /// `Err(Some(msg))` carries the seed's "Unsupported platform" message.
+    pub fn parse(value: &str) -> Result<Platform, Option<String>> {
+        let normalized = value.trim().to_ascii_lowercase();
+        let mut parts = normalized.split('/');
+        let (Some(os), Some(arch), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(None);
+        };
+        let (os, arch) = (os.trim(), arch.trim());
+        let os_name = SUPPORTED_OS
+            .iter()
+            .find(|s| **s == os)
+            .ok_or_else(|| Some(unsupported("os", os, &SUPPORTED_OS)))?;
+        let arch = SUPPORTED_ARCH
+            .iter()
+            .find(|s| **s == arch)
+            .ok_or_else(|| Some(unsupported("arch", arch, &SUPPORTED_ARCH)))?;
+        Ok(Platform {
+            os: if *os_name == "windows" {
+                Os::Windows
+            } else {
+                Os::Linux
+            },
+            os_name,
+            arch,
+        })
+    }
+
+    /// The node labels this platform pins, in the order they are checked.
+    /// Windows pods pin only the architecture (SPEC 5).
+    pub fn requested(&self) -> Vec<(&'static str, &'static str)> {
+        match self.os {
+            Os::Linux => vec![(OS_KEY, self.os_name), (ARCH_KEY, self.arch)],
+            Os::Windows => vec![(ARCH_KEY, self.arch)],
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.os {
+            Os::Linux => format!("platform '{}/{}'", self.os_name, self.arch),
+            Os::Windows => format!("architecture '{}'", self.arch),
+        }
+    }
+}
+
+fn unsupported(field: &str, value: &str, supported: &[&str]) -> String {
+    let list = supported
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("Unsupported platform.{field} '{value}'. Supported values: [{list}].")
+}
+
+/// What has to change in `spec.nodeSelector`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectorChange {
+    /// The selector is missing or not an object: set it to these entries.
+    Create(Vec<(&'static str, &'static str)>),
+    /// Add (or overwrite a null) entry for each of these keys.
+    Set(Vec<(&'static str, &'static str)>),
+}
+
+/// `apply_platform_node_selector`: conflicts with the pod's own nodeSelector,
+/// then with its required node affinity, then the merge.
+pub fn plan_node_selector(
+    node_selector: Option<&Value>,
+    affinity: Option<&Value>,
+    platform: &Platform,
+) -> Result<Option<SelectorChange>, String> {
+    let requested = platform.requested();
+    let selector = node_selector.and_then(Value::as_object);
+    if let Some(selector) = selector {
+        for (key, value) in &requested {
+            match selector.get(*key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s == value => {}
+                Some(existing) => {
+                    return Err(format!(
+                        "platform conflict with template nodeSelector: '{key}' is '{}', request expects '{value}'.",
+                        py_str(existing)
+                    ));
+                }
+            }
+        }
+    }
+    ensure_compatible_with_affinity(affinity, &requested, &platform.describe())?;
+    Ok(match selector {
+        None => Some(SelectorChange::Create(requested)),
+        Some(selector) => {
+            let missing: Vec<_> = requested
+                .into_iter()
+                .filter(|(k, _)| selector.get(*k).is_none_or(Value::is_null))
+                .collect();
+            (!missing.is_empty()).then_some(SelectorChange::Set(missing))
+        }
+    })
+}
+
+/// `ensure_platform_compatible_with_affinity`: required node affinity terms
+/// are OR-ed; at least one object term must be satisfiable.
+pub fn ensure_compatible_with_affinity(
+    affinity: Option<&Value>,
+    requested: &[(&str, &str)],
+    describe: &str,
+) -> Result<(), String> {
+    let Some(terms) = affinity
+        .and_then(Value::as_object)
+        .and_then(|a| a.get("nodeAffinity"))
+        .and_then(Value::as_object)
+        .and_then(|n| n.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        .and_then(Value::as_object)
+        .and_then(|r| r.get("nodeSelectorTerms"))
+        .and_then(Value::as_array)
+    else {
+        return Ok(());
+    };
+    if terms.is_empty() {
+        return Ok(());
+    }
+    let satisfiable = terms
+        .iter()
+        .filter_map(Value::as_object)
+        .any(|term| term_satisfiable(term, requested));
+    if satisfiable {
+        Ok(())
+    } else {
+        Err(format!(
+            "platform conflict with template nodeAffinity: required node affinity does not allow requested {describe}."
+        ))
+    }
+}
+
+/// `node_selector_term_satisfiable`: expressions are AND-ed; only `In`,
+/// `NotIn` and `DoesNotExist` on a requested key can rule a term out.
+pub fn term_satisfiable(term: &Map<String, Value>, requested: &[(&str, &str)]) -> bool {
+    let Some(expressions) = term.get("matchExpressions").and_then(Value::as_array) else {
+        return true;
+    };
+    for expr in expressions.iter().filter_map(Value::as_object) {
+        let Some(key) = expr.get("key").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some((_, value)) = requested.iter().find(|(k, _)| *k == key) else {
+            continue;
+        };
+        let values: &[Value] = expr
+            .get("values")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let listed = values.iter().any(|v| v.as_str() == Some(value));
+        match expr.get("operator").and_then(Value::as_str) {
+            Some("In") if !listed => return false,
+            Some("NotIn") if listed => return false,
+            Some("DoesNotExist") => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Python's `str()` of a JSON-decoded value, so messages quoting a
+/// non-string selector value read exactly as the seed's f-strings do.
+pub fn py_str(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => py_repr(other),
+    }
+}
+
+fn py_repr(value: &Value) -> String {
+    match value {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (_, Some(u), _) => u.to_string(),
+            (_, _, Some(f)) => py_float(f),
+            _ => n.to_string(),
+        },
+        Value::String(s) => py_str_repr(s),
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(py_repr).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Value::Object(map) => {
+            let inner: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v)))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
+    }
+}
+
+/// `repr(float)`: shortest round-trip digits, positional for exponents in
+/// [-4, 16), scientific with a signed two-digit exponent otherwise.
+fn py_float(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if (-4..16).contains(&exp) {
+        let point = exp + 1;
+        let body = if point <= 0 {
+            format!("0.{}{}", "0".repeat((-point) as usize), digits)
+        } else if point as usize >= digits.len() {
+            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
+        } else {
+            let (int, frac) = digits.split_at(point as usize);
+            format!("{int}.{frac}")
+        };
+        format!("{sign}{body}")
+    } else {
+        let exp_sign = if exp < 0 { '-' } else { '+' };
+        format!("{sign}{mantissa}e{exp_sign}{:02}", exp.abs())
+    }
+}
+
+/// `repr(str)`: single quotes unless the text has a single quote and no
+/// double quote; backslash escapes for the quote, backslash and controls.
+fn py_str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn linux(arch: &'static str) -> Platform {
+        Platform {
+            os: Os::Linux,
+            os_name: "linux",
+            arch,
+        }
+    }
+
+    fn windows(arch: &'static str) -> Platform {
+        Platform {
+            os: Os::Windows,
+            os_name: "windows",
+            arch,
+        }
+    }
+
+    fn affinity(terms: Value) -> Value {
+        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
+    }
+
+    fn expr(key: &str, op: &str, values: Value) -> Value {
+        json!({"key": key, "operator": op, "values": values})
+    }
+
+    fn sat(terms: Value, p: &Platform) -> bool {
+        plan_node_selector(None, Some(&affinity(terms)), p).is_ok()
+    }
+
+    const AFF_LINUX: &str = "platform conflict with template nodeAffinity: required node affinity does not allow requested platform 'linux/amd64'.";
+
+    #[test]
+    fn parse_normalizes_and_orders_checks() {
+        assert_eq!(Platform::parse(" Linux/AMD64 ").unwrap(), linux("amd64"));
+        assert_eq!(Platform::parse("windows/arm64").unwrap(), windows("arm64"));
+        assert_eq!(
+            Platform::parse("darwin/x86").unwrap_err().unwrap(),
+            "Unsupported platform.os 'darwin'. Supported values: ['linux', 'windows']."
+        );
+        assert_eq!(
+            Platform::parse("linux/386").unwrap_err().unwrap(),
+            "Unsupported platform.arch '386'. Supported values: ['amd64', 'arm64']."
+        );
+        assert_eq!(Platform::parse("linux").unwrap_err(), None);
+        assert_eq!(Platform::parse("linux/amd64/v8").unwrap_err(), None);
+    }
+
+    #[test]
+    fn selector_conflict_checks_os_before_arch() {
+        let sel = json!({"kubernetes.io/os": "windows", "kubernetes.io/arch": "arm64"});
+        assert_eq!(
+            plan_node_selector(Some(&sel), None, &linux("amd64")).unwrap_err(),
+            "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'windows', request expects 'linux'."
+        );
+        let sel = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
+        assert_eq!(
+            plan_node_selector(Some(&sel), None, &linux("amd64")).unwrap_err(),
+            "platform conflict with template nodeSelector: 'kubernetes.io/arch' is 'arm64', request expects 'amd64'."
+        );
+    }
+
+    #[test]
+    fn selector_conflict_quotes_non_strings_like_python() {
+        for (value, shown) in [
+            (json!(1), "1"),
+            (json!(1.5), "1.5"),
+            (json!(100.0), "100.0"),
+            (json!(1e20), "1e+20"),
+            (json!(0.00001), "1e-05"),
+            (json!(true), "True"),
+            (json!(["a", 1]), "['a', 1]"),
+            (json!({"k": null}), "{'k': None}"),
+            (json!("it's"), "it's"),
+            (json!(["it's"]), "[\"it's\"]"),
+        ] {
+            let sel = json!({ "kubernetes.io/os": value });
+            let err = plan_node_selector(Some(&sel), None, &linux("amd64")).unwrap_err();
+            assert_eq!(
+                err,
+                format!(
+                    "platform conflict with template nodeSelector: 'kubernetes.io/os' is '{shown}', request expects 'linux'."
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn selector_merge_keeps_other_keys() {
+        let sel = json!({"disk": "ssd", "kubernetes.io/os": "linux", "kubernetes.io/arch": null});
+        assert_eq!(
+            plan_node_selector(Some(&sel), None, &linux("arm64")).unwrap(),
+            Some(SelectorChange::Set(vec![(ARCH_KEY, "arm64")]))
+        );
+        let full = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
+        assert_eq!(
+            plan_node_selector(Some(&full), None, &linux("arm64")).unwrap(),
+            None
+        );
+        // Not an object: treated as empty, then replaced (seed's setdefault branch).
+        assert_eq!(
+            plan_node_selector(Some(&json!("x")), None, &linux("amd64")).unwrap(),
+            Some(SelectorChange::Create(vec![
+                (OS_KEY, "linux"),
+                (ARCH_KEY, "amd64")
+            ]))
+        );
+    }
+
+    #[test]
+    fn windows_checks_and_sets_arch_only() {
+        let sel = json!({"kubernetes.io/os": "linux"});
+        assert_eq!(
+            plan_node_selector(Some(&sel), None, &windows("amd64")).unwrap(),
+            Some(SelectorChange::Set(vec![(ARCH_KEY, "amd64")]))
+        );
+        let aff = affinity(json!([{"matchExpressions": [expr(ARCH_KEY, "In", json!(["arm64"]))]}]));
+        assert_eq!(
+            plan_node_selector(None, Some(&aff), &windows("amd64")).unwrap_err(),
+            "platform conflict with template nodeAffinity: required node affinity does not allow requested architecture 'amd64'."
+        );
+        // The os key is not requested for Windows, so an os expression is ignored.
+        let aff = affinity(json!([{"matchExpressions": [expr(OS_KEY, "In", json!(["linux"]))]}]));
+        assert!(plan_node_selector(None, Some(&aff), &windows("amd64")).is_ok());
+    }
+
+    #[test]
+    fn operators() {
+        let p = linux("amd64");
+        let one = |e: Value| json!([{"matchExpressions": [e]}]);
+        assert!(sat(one(expr(OS_KEY, "In", json!(["linux"]))), &p));
+        assert!(!sat(one(expr(OS_KEY, "In", json!(["windows"]))), &p));
+        assert!(sat(one(expr(ARCH_KEY, "NotIn", json!(["arm64"]))), &p));
+        assert!(!sat(one(expr(ARCH_KEY, "NotIn", json!(["amd64"]))), &p));
+        assert!(!sat(one(expr(OS_KEY, "DoesNotExist", json!([]))), &p));
+        assert!(sat(one(expr(OS_KEY, "Exists", json!([]))), &p));
+        assert!(sat(one(expr(ARCH_KEY, "Gt", json!(["1"]))), &p));
+        assert!(sat(one(expr(ARCH_KEY, "Lt", json!(["1"]))), &p));
+        assert!(
+            sat(one(expr(OS_KEY, "in", json!(["windows"]))), &p),
+            "operators are case-sensitive"
+        );
+        // `values` not a list counts as empty: In fails, NotIn passes.
+        assert!(!sat(one(expr(OS_KEY, "In", json!("linux"))), &p));
+        assert!(sat(one(expr(OS_KEY, "NotIn", json!("linux"))), &p));
+        assert!(!sat(one(json!({"key": OS_KEY, "operator": "In"})), &p));
+    }
+
+    #[test]
+    fn expressions_are_anded_terms_ored() {
+        let p = linux("amd64");
+        let and_fail = json!([{"matchExpressions": [
+            expr(OS_KEY, "In", json!(["linux"])),
+            expr(ARCH_KEY, "In", json!(["arm64"]))
+        ]}]);
+        assert_eq!(
+            plan_node_selector(None, Some(&affinity(and_fail.clone())), &p).unwrap_err(),
+            AFF_LINUX
+        );
+        let mut or_ok = and_fail.as_array().unwrap().clone();
+        or_ok.push(json!({"matchExpressions": [expr(ARCH_KEY, "In", json!(["amd64"]))]}));
+        assert!(sat(Value::Array(or_ok), &p));
+    }
+
+    #[test]
+    fn empty_and_missing_shapes() {
+        let p = linux("amd64");
+        assert!(sat(json!([{}]), &p), "an empty term is satisfiable");
+        assert!(sat(json!([{"matchExpressions": []}]), &p));
+        assert!(sat(json!([{"matchExpressions": "x"}]), &p));
+        assert!(sat(json!([]), &p), "an empty term list is fine");
+        assert!(plan_node_selector(None, Some(&json!({})), &p).is_ok());
+        assert!(plan_node_selector(None, Some(&json!({"nodeAffinity": null})), &p).is_ok());
+        assert!(plan_node_selector(None, Some(&json!("x")), &p).is_ok());
+        let no_terms =
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}});
+        assert!(plan_node_selector(None, Some(&no_terms), &p).is_ok());
+        assert!(sat(json!("not a list"), &p));
+        // Only non-object terms: nothing to satisfy, so the seed refuses.
+        assert_eq!(
+            plan_node_selector(None, Some(&affinity(json!(["x", 1]))), &p).unwrap_err(),
+            AFF_LINUX
+        );
+        // Non-object expressions and non-string keys are skipped.
+        assert!(sat(
+            json!([{"matchExpressions": ["x", {"key": 1, "operator": "DoesNotExist"}]}]),
+            &p
+        ));
+    }
+
+    #[test]
+    fn other_keys_are_ignored() {
+        let p = linux("amd64");
+        assert!(sat(
+            json!([{"matchExpressions": [expr("disk", "In", json!(["ssd"])), expr("zone", "DoesNotExist", json!([]))]}]),
+            &p
+        ));
+        assert!(sat(
+            json!([{"matchExpressions": [expr("kubernetes.io/hostname", "In", json!([]))]}]),
+            &p
+        ));
+    }
+
+    #[test]
+    fn selector_checked_before_affinity() {
+        let sel = json!({"kubernetes.io/arch": "arm64"});
+        let aff =
+            affinity(json!([{"matchExpressions": [expr(OS_KEY, "DoesNotExist", json!([]))]}]));
+        assert!(
+            plan_node_selector(Some(&sel), Some(&aff), &linux("amd64"))
+                .unwrap_err()
+                .contains("nodeSelector")
+        );
+    }
+}

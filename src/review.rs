@@ -1,0 +1,237 @@
+//! AdmissionReview in, AdmissionReview out.
+//!
+//! The request envelope is read into a borrowed view: the object stays raw
+//! JSON and is only parsed (into [`PodView`]) for a Pod CREATE, so the cost
+//! of a review is close to the cost of scanning its bytes once. The response
+//! is kube's own `AdmissionResponse`, which echoes uid, apiVersion and kind.
+
+use std::borrow::Cow;
+
+use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use kube::core::{DynamicObject, Status, TypeMeta};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use thiserror::Error;
+
+use crate::mutate::{self, Context, Decision, Denial, SkipReason};
+
+/// A request that cannot be answered with an AdmissionReview at all; the
+/// server turns these into HTTP 400.
+#[derive(Debug, Error)]
+pub enum ReviewError {
+    #[error("request body is empty")]
+    Empty,
+    #[error("request body is not an AdmissionReview: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("cannot encode the response: {0}")]
+    Encode(String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewIn<'a> {
+    #[serde(default, borrow)]
+    api_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    request: Option<RequestIn<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<'a> {
+    #[serde(borrow)]
+    uid: Cow<'a, str>,
+    #[serde(borrow)]
+    kind: GroupVersionKind<'a>,
+    #[serde(default, borrow)]
+    resource: Option<GroupVersionResource<'a>>,
+    #[serde(default, borrow)]
+    sub_resource: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    operation: Cow<'a, str>,
+    #[serde(default, borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct GroupVersionKind<'a> {
+    #[serde(default, borrow)]
+    group: Cow<'a, str>,
+    #[serde(default, borrow)]
+    version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct GroupVersionResource<'a> {
+    #[serde(default, borrow)]
+    group: Cow<'a, str>,
+    #[serde(default, borrow)]
+    resource: Cow<'a, str>,
+}
+
+/// How a review ended, for metrics and the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Mutated,
+    Unchanged,
+    Skipped(SkipReason),
+    Denied(u16),
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Mutated => "mutated",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Skipped(_) => "skipped",
+            Outcome::Denied(_) => "denied",
+        }
+    }
+}
+
+/// The answer plus what the server logs about it.
+#[derive(Debug)]
+pub struct Reviewed {
+    pub body: Vec<u8>,
+    pub outcome: Outcome,
+    pub uid: String,
+    pub namespace: String,
+    /// `metadata.name`, else `generateName` (pods from controllers have no
+    /// name at admission).
+    pub name: String,
+    pub operation: String,
+    pub dry_run: bool,
+    pub patch_bytes: usize,
+    pub message: Option<String>,
+}
+
+/// Answers one AdmissionReview request body.
+pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ReviewError::Empty);
+    }
+    let review: ReviewIn<'_> = serde_json::from_slice(body)?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let types = TypeMeta {
+        api_version: review.api_version.into_owned(),
+        kind: review.kind.into_owned(),
+    };
+
+    let pod_view = if is_pod_create(&request) {
+        request
+            .object
+            .map(|raw| mutate::pod::PodView::parse(raw.get()))
+    } else {
+        None
+    };
+    let decision = match pod_view {
+        None => Decision::Skip(SkipReason::NotPodCreate),
+        Some(Ok(pod)) => {
+            let decision = mutate::decide_view(&pod, request.namespace.as_deref(), ctx);
+            return respond(types, &request, Some(&pod), decision);
+        }
+        Some(Err(e)) => Decision::Deny(Denial::MalformedPod(e.to_string())),
+    };
+    respond(types, &request, None, decision)
+}
+
+fn is_pod_create(r: &RequestIn<'_>) -> bool {
+    let resource_is_pods = r
+        .resource
+        .as_ref()
+        .is_none_or(|res| res.group.is_empty() && res.resource == "pods");
+    r.operation == "CREATE"
+        && r.kind.group.is_empty()
+        && r.kind.version == "v1"
+        && r.kind.kind == "Pod"
+        && resource_is_pods
+        && r.sub_resource.as_deref().is_none_or(str::is_empty)
+}
+
+fn respond(
+    types: TypeMeta,
+    request: &RequestIn<'_>,
+    pod: Option<&mutate::pod::PodView<'_>>,
+    decision: Decision,
+) -> Result<Reviewed, ReviewError> {
+    let mut response = allowed(types, &request.uid);
+    let mut patch_bytes = 0;
+    let mut message = None;
+    let outcome = match decision {
+        Decision::Skip(reason) => Outcome::Skipped(reason),
+        Decision::Admit(admission) => {
+            if !admission.warnings.is_empty() {
+                response.warnings = Some(admission.warnings);
+            }
+            if admission.patch.is_empty() {
+                Outcome::Unchanged
+            } else {
+                response = response
+                    .with_patch(json_patch::Patch(admission.patch))
+                    .map_err(|e| ReviewError::Encode(e.to_string()))?;
+                patch_bytes = response.patch.as_ref().map_or(0, Vec::len);
+                Outcome::Mutated
+            }
+        }
+        Decision::Deny(denial) => {
+            let code = denial.code();
+            let text = denial.to_string();
+            response.allowed = false;
+            response.result = Status::failure(&text, denial.reason()).with_code(code);
+            message = Some(text);
+            Outcome::Denied(code)
+        }
+    };
+    let body = serde_json::to_vec(&response.into_review())
+        .map_err(|e| ReviewError::Encode(e.to_string()))?;
+
+    let meta = pod.and_then(|p| p.metadata.as_ref());
+    let name = request
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta.and_then(|m| m.name.as_deref()))
+        .or_else(|| meta.and_then(|m| m.generate_name.as_deref()))
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Reviewed {
+        body,
+        outcome,
+        uid: request.uid.to_string(),
+        namespace: request.namespace.as_deref().unwrap_or_default().to_owned(),
+        name,
+        operation: request.operation.to_string(),
+        dry_run: request.dry_run.unwrap_or(false),
+        patch_bytes,
+        message,
+    })
+}
+
+/// An allowed response echoing the request's uid, apiVersion and kind.
+/// `AdmissionResponse::from` needs a fully typed request, which is exactly the
+/// parse this module avoids, so start from `invalid` and fill it in.
+fn allowed(types: TypeMeta, uid: &str) -> AdmissionResponse {
+    let mut response = AdmissionResponse::invalid("");
+    response.types = types;
+    response.uid = uid.to_owned();
+    response.allowed = true;
+    response.result = Status::default();
+    response
+}
+
+/// The response as kube's typed review, for callers that inspect it.
+pub fn parse_response(body: &[u8]) -> Result<AdmissionReview<DynamicObject>, serde_json::Error> {
+    serde_json::from_slice(body)
+}

