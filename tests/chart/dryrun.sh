@@ -89,14 +89,20 @@ for mode in helm certManager existingSecret url values-all; do
         sed -e 's/^/    /' "$WORK/err"
         continue
     fi
+    rc=0
+    kc --namespace "$NS" dry-run --install-crds "$out" >"$WORK/dry.out" 2>&1 || rc=$?
+    failed_before=$fail
     while IFS= read -r line; do
         case "$line" in
             "ok - "*) ok "[$mode] ${line#ok - }" ;;
             "not ok - "*) not_ok "[$mode] ${line#not ok - }" ;;
             "skip - "*) skip=$((skip + 1)); printf '%s\n' "$line" ;;
-            *) printf '%s\n' "$line" ;;
+            *) printf '    %s\n' "$line" ;;
         esac
-    done < <(kc --namespace "$NS" dry-run --install-crds "$out" 2>&1 || true)
+    done <"$WORK/dry.out"
+    if [[ $rc -ne 0 && $fail -eq $failed_before ]]; then
+        not_ok "[$mode] kubeclient.py dry-run exited $rc"
+    fi
 done
 run_test "dry-run stored nothing (no MutatingWebhookConfiguration rel-sandbox-webhook)" \
     bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \

@@ -148,20 +148,26 @@ class Client:
             raise SystemExit(f"cannot create namespace {name}: HTTP {status}: {body.get('message')}")
 
     # ------------------------------------------------------------ minimal CRDs
-    def install_crd(self, crd):
-        """Create crd unless one of that name exists; True when this call created it."""
+    def install_crd(self, crd, on_created):
+        """Create crd unless a real one of that name exists; True when it is ours.
+        on_created(name) is called as soon as the CRD is ours, before waiting for it."""
         name = crd["metadata"]["name"]
         path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        status, _ = self.request("GET", path)
+        status, body = self.request("GET", path)
         if status == 200:
-            return False
-        status, body = self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
-        if status not in (200, 201):
-            raise SystemExit(f"cannot create CRD {name}: HTTP {status}: {body.get('message')}")
+            labels = body.get("metadata", {}).get("labels") or {}
+            if labels.get("app.kubernetes.io/managed-by") != FIELD_MANAGER:
+                return False  # a real CRD (e.g. cert-manager is installed): use it, never touch it
+            # left over by an interrupted run of these tests: adopt it, so it is deleted at the end
+        else:
+            status, body = self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+            if status not in (200, 201):
+                raise SystemExit(f"cannot create CRD {name}: HTTP {status}: {body.get('message')}")
+        on_created(name)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             status, body = self.request("GET", path)
-            conds = {c["type"]: c["status"] for c in body.get("status", {}).get("conditions", [])}
+            conds = {c["type"]: c["status"] for c in (body.get("status") or {}).get("conditions") or []}
             if conds.get("Established") == "True":
                 # discovery lags a little behind the Established condition
                 group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
@@ -272,10 +278,12 @@ def cmd_dry_run(client, args):
         if args.install_crds:
             needed = {(o["apiVersion"], o["kind"]) for _, o in objs}
             for key in sorted(needed):
-                if key in MINIMAL_CRDS and client.resource_for(*key) is None:
-                    if client.install_crd(MINIMAL_CRDS[key]):
-                        created.append(MINIMAL_CRDS[key]["metadata"]["name"])
-                        print(f"# created minimal test CRD {MINIMAL_CRDS[key]['metadata']['name']}")
+                # Also when the kind is served: a minimal CRD left over by an
+                # interrupted run is adopted (and deleted below); a real one is kept.
+                if key in MINIMAL_CRDS:
+                    name = MINIMAL_CRDS[key]["metadata"]["name"]
+                    if client.install_crd(MINIMAL_CRDS[key], on_created=created.append):
+                        print(f"# created minimal test CRD {name}")
         for path, obj in objs:
             label = f"{os.path.basename(path)}: {obj['kind']} {obj['metadata'].get('name')}"
             ok, detail = client.dry_run_apply(obj, args.namespace)

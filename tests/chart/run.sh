@@ -56,7 +56,7 @@ expect_fail() {
         not_ok "$name (exit $rc but the message does not match /$pattern/)"
         sed -e 's/^/    /' "$WORK/out" | tail -n 10
     else
-        ok "$name (exit $rc: $(grep -Eo -m1 -- "$pattern" "$WORK/out"))"
+        ok "$name (exit $rc: $(grep -Eo -m1 -- "$pattern" "$WORK/out" | head -n1))"
     fi
 }
 
@@ -246,6 +246,46 @@ expect_fail "deployment.enabled=false without webhook.url fails with a message" 
     "set webhook.url" "${T[@]}" --set deployment.enabled=false
 expect_fail "Kubernetes older than 1.29 is refused" "incompatible with Kubernetes v1.28" \
     "$HELM" template rel "$CHART" --kube-version 1.28.9
+
+# ------------------------------------------------------------------ the binary accepts the chart's config.yaml
+# With a built binary (cargo build), the config.yaml that the chart renders is
+# fed to `sandbox-webhook inject`, which loads it exactly like `serve` does.
+if [[ -n "$bin" ]] && "$bin" inject --help >/dev/null 2>&1; then
+    extract_config() { # extract_config RENDERED OUT
+        python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "ConfigMap":
+        open(sys.argv[2], "w").write(d["data"]["config.yaml"])' "$1" "$2"
+    }
+    sandbox_pod() { # sandbox_pod PREFIX [network-policy] > pod.yaml
+        printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n'
+        printf '  labels:\n    %s/id: demo\n  annotations:\n    %s/timeout: 30m\n' "$1" "$1"
+        [[ -n "${2:-}" ]] && printf "    %s/network-policy: '{\"defaultAction\":\"deny\"}'\n" "$1"
+        printf 'spec:\n  containers:\n    - name: sandbox\n      image: busybox\n      command: [sleep, "3600"]\n'
+    }
+    render "$WORK/egress-off.yaml" --set config.egress.image=
+    extract_config "$WORK/helm.yaml" "$WORK/cfg-default.yaml"
+    extract_config "$WORK/all.yaml" "$WORK/cfg-all.yaml"
+    extract_config "$WORK/egress-off.yaml" "$WORK/cfg-egress-off.yaml"
+    sandbox_pod opensandbox.io policy >"$WORK/pod-default.yaml"
+    sandbox_pod sandbox.example.com policy >"$WORK/pod-all.yaml"
+    sandbox_pod opensandbox.io >"$WORK/pod-plain.yaml"
+    inject() { "$bin" inject --now 2026-01-01T00:00:00Z --egress-token test-token "$@"; }
+    run_test "binary accepts the default config.yaml and injects execd and egress" bash -c "
+        out=\$($(declare -f inject); bin='$bin'; inject --config '$WORK/cfg-default.yaml' -f '$WORK/pod-default.yaml') &&
+        grep -q 'execd-installer' <<<\"\$out\" && grep -q 'name: egress' <<<\"\$out\""
+    run_test "binary accepts values-all.yaml's config.yaml (prefix sandbox.example.com)" bash -c "
+        out=\$($(declare -f inject); bin='$bin'; inject --config '$WORK/cfg-all.yaml' -f '$WORK/pod-all.yaml') &&
+        grep -q 'execd-installer' <<<\"\$out\" && grep -q 'sandbox.example.com/expires-at' <<<\"\$out\""
+    run_test "binary accepts config.egress.image= (egress off) and still injects execd" bash -c "
+        out=\$($(declare -f inject); bin='$bin'; inject --config '$WORK/cfg-egress-off.yaml' -f '$WORK/pod-plain.yaml') &&
+        grep -q 'execd-installer' <<<\"\$out\""
+    expect_fail "egress off: a pod asking for a network policy is denied" "egress image" \
+        "$bin" inject --config "$WORK/cfg-egress-off.yaml" -f "$WORK/pod-default.yaml" --now 2026-01-01T00:00:00Z
+else
+    log "no sandbox-webhook binary with an inject subcommand built: config.yaml contract checks skipped"
+fi
 
 # ------------------------------------------------------------------ docs and fixtures stay complete
 leaf_keys() { # leaf_keys FILE: dotted paths of values.yaml, maps with entries expanded

@@ -123,6 +123,14 @@ Checks that fail early with a message telling what to set.
 {{- fail "certificates.mode=existingSecret: webhook.caBundle is required (the CA that signed the Secret's tls.crt, PEM or base64; e.g. --set-file webhook.caBundle=ca.crt)" -}}
 {{- end -}}
 {{- end -}}
+{{- $expiry := .Values.config.expiry | default dict -}}
+{{- $default := dig "defaultTimeoutSeconds" nil $expiry -}}
+{{- $max := dig "maxTimeoutSeconds" nil $expiry -}}
+{{- if and (not (kindIs "invalid" $default)) (not (kindIs "invalid" $max)) -}}
+{{- if gt (float64 $default) (float64 $max) -}}
+{{- fail (printf "config.expiry.defaultTimeoutSeconds (%v) must not exceed config.expiry.maxTimeoutSeconds (%v)" $default $max) -}}
+{{- end -}}
+{{- end -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" .Values.config.prefix) -}}
 {{- fail (printf "config.prefix %q is not a DNS subdomain (e.g. opensandbox.io)" .Values.config.prefix) -}}
 {{- end -}}
