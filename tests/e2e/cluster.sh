@@ -343,8 +343,9 @@ cmd_start() {
     d="$(cd "$d" && pwd)"
     START_DIR="$d"
     if [[ -f "$d/pids" ]]; then
-        local pid
-        for pid in $(awk '{print $2}' "$d/pids"); do
+        local pid old=()
+        mapfile -t old < <(awk '{print $2}' "$d/pids")
+        for pid in "${old[@]}"; do
             pid_is_ours "$pid" "$d" && die "a control plane is already running in $d (run: $0 stop $d)"
         done
         rm -f "$d/pids"
@@ -389,10 +390,13 @@ cmd_start() {
     #   create each namespace's `default` ServiceAccount, so with that plugin on,
     #   every Pod create would be rejected.
     # --authorization-mode=RBAC: the admin client cert is in system:masters.
+    # --endpoint-reconciler-type=none: the reconciler of the `kubernetes` Service's
+    #   endpoints refuses a loopback advertise address and the apiserver exits.
     setsid "$KUBE_APISERVER_BIN" \
         --etcd-servers="$etcd_url" \
         --bind-address=127.0.0.1 \
         --advertise-address=127.0.0.1 \
+        --endpoint-reconciler-type=none \
         --secure-port="$api_port" \
         --cert-dir="$d/apiserver-certs" \
         --tls-cert-file="$d/apiserver.crt" \
