@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Writes the AdmissionReview bodies used by the benchmarks into bench/reviews/.
+
+Three realistic sandbox pods, about 2 KB, 10 KB and 30 KB as the apiserver
+sends them (defaults filled in, managedFields present), each also with a
+network policy of 10 and of 1,000 rules. Deterministic: same output each run.
+"""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reviews")
+P = "opensandbox.io"
+
+
+def container(name, i, rich):
+    c = {
+        "name": name,
+        "image": f"registry.example.com/team/{name}:v1.{i}.0",
+        "command": ["/usr/bin/python3", "-m", "app", f"--worker={i}"],
+        "args": ["--log-level=info", "--port=8080"],
+        "ports": [{"name": "http", "containerPort": 8080 + i, "protocol": "TCP"}],
+        "resources": {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+    }
+    if rich:
+        c["env"] = [{"name": f"SETTING_{k}", "value": f"value-{k}-" + "x" * 20} for k in range(12)]
+        c["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}})
+        c["volumeMounts"] = [{"name": f"data-{k}", "mountPath": f"/data/{k}"} for k in range(3)]
+        c["volumeMounts"].append({"name": "kube-api-access", "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"})
+        probe = {"httpGet": {"path": "/healthz", "port": 8080 + i, "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
+        c["livenessProbe"] = probe
+        c["readinessProbe"] = probe
+        c["securityContext"] = {"runAsNonRoot": True, "runAsUser": 1000, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return c
+
+
+def managed_fields(n):
+    fields = {"f:metadata": {"f:labels": {".": {}, f"f:{P}/id": {}}, "f:annotations": {".": {}}},
+              "f:spec": {"f:containers": {f'k:{{"name":"c{i}"}}': {".": {}, "f:image": {}, "f:name": {}, "f:resources": {".": {}, "f:limits": {}}} for i in range(n)}}}
+    return [{"manager": "opensandbox-server", "operation": "Update", "apiVersion": "v1", "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields}]
+
+
+def pod(size, rules):
+    annotations = {f"{P}/platform": "linux/amd64", f"{P}/timeout": "1h"}
+    if rules is not None:
+        annotations[f"{P}/network-policy"] = json.dumps(
+            {"defaultAction": "deny", "egress": [{"action": "allow", "target": f"host-{i}.pypi.example.org"} for i in range(rules)]},
+            separators=(",", ":"))
+    spec = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "securityContext": {},
+        "schedulerName": "default-scheduler",
+        "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "priority": 0,
+        "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        ],
+    }
+    if size == "2k":
+        spec["containers"] = [container("sandbox", 0, False)]
+        mf = managed_fields(1)
+    else:
+        n = 4 if size == "10k" else 13
+        spec["containers"] = [container("sandbox", 0, True)] + [container(f"c{i}", i, True) for i in range(1, n)]
+        spec["volumes"] = [{"name": f"data-{k}", "emptyDir": {}} for k in range(3)] + [
+            {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                                  {"key": "node.example.com/pool", "operator": "In", "values": ["sandbox", "batch"]}]}]}}}
+        spec["initContainers"] = [container("prepare", 9, size == "30k")]
+        mf = managed_fields(n)
+    obj = {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "sandbox-",
+            "namespace": "sandboxes",
+            "creationTimestamp": None,
+            "labels": {f"{P}/id": "bench-0001", "app.kubernetes.io/name": "sandbox", "team": "research"},
+            "annotations": annotations,
+            "managedFields": mf,
+        },
+        "spec": spec,
+        "status": {},
+    }
+    return {
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "sandboxes",
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:opensandbox:server", "uid": "e3b0c442", "groups": ["system:serviceaccounts", "system:serviceaccounts:opensandbox", "system:authenticated"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for size, target in (("2k", 2048), ("10k", 10240), ("30k", 30720)):
+        for rules in (None, 10, 1000):
+            body = json.dumps(pod(size, rules), separators=(",", ":"))
+            name = f"pod-{size}" + ("" if rules is None else f"-rules{rules}")
+            with open(os.path.join(OUT, name + ".json"), "w") as f:
+                f.write(body)
+            print(f"{name}.json: {len(body)} bytes (target ~{target} without rules)")
+
+
+if __name__ == "__main__":
+    main()
