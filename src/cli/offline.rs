@@ -79,7 +79,13 @@ pub fn inject(args: InjectArgs) -> ExitCode {
             ));
         }
     };
-    let raw = pod.to_string();
+    // JSON goes to the core as written, so number literals reach it intact
+    // (serde_json's Value would turn big integers and -0 into floats).
+    let raw = if is_json {
+        String::from_utf8_lossy(&input).into_owned()
+    } else {
+        pod.to_string()
+    };
     let tokens = tokens(&args.decision);
     let ctx = Context {
         config: &config,

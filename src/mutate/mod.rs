@@ -10,6 +10,8 @@ mod patch;
 pub mod platform;
 pub mod pod;
 pub mod policy;
+mod py_printable;
+mod pyrepr;
 mod select;
 
 use chrono::{DateTime, Utc};
@@ -99,13 +101,15 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         egress::check_main(&spec.containers()[main], &keys.network_policy)?;
     }
 
+    let affinity = intent
+        .platform
+        .as_ref()
+        .and_then(|_| parse_raw(spec.affinity));
     let selector = match &intent.platform {
-        Some(platform) => platform::plan_node_selector(
-            parse_raw(spec.node_selector).as_ref(),
-            parse_raw(spec.affinity).as_ref(),
-            platform,
-        )
-        .map_err(Denial::Platform)?,
+        Some(platform) => {
+            platform::plan_node_selector(spec.node_selector, affinity.as_ref(), platform)
+                .map_err(Denial::Platform)?
+        }
         None => None,
     };
 

@@ -8,7 +8,12 @@
 //! including its quirks (an all-non-object term list is unsatisfiable; `Exists`,
 //! `Gt` and `Lt` never rule a term out; non-list `values` count as empty).
 
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use super::pyrepr;
 
 pub const OS_KEY: &str = "kubernetes.io/os";
 pub const ARCH_KEY: &str = "kubernetes.io/arch";
@@ -97,23 +102,31 @@ pub enum SelectorChange {
 /// `apply_platform_node_selector`: conflicts with the pod's own nodeSelector,
 /// then with its required node affinity, then the merge.
 pub fn plan_node_selector(
-    node_selector: Option<&Value>,
+    node_selector: Option<&RawValue>,
     affinity: Option<&Value>,
     platform: &Platform,
 ) -> Result<Option<SelectorChange>, String> {
     let requested = platform.requested();
-    let selector = node_selector.and_then(Value::as_object);
-    if let Some(selector) = selector {
+    // Values stay raw so a conflict message can quote them exactly as Python
+    // prints the decoded JSON (big integers, -0, floats); not an object means
+    // "no selector", as in the seed.
+    let selector: Option<BTreeMap<String, &RawValue>> =
+        node_selector.and_then(|raw| serde_json::from_str(raw.get()).ok());
+    let is_set = |v: Option<&&RawValue>| v.is_some_and(|raw| raw.get() != "null");
+    if let Some(selector) = &selector {
         for (key, value) in &requested {
-            match selector.get(*key) {
-                None | Some(Value::Null) => {}
-                Some(Value::String(s)) if s == value => {}
-                Some(existing) => {
-                    return Err(format!(
-                        "platform conflict with template nodeSelector: '{key}' is '{}', request expects '{value}'.",
-                        py_str(existing)
-                    ));
-                }
+            let Some(existing) = selector.get(*key).filter(|raw| raw.get() != "null") else {
+                continue;
+            };
+            if serde_json::from_str::<String>(existing.get())
+                .ok()
+                .as_deref()
+                != Some(*value)
+            {
+                return Err(format!(
+                    "platform conflict with template nodeSelector: '{key}' is '{}', request expects '{value}'.",
+                    pyrepr::py_str(existing.get())
+                ));
             }
         }
     }
@@ -123,7 +136,7 @@ pub fn plan_node_selector(
         Some(selector) => {
             let missing: Vec<_> = requested
                 .into_iter()
-                .filter(|(k, _)| selector.get(*k).is_none_or(Value::is_null))
+                .filter(|(k, _)| !is_set(selector.get(*k)))
                 .collect();
             (!missing.is_empty()).then_some(SelectorChange::Set(missing))
         }
@@ -193,105 +206,6 @@ pub fn term_satisfiable(term: &Map<String, Value>, requested: &[(&str, &str)]) -
     true
 }
 
-/// Python's `str()` of a JSON-decoded value, so messages quoting a
-/// non-string selector value read exactly as the seed's f-strings do.
-pub fn py_str(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => py_repr(other),
-    }
-}
-
-fn py_repr(value: &Value) -> String {
-    match value {
-        Value::Null => "None".into(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => i.to_string(),
-            (_, Some(u), _) => u.to_string(),
-            (_, _, Some(f)) => py_float(f),
-            _ => n.to_string(),
-        },
-        Value::String(s) => py_str_repr(s),
-        Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(py_repr).collect();
-            format!("[{}]", inner.join(", "))
-        }
-        Value::Object(map) => {
-            let inner: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v)))
-                .collect();
-            format!("{{{}}}", inner.join(", "))
-        }
-    }
-}
-
-/// `repr(float)`: shortest round-trip digits, positional for exponents in
-/// [-4, 16), scientific with a signed two-digit exponent otherwise.
-fn py_float(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    let sci = format!("{f:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    if (-4..16).contains(&exp) {
-        let point = exp + 1;
-        let body = if point <= 0 {
-            format!("0.{}{}", "0".repeat((-point) as usize), digits)
-        } else if point as usize >= digits.len() {
-            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
-        } else {
-            let (int, frac) = digits.split_at(point as usize);
-            format!("{int}.{frac}")
-        };
-        format!("{sign}{body}")
-    } else {
-        let exp_sign = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{mantissa}e{exp_sign}{:02}", exp.abs())
-    }
-}
-
-/// `repr(str)`: single quotes unless the text has a single quote and no
-/// double quote; backslash escapes for the quote, backslash and controls.
-fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +235,10 @@ mod tests {
         json!({"key": key, "operator": op, "values": values})
     }
 
+    fn raw(v: &Value) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap()
+    }
+
     fn sat(terms: Value, p: &Platform) -> bool {
         plan_node_selector(None, Some(&affinity(terms)), p).is_ok()
     }
@@ -347,12 +265,12 @@ mod tests {
     fn selector_conflict_checks_os_before_arch() {
         let sel = json!({"kubernetes.io/os": "windows", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&sel), None, &linux("amd64")).unwrap_err(),
+            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64")).unwrap_err(),
             "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'windows', request expects 'linux'."
         );
         let sel = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&sel), None, &linux("amd64")).unwrap_err(),
+            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64")).unwrap_err(),
             "platform conflict with template nodeSelector: 'kubernetes.io/arch' is 'arm64', request expects 'amd64'."
         );
     }
@@ -372,7 +290,7 @@ mod tests {
             (json!(["it's"]), "[\"it's\"]"),
         ] {
             let sel = json!({ "kubernetes.io/os": value });
-            let err = plan_node_selector(Some(&sel), None, &linux("amd64")).unwrap_err();
+            let err = plan_node_selector(Some(&raw(&sel)), None, &linux("amd64")).unwrap_err();
             assert_eq!(
                 err,
                 format!(
@@ -386,17 +304,17 @@ mod tests {
     fn selector_merge_keeps_other_keys() {
         let sel = json!({"disk": "ssd", "kubernetes.io/os": "linux", "kubernetes.io/arch": null});
         assert_eq!(
-            plan_node_selector(Some(&sel), None, &linux("arm64")).unwrap(),
+            plan_node_selector(Some(&raw(&sel)), None, &linux("arm64")).unwrap(),
             Some(SelectorChange::Set(vec![(ARCH_KEY, "arm64")]))
         );
         let full = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&full), None, &linux("arm64")).unwrap(),
+            plan_node_selector(Some(&raw(&full)), None, &linux("arm64")).unwrap(),
             None
         );
         // Not an object: treated as empty, then replaced (seed's setdefault branch).
         assert_eq!(
-            plan_node_selector(Some(&json!("x")), None, &linux("amd64")).unwrap(),
+            plan_node_selector(Some(&raw(&json!("x"))), None, &linux("amd64")).unwrap(),
             Some(SelectorChange::Create(vec![
                 (OS_KEY, "linux"),
                 (ARCH_KEY, "amd64")
@@ -408,7 +326,7 @@ mod tests {
     fn windows_checks_and_sets_arch_only() {
         let sel = json!({"kubernetes.io/os": "linux"});
         assert_eq!(
-            plan_node_selector(Some(&sel), None, &windows("amd64")).unwrap(),
+            plan_node_selector(Some(&raw(&sel)), None, &windows("amd64")).unwrap(),
             Some(SelectorChange::Set(vec![(ARCH_KEY, "amd64")]))
         );
         let aff = affinity(json!([{"matchExpressions": [expr(ARCH_KEY, "In", json!(["arm64"]))]}]));
@@ -504,7 +422,7 @@ mod tests {
         let aff =
             affinity(json!([{"matchExpressions": [expr(OS_KEY, "DoesNotExist", json!([]))]}]));
         assert!(
-            plan_node_selector(Some(&sel), Some(&aff), &linux("amd64"))
+            plan_node_selector(Some(&raw(&sel)), Some(&aff), &linux("amd64"))
                 .unwrap_err()
                 .contains("nodeSelector")
         );
