@@ -10,3 +10,4 @@ pub mod cli;
 pub mod config;
 pub mod mutate;
 pub mod review;
+pub mod server;
