@@ -5,7 +5,9 @@
 //! JSON; the server, TLS, configuration loading and the CLI are thin layers
 //! around those two.
 
+pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod mutate;
 pub mod review;
+pub mod server;

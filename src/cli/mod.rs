@@ -1,7 +1,9 @@
 //! The `sandbox-webhook` command line: one `Args` struct, one module per
 //! subcommand; `main` only parses and calls [`run`].
 
+mod certs;
 mod offline;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +26,10 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the HTTPS admission webhook.
+    Serve(Box<serve::ServeArgs>),
+    /// Write a private CA and a serving certificate (ca.crt, tls.crt, tls.key).
+    Certs(certs::CertsArgs),
     /// Mutate a Pod (YAML or JSON) like the webhook would and print it.
     Inject(offline::InjectArgs),
     /// Answer an AdmissionReview (JSON) exactly as the server would.
@@ -64,6 +70,8 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
 
 pub fn run(args: Args) -> ExitCode {
     match args.command {
+        Command::Serve(a) => serve::serve(*a),
+        Command::Certs(a) => certs::certs(a),
         Command::Inject(a) => offline::inject(a),
         Command::Review(a) => offline::review(a),
     }

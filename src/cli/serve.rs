@@ -1,0 +1,225 @@
+//! `serve`: wires flags, logging, the runtime and signals to
+//! [`crate::server::run`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use crate::certs;
+use crate::server::{self, ServerConfig, TlsFiles};
+
+/// Where `serve --dev` writes its throwaway certificates (git-ignored).
+const DEV_CERT_DIR: &str = "certs/dev";
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Configuration file (YAML), reloaded when it changes; the built-in
+    /// defaults when omitted.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Serving certificate (PEM, leaf first), reloaded when it changes.
+    #[arg(long, value_name = "FILE", required_unless_present = "dev")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, value_name = "FILE", required_unless_present = "dev")]
+    pub tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) for client certificates: turns on mTLS.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+    /// Admission (HTTPS) listen address.
+    #[arg(long, value_name = "ADDR", default_value = "[::]:8443")]
+    pub addr: SocketAddr,
+    /// Admin (plain HTTP: /livez, /readyz, /metrics) listen address.
+    #[arg(long, value_name = "ADDR", default_value = "[::]:8080")]
+    pub admin_addr: SocketAddr,
+    /// The webhook's own namespace, which is never mutated.
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Development mode: generate a throwaway CA and a certificate for
+    /// localhost, 127.0.0.1 and ::1 under certs/dev/ and serve with it.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub dev: bool,
+    /// Maximum concurrent TLS connections.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Deadline for one admission request (body included), e.g. 5s.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// How long shutdown waits for in-flight requests, e.g. 15s.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// How often certificate, client CA and config files are polled.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, hide = true)]
+    pub reload_interval: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `250ms`, `5s`, `2m`; a bare number is seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 500ms, 5s or 1m"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        _ => return Err(format!("`{s}`: unit must be ms, s or m")),
+    };
+    if d.is_zero() {
+        return Err("duration must be positive".into());
+    }
+    Ok(d)
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only on a terminal; log collectors get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    // `try_init`: a subscriber installed by an embedding program wins.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().with_current_span(false).try_init(),
+    };
+}
+
+fn dev_certs(dir: &Path) -> Result<TlsFiles, String> {
+    let (dns, ips) = super::certs::local_names();
+    certs::generate(&dns, &ips, 30)
+        .and_then(|bundle| bundle.write(dir))
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "dev mode: CA bundle at {}, serving certificate for localhost, 127.0.0.1 and ::1",
+        dir.join("ca.crt").display()
+    );
+    Ok(TlsFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+        client_ca: None,
+    })
+}
+
+pub fn serve(args: ServeArgs) -> ExitCode {
+    init_logging(args.log_format);
+    let tls = match (args.dev, args.tls_cert, args.tls_key) {
+        (true, _, _) => match dev_certs(Path::new(DEV_CERT_DIR)) {
+            Ok(mut files) => {
+                files.client_ca = args.client_ca;
+                files
+            }
+            Err(e) => return fail(e),
+        },
+        (false, Some(cert), Some(key)) => TlsFiles {
+            cert,
+            key,
+            client_ca: args.client_ca,
+        },
+        // clap enforces `required_unless_present = "dev"`.
+        _ => return fail("--tls-cert and --tls-key are required (or use --dev)"),
+    };
+    let mut settings = ServerConfig::new(tls);
+    settings.addr = args.addr;
+    settings.admin_addr = args.admin_addr;
+    settings.config_path = args.config;
+    settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
+    settings.reload_interval = args.reload_interval;
+    settings.request_timeout = args.request_timeout;
+    settings.shutdown_timeout = args.shutdown_timeout;
+    settings.max_connections = args.max_connections as usize;
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        let signals = Signals::new().map_err(|e| format!("cannot listen for signals: {e}"))?;
+        server::run(settings, signals.first())
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+/// Logging is set up by now, so the error goes to the log (JSON when asked
+/// for), which is also where a human running the command looks.
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    tracing::error!("{message}");
+    ExitCode::FAILURE
+}
+
+/// SIGTERM and SIGINT. The first starts a graceful shutdown; a second one
+/// exits at once (an operator who asks twice does not want to wait).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+
+    async fn first(mut self) {
+        let name = self.next().await;
+        tracing::info!(
+            signal = name,
+            "shutdown requested; a second signal exits immediately"
+        );
+        tokio::spawn(async move {
+            let name = self.next().await;
+            tracing::warn!(signal = name, "second signal: exiting without draining");
+            std::process::exit(130);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}
