@@ -7,9 +7,11 @@
 
 use std::borrow::Cow;
 
-use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use kube::core::admission::AdmissionReview;
 use kube::core::{DynamicObject, Status, TypeMeta};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use thiserror::Error;
 
@@ -166,22 +168,23 @@ fn respond(
     pod: Option<&mutate::pod::PodView<'_>>,
     decision: Decision,
 ) -> Result<Reviewed, ReviewError> {
-    let mut response = allowed(types, &request.uid);
-    let mut patch_bytes = 0;
+    let mut response = ResponseOut::allowed(&request.uid);
     let mut message = None;
+    let mut patch_bytes = 0;
+    let warnings;
     let outcome = match decision {
         Decision::Skip(reason) => Outcome::Skipped(reason),
         Decision::Admit(admission) => {
-            if !admission.warnings.is_empty() {
-                response.warnings = Some(admission.warnings);
-            }
+            warnings = admission.warnings;
+            response.warnings = &warnings;
             if admission.patch.is_empty() {
                 Outcome::Unchanged
             } else {
-                response = response
-                    .with_patch(json_patch::Patch(admission.patch))
+                let patch = serde_json::to_vec(&admission.patch)
                     .map_err(|e| ReviewError::Encode(e.to_string()))?;
-                patch_bytes = response.patch.as_ref().map_or(0, Vec::len);
+                patch_bytes = patch.len();
+                response.patch = Some(BASE64.encode(patch));
+                response.patch_type = Some("JSONPatch");
                 Outcome::Mutated
             }
         }
@@ -189,13 +192,12 @@ fn respond(
             let code = denial.code();
             let text = denial.to_string();
             response.allowed = false;
-            response.result = Status::failure(&text, denial.reason()).with_code(code);
+            response.status = Status::failure(&text, denial.reason()).with_code(code);
             message = Some(text);
             Outcome::Denied(code)
         }
     };
-    let body = serde_json::to_vec(&response.into_review())
-        .map_err(|e| ReviewError::Encode(e.to_string()))?;
+    let body = encode(&types, response)?;
 
     let meta = pod.and_then(|p| p.metadata.as_ref());
     let name = request
@@ -219,21 +221,71 @@ fn respond(
     })
 }
 
-/// An allowed response echoing the request's uid, apiVersion and kind.
-/// `AdmissionResponse::from` needs a fully typed request, which is exactly the
-/// parse this module avoids, so start from `invalid` and fill it in.
-fn allowed(types: TypeMeta, uid: &str) -> AdmissionResponse {
-    let mut response = AdmissionResponse::invalid("");
-    response.types = types;
-    response.uid = uid.to_owned();
-    response.allowed = true;
-    response.result = Status::default();
-    response
+/// The AdmissionReview v1 response on the wire. kube-core's
+/// `AdmissionResponse` writes `patch` as a JSON array of byte values, which
+/// the apiserver accepts but which is three to four times the size of the
+/// base64 text Go's `[]byte` is meant to carry; the patch is on every
+/// sandbox create, so it goes out as base64. `status` reuses kube's type.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    response: ResponseOut<'a>,
 }
 
-/// The response as kube's typed review, for callers that inspect it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    /// Always present (empty when allowed): kube-rs clients require it.
+    status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+}
+
+impl<'a> ResponseOut<'a> {
+    fn allowed(uid: &'a str) -> Self {
+        ResponseOut {
+            uid,
+            allowed: true,
+            status: Status::default(),
+            patch: None,
+            patch_type: None,
+            warnings: &[],
+        }
+    }
+}
+
+/// Every response echoes the request's uid, apiVersion and kind.
+fn encode(types: &TypeMeta, response: ResponseOut<'_>) -> Result<Vec<u8>, ReviewError> {
+    let review = ReviewOut {
+        api_version: &types.api_version,
+        kind: &types.kind,
+        response,
+    };
+    serde_json::to_vec(&review).map_err(|e| ReviewError::Encode(e.to_string()))
+}
+
+/// A response as kube's typed review, for callers that inspect it. kube-core
+/// expects `patch` as an array of bytes, so the base64 text is decoded first.
 pub fn parse_response(body: &[u8]) -> Result<AdmissionReview<DynamicObject>, serde_json::Error> {
-    serde_json::from_slice(body)
+    use serde::de::Error;
+    let mut value: serde_json::Value = serde_json::from_slice(body)?;
+    if let Some(patch) = value.pointer_mut("/response/patch")
+        && let Some(text) = patch.as_str()
+    {
+        let bytes = BASE64
+            .decode(text)
+            .map_err(|e| serde_json::Error::custom(format!("patch is not base64: {e}")))?;
+        *patch = serde_json::Value::from(bytes);
+    }
+    serde_json::from_value(value)
 }
 
 /// Allows everything without looking at the object: the cost floor of any
@@ -249,6 +301,5 @@ pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
         api_version: review.api_version.into_owned(),
         kind: review.kind.into_owned(),
     };
-    serde_json::to_vec(&allowed(types, &request.uid).into_review())
-        .map_err(|e| ReviewError::Encode(e.to_string()))
+    encode(&types, ResponseOut::allowed(&request.uid))
 }

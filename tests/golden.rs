@@ -194,6 +194,11 @@ fn review_fixtures() {
             "{stem}"
         );
 
+        // Go's []byte is base64 text on the wire.
+        if let Some(p) = response["response"].get("patch") {
+            assert!(p.is_string(), "{stem}: patch is not base64 text");
+            assert_eq!(response["response"]["patchType"], "JSONPatch", "{stem}");
+        }
         let mut object = request["request"]["object"].clone();
         if let Some(bytes) = patch_bytes(&response["response"]["patch"]) {
             let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
