@@ -8,6 +8,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::DecisionArgs;
+use crate::config::Config;
 use crate::mutate::{self, Context, Decision, FixedToken, RandomTokens, TokenSource};
 
 #[derive(Debug, clap::Args)]
@@ -52,13 +53,14 @@ fn tokens(args: &DecisionArgs) -> Box<dyn TokenSource> {
     }
 }
 
+/// The configuration and the input bytes every offline command starts from.
+fn load(decision: &DecisionArgs, file: &PathBuf) -> Result<(Config, Vec<u8>), String> {
+    Ok((decision.load_config()?, read_input(file)?))
+}
+
 pub fn inject(args: InjectArgs) -> ExitCode {
-    let config = match args.decision.load_config() {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
+    let (config, input) = match load(&args.decision, &args.file) {
+        Ok(loaded) => loaded,
         Err(e) => return fail(e),
     };
     let is_json = input
@@ -124,12 +126,8 @@ pub fn inject(args: InjectArgs) -> ExitCode {
 }
 
 pub fn review(args: ReviewArgs) -> ExitCode {
-    let config = match args.decision.load_config() {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
+    let (config, input) = match load(&args.decision, &args.file) {
+        Ok(loaded) => loaded,
         Err(e) => return fail(e),
     };
     let tokens = tokens(&args.decision);
