@@ -270,7 +270,8 @@ fn inject(
 }
 
 /// The sandbox container: the one the annotation names, else `sandbox`, else
-/// the first.
+/// the first that is not an egress sidecar (OpenSandbox's classic layout
+/// puts the sidecar among the containers).
 fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Result<usize, Denial> {
     let containers = spec.containers();
     if containers.is_empty() {
@@ -293,6 +294,7 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
     Ok(containers
         .iter()
         .position(|c| c.name == "sandbox")
+        .or_else(|| containers.iter().position(|c| c.name != egress::EGRESS))
         .unwrap_or(0))
 }
 
