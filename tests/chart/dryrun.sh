@@ -7,9 +7,11 @@
 # certificates are reused across upgrades (lookup), re-issued near expiry, and
 # regenerated when the Secrets are deleted.
 #
-#   tests/chart/dryrun.sh KUBECONFIG [--no-install]
+#   tests/chart/dryrun.sh [KUBECONFIG] [--no-install]
 #
-# e.g. with the e2e control plane:
+# Without KUBECONFIG it starts its own control plane (tests/e2e/cluster.sh
+# start, in a temporary directory) and stops it on exit, also on failure or
+# Ctrl-C. Or with one already running:
 #   tests/e2e/cluster.sh start /tmp/cp && tests/chart/dryrun.sh /tmp/cp/kubeconfig
 #
 # cert-manager Issuer/Certificate and the ServiceMonitor are dry-run against
@@ -24,19 +26,43 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CHART="$ROOT/charts/sandbox-webhook"
 HERE="$ROOT/tests/chart"
 
+CLUSTER_SH="$ROOT/tests/e2e/cluster.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
-[[ $# -ge 1 && "$1" != -h && "$1" != --help ]] || { usage >&2; exit 2; }
-KUBECONFIG="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-export KUBECONFIG
-[[ -r "$KUBECONFIG" ]] || { echo "dryrun.sh: cannot read kubeconfig $1" >&2; exit 2; }
+KUBECONFIG_ARG=""
 INSTALL=1
-[[ "${2:-}" == "--no-install" ]] && INSTALL=0
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help) usage; exit 0 ;;
+        --no-install) INSTALL=0 ;;
+        -*) usage >&2; exit 2 ;;
+        *) [[ -z "$KUBECONFIG_ARG" ]] || { usage >&2; exit 2; }; KUBECONFIG_ARG="$arg" ;;
+    esac
+done
 
 NS="sandbox-webhook-dryrun"
 INSTALL_NS="sandbox-webhook-chart-test"
 TEST_PREFIX="chart-test.sandbox-webhook.invalid"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/sandbox-webhook-dryrun.XXXXXX")"
+OWN_CLUSTER=0
+# The original stdout/stderr, for cleanup: a signal can arrive while a test's
+# output is redirected to $WORK/out.
+exec 3>&1 4>&2
+cleanup() {
+    local rc=$?
+    set +e
+    exec 1>&3 2>&4
+    if (( OWN_CLUSTER )); then
+        "$CLUSTER_SH" stop "$WORK/cluster" 2>/dev/null
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 pass=0
 fail=0
@@ -56,14 +82,21 @@ run_test() {
     fi
 }
 
-if [[ -z "${HELM:-}" ]]; then
-    if [[ -x "$ROOT/tests/e2e/cluster.sh" ]]; then
-        HELM="$("$ROOT/tests/e2e/cluster.sh" helm)"
-    else
-        HELM="$(command -v helm)" || { echo "dryrun.sh: set HELM to a helm v3 binary" >&2; exit 2; }
-    fi
+ensure_pyyaml || { echo "dryrun.sh: PyYAML is missing and could not be installed" >&2; exit 1; }
+command -v openssl >/dev/null 2>&1 || { echo "dryrun.sh: openssl is required" >&2; exit 1; }
+HELM="$("$CLUSTER_SH" helm)" || { echo "dryrun.sh: tests/e2e/cluster.sh helm failed" >&2; exit 1; }
+
+if [[ -n "$KUBECONFIG_ARG" ]]; then
+    KUBECONFIG="$(cd "$(dirname "$KUBECONFIG_ARG")" && pwd)/$(basename "$KUBECONFIG_ARG")"
+    [[ -r "$KUBECONFIG" ]] || { echo "dryrun.sh: cannot read kubeconfig $KUBECONFIG_ARG" >&2; exit 2; }
+else
+    OWN_CLUSTER=1
+    t0=$SECONDS
+    "$CLUSTER_SH" start "$WORK/cluster" >/dev/null || { echo "dryrun.sh: cannot start a control plane" >&2; exit 1; }
+    KUBECONFIG="$WORK/cluster/kubeconfig"
+    log "control plane started in $((SECONDS - t0))s"
 fi
-python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml >&2
+export KUBECONFIG
 
 server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
     || { echo "dryrun.sh: the API server in $KUBECONFIG does not answer" >&2; exit 1; }

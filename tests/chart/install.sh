@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# End-to-end install of the chart in its out-of-cluster development mode
+# (charts/sandbox-webhook/README.md, "Running the webhook outside the
+# cluster"): a locally running `sandbox-webhook serve` on 127.0.0.1, and
+# `helm install --set deployment.enabled=false --set webhook.url=...
+# --set-file webhook.caBundle=...` against a real kube-apiserver. Then a
+# sandbox pod is created and read back mutated, a pod without the label is
+# read back untouched, and failurePolicy Fail and `helm uninstall` are checked.
+#
+#   tests/chart/install.sh [KUBECONFIG]
+#
+# Without KUBECONFIG it starts its own control plane (tests/e2e/cluster.sh
+# start, in a temporary directory) and stops it on exit, also on failure or
+# Ctrl-C. With KUBECONFIG the API server must run on this machine (it calls
+# the webhook on 127.0.0.1); the webhook configuration is then narrowed to
+# the test's own namespaces, and the release is uninstalled on exit.
+#
+# The binary is $SANDBOX_WEBHOOK, else `cargo build` (debug). helm comes from
+# `tests/e2e/cluster.sh helm`. Everything this script starts is stopped by
+# PID. Prints `N passed, M failed` last; exits non-zero when anything failed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CHART="$ROOT/charts/sandbox-webhook"
+HERE="$ROOT/tests/chart"
+CLUSTER_SH="$ROOT/tests/e2e/cluster.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+if [[ $# -gt 1 || "${1:-}" == -h || "${1:-}" == --help ]]; then usage >&2; exit 2; fi
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/sandbox-webhook-install.XXXXXX")"
+OWN_CLUSTER=0
+WEBHOOK_PID=""
+RELEASE_INSTALLED=0
+SUFFIX="$(date +%s)-$$"
+REL="dev"
+REL_NS="sandbox-webhook-dev-$SUFFIX"
+TEST_NS="sandbox-install-$SUFFIX"
+PREFIX="opensandbox.io"          # the chart's default config.prefix
+WEBHOOK_NAME="pods.sandbox.$PREFIX"
+MWC="$REL-sandbox-webhook"
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
+not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
+log() { printf '# %s\n' "$*"; }
+kc() { python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" "$@"; }
+
+stop_webhook() {
+    [[ -n "$WEBHOOK_PID" ]] || return 0
+    kill -TERM "$WEBHOOK_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$WEBHOOK_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$WEBHOOK_PID" 2>/dev/null || true
+    wait "$WEBHOOK_PID" 2>/dev/null || true
+    WEBHOOK_PID=""
+}
+
+# The original stdout/stderr, for cleanup: a signal can arrive while a test's
+# output is redirected to $WORK/out.
+exec 3>&1 4>&2
+cleanup() {
+    local rc=$?
+    set +e
+    exec 1>&3 2>&4
+    stop_webhook
+    if (( RELEASE_INSTALLED && ! OWN_CLUSTER )); then
+        "$HELM" uninstall "$REL" --namespace "$REL_NS" >/dev/null 2>&1
+        kc delete "/api/v1/namespaces/$TEST_NS" >/dev/null 2>&1
+        kc delete "/api/v1/namespaces/$REL_NS" >/dev/null 2>&1
+    fi
+    if (( OWN_CLUSTER )); then
+        "$CLUSTER_SH" stop "$WORK/cluster" 2>/dev/null
+    fi
+    if (( rc != 0 || fail != 0 )) && [[ -s "$WORK/webhook.log" ]]; then
+        log "--- last lines of the webhook's log ---"
+        tail -n 20 "$WORK/webhook.log" | sed -e 's/^/#   /'
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run_test NAME CMD...: passes when CMD exits 0; shows its output otherwise.
+run_test() {
+    local name="$1"; shift
+    if "$@" >"$WORK/out" 2>&1; then
+        ok "$name"
+    else
+        not_ok "$name"
+        sed -e 's/^/    /' "$WORK/out" | tail -n 30
+    fi
+}
+
+# require NAME CMD...: like run_test, but stop here (with the summary) on failure.
+require() {
+    run_test "$@"
+    if (( fail )); then
+        echo
+        printf '%d passed, %d failed\n' "$pass" "$fail"
+        exit 1
+    fi
+}
+
+# pod_json NAME [LABELLED]: a Pod with `command: [sleep, "3600"]`.
+pod_json() {
+    local labels='{}' annotations='{}'
+    if [[ -n "${2:-}" ]]; then
+        labels="{\"$PREFIX/id\": \"$1\"}"
+        annotations="{\"$PREFIX/timeout\": \"30m\"}"
+    fi
+    cat <<EOF
+{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "$1", "labels": $labels, "annotations": $annotations},
+ "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36", "command": ["sleep", "3600"]}]}}
+EOF
+}
+
+# create NS NAME [LABELLED] [--dry-run]: POST the pod, save the answer in $WORK/NAME.json.
+create_pod() {
+    local ns="$1" name="$2" labelled="${3:-}" dry=()
+    [[ "${4:-}" == --dry-run ]] && dry=(--dry-run)
+    pod_json "$name" "$labelled" | kc create "${dry[@]}" "/api/v1/namespaces/$ns/pods" - >"$WORK/$name.json"
+}
+
+# check_pod FILE mutated|unchanged: assertions on a Pod (from pod_json) as
+# stored by the API server.
+check_pod() {
+    python3 - "$1" "$2" "$PREFIX" <<'EOF'
+import json, sys
+pod = json.load(open(sys.argv[1]))
+want, prefix = sys.argv[2], sys.argv[3]
+spec, meta = pod["spec"], pod["metadata"]
+inits = {c["name"]: c for c in spec.get("initContainers") or []}
+c = spec["containers"][0]
+errors = []
+def check(cond, msg):
+    if not cond:
+        errors.append(msg)
+if want == "mutated":
+    check("execd-installer" in inits, f"no execd-installer init container: {sorted(inits)}")
+    check(inits.get("execd-installer", {}).get("image") == "opensandbox/execd:v1.0.18",
+          "execd-installer image is not the chart's default config.execd.image")
+    check((c.get("command") or [""])[0] == "/opt/opensandbox/bootstrap.sh",
+          f"command does not start with /opt/opensandbox/bootstrap.sh: {c.get('command')}")
+    check(c.get("command", [])[1:] == ["sleep", "3600"], f"original command not kept after bootstrap.sh: {c.get('command')}")
+    check(any(e.get("name") == "EXECD" for e in c.get("env") or []), "no EXECD environment variable")
+    check(any(v.get("name") == "opensandbox-bin" for v in spec.get("volumes") or []), "no opensandbox-bin volume")
+    check(f"{prefix}/expires-at" in (meta.get("annotations") or {}), f"no {prefix}/expires-at annotation")
+else:
+    check(not inits, f"init containers were added: {sorted(inits)}")
+    check(c.get("command") == ["sleep", "3600"], f"command changed: {c.get('command')}")
+    check(not any(v.get("name") == "opensandbox-bin" for v in spec.get("volumes") or []), "opensandbox-bin volume added")
+    # only what pod_json itself may set (a labelled pod has <prefix>/id and <prefix>/timeout)
+    added = [k for k in list(meta.get("annotations") or {}) + list(meta.get("labels") or {})
+             if k.startswith(prefix + "/") and k not in (f"{prefix}/id", f"{prefix}/timeout")]
+    check(not added, f"{prefix}/ keys added: {added}")
+    check(len(spec["containers"]) == 1, "containers added")
+for e in errors:
+    print(e)
+sys.exit(1 if errors else 0)
+EOF
+}
+
+# wait_mutation NS yes|no: until a dry-run sandbox pod create comes back
+# mutated (yes) or unmutated (no); the API server loads webhook
+# configurations asynchronously.
+wait_mutation() {
+    local ns="$1" want="$2" deadline=$((SECONDS + 30)) got
+    while :; do
+        got=error
+        if create_pod "$ns" probe labelled --dry-run 2>/dev/null; then
+            if grep -q '"execd-installer"' "$WORK/probe.json"; then got=yes; else got=no; fi
+        fi
+        [[ "$got" == "$want" ]] && return 0
+        if (( SECONDS >= deadline )); then
+            echo "dry-run sandbox pod: mutated=$got after 30s, want $want"
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# ------------------------------------------------------------------ tools
+ensure_pyyaml || { echo "install.sh: PyYAML is missing and could not be installed" >&2; exit 1; }
+command -v curl >/dev/null 2>&1 || { echo "install.sh: curl is required" >&2; exit 1; }
+command -v openssl >/dev/null 2>&1 || { echo "install.sh: openssl is required" >&2; exit 1; }
+HELM="$("$CLUSTER_SH" helm)" || { echo "install.sh: tests/e2e/cluster.sh helm failed" >&2; exit 1; }
+BIN="$(webhook_binary)" || { echo "install.sh: cannot build the sandbox-webhook binary" >&2; exit 1; }
+log "helm: $HELM; binary: $BIN"
+
+# ------------------------------------------------------------------ cluster
+if [[ $# -eq 1 ]]; then
+    KUBECONFIG="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+    [[ -r "$KUBECONFIG" ]] || { echo "install.sh: cannot read kubeconfig $1" >&2; exit 2; }
+else
+    OWN_CLUSTER=1
+    t0=$SECONDS
+    "$CLUSTER_SH" start "$WORK/cluster" >/dev/null || { echo "install.sh: cannot start a control plane" >&2; exit 1; }
+    KUBECONFIG="$WORK/cluster/kubeconfig"
+    log "control plane started in $((SECONDS - t0))s"
+fi
+export KUBECONFIG
+server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
+    || { echo "install.sh: the API server in $KUBECONFIG does not answer" >&2; exit 1; }
+log "API server $server_version"
+
+# ------------------------------------------------------------------ the local webhook
+require "sandbox-webhook certs --dns localhost --ip 127.0.0.1" \
+    "$BIN" certs --dns localhost --ip 127.0.0.1 --out "$WORK/certs"
+run_test "the serving certificate verifies against ca.crt" \
+    openssl verify -CAfile "$WORK/certs/ca.crt" "$WORK/certs/tls.crt"
+
+# The configuration the chart renders by default (its ConfigMap), so the
+# binary runs with exactly what an in-cluster install would give it.
+render_config() {
+    "$HELM" template "$REL" "$CHART" --namespace "$REL_NS" --show-only templates/configmap.yaml >"$WORK/cm.yaml" &&
+        python3 -c 'import sys, yaml; sys.stdout.write(yaml.safe_load(open(sys.argv[1]))["data"]["config.yaml"])' \
+            "$WORK/cm.yaml" >"$WORK/config.yaml"
+}
+require "the chart's default config.yaml renders (helm template, no --kube-version)" render_config
+
+# start_webhook: serve on free loopback ports; retried when a port was taken
+# between picking and binding.
+start_webhook() {
+    local attempt
+    for attempt in 1 2 3; do
+        PORT="$(free_port)"
+        ADMIN_PORT="$(free_port)"
+        [[ "$PORT" != "$ADMIN_PORT" ]] || continue
+        RUST_LOG=info "$BIN" serve --config "$WORK/config.yaml" \
+            --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" \
+            --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" --namespace "$REL_NS" \
+            </dev/null >>"$WORK/webhook.log" 2>&1 &
+        WEBHOOK_PID=$!
+        for _ in $(seq 1 200); do
+            if ! kill -0 "$WEBHOOK_PID" 2>/dev/null; then
+                wait "$WEBHOOK_PID" 2>/dev/null || true
+                WEBHOOK_PID=""
+                echo "attempt $attempt: the webhook exited at start"
+                break
+            fi
+            if curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$ADMIN_PORT/readyz" 2>/dev/null; then
+                return 0
+            fi
+            sleep 0.1
+        done
+        if [[ -n "$WEBHOOK_PID" ]]; then echo "not ready within 20s"; stop_webhook; fi
+    done
+    tail -n 20 "$WORK/webhook.log"
+    return 1
+}
+PORT=""
+ADMIN_PORT=""
+require "sandbox-webhook serve on 127.0.0.1 is ready (/readyz)" start_webhook
+URL="https://127.0.0.1:$PORT/mutate"
+log "webhook pid $WEBHOOK_PID at $URL (admin 127.0.0.1:$ADMIN_PORT)"
+run_test "the webhook answers over TLS with the certificate for 127.0.0.1 (ca.crt)" \
+    bash -c "code=\$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert '$WORK/certs/ca.crt' \
+        -X POST -H 'Content-Type: application/json' -d '{}' '$URL') && [[ \$code =~ ^[0-9]+\$ && \$code != 000 ]]"
+
+# ------------------------------------------------------------------ helm install (the documented override)
+INSTALL=("$HELM" install "$REL" "$CHART" --namespace "$REL_NS" --create-namespace
+         --set deployment.enabled=false
+         --set "webhook.url=$URL"
+         --set-file "webhook.caBundle=$WORK/certs/ca.crt")
+if (( ! OWN_CLUSTER )); then
+    # A shared cluster: gate only this test's namespace.
+    INSTALL+=(--set-json "webhook.namespaceSelector.matchLabels={\"sandbox-webhook.opensandbox.io/install-test\":\"$SUFFIX\"}")
+fi
+log "${INSTALL[*]}"
+require "helm install (deployment.enabled=false, webhook.url, webhook.caBundle from ca.crt)" "${INSTALL[@]}"
+RELEASE_INSTALLED=1
+
+run_test "the release contains only the MutatingWebhookConfiguration" bash -c "
+    kinds=\$('$HELM' get manifest '$REL' --namespace '$REL_NS' | sed -n 's/^kind: //p' | sort -u) &&
+    echo \"kinds: \$kinds\" && [[ \$kinds == MutatingWebhookConfiguration ]]"
+check_mwc() {
+    kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC" >"$WORK/mwc.json" &&
+    python3 - "$WORK/mwc.json" "$URL" "$WORK/certs/ca.crt" "$WEBHOOK_NAME" "$REL_NS" "$PREFIX" <<'EOF'
+import base64, json, sys
+mwc, url, ca, name, rel_ns, prefix = json.load(open(sys.argv[1])), *sys.argv[2:]
+(w,) = mwc["webhooks"]
+cc = w["clientConfig"]
+errors = []
+def check(cond, msg):
+    if not cond:
+        errors.append(msg)
+check(w["name"] == name, f"webhook name {w['name']}")
+check(cc.get("url") == url, f"clientConfig.url {cc.get('url')} != {url}")
+check("service" not in cc, "clientConfig has a service")
+check(base64.b64decode(cc.get("caBundle", "")) == open(ca, "rb").read(), "caBundle is not ca.crt")
+check(w["failurePolicy"] == "Fail", f"failurePolicy {w['failurePolicy']}")
+check(w["sideEffects"] == "None", "sideEffects")
+check({"key": f"{prefix}/id", "operator": "Exists"} in w["objectSelector"].get("matchExpressions", []),
+      f"objectSelector: {w['objectSelector']}")
+ns_out = [e for e in w["namespaceSelector"].get("matchExpressions", []) if e["key"] == "kubernetes.io/metadata.name"]
+check(ns_out and rel_ns in ns_out[0]["values"] and "kube-system" in ns_out[0]["values"],
+      f"namespaceSelector does not exclude {rel_ns} and kube-system: {w['namespaceSelector']}")
+for e in errors:
+    print(e)
+sys.exit(1 if errors else 0)
+EOF
+}
+run_test "MutatingWebhookConfiguration: clientConfig.url, caBundle = ca.crt, Fail, <prefix>/id selector, own namespace excluded" check_mwc
+
+# ------------------------------------------------------------------ a sandbox pod is mutated
+printf '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"%s","labels":{"sandbox-webhook.opensandbox.io/install-test":"%s"}}}\n' \
+    "$TEST_NS" "$SUFFIX" >"$WORK/ns.json"
+require "create namespace $TEST_NS" kc create /api/v1/namespaces "$WORK/ns.json"
+t0=$SECONDS
+require "the API server calls the webhook (a dry-run sandbox pod comes back mutated)" wait_mutation "$TEST_NS" yes
+log "webhook active after $((SECONDS - t0))s"
+
+run_test "create sandbox pod $TEST_NS/sandbox (label $PREFIX/id, command sleep 3600)" \
+    create_pod "$TEST_NS" sandbox labelled
+get_pod() { kc get "/api/v1/namespaces/$1/pods/$2" >"$WORK/$2.stored.json"; }
+run_test "GET the sandbox pod back" get_pod "$TEST_NS" sandbox
+run_test "stored sandbox pod: execd-installer, command starts with /opt/opensandbox/bootstrap.sh, expires-at" \
+    check_pod "$WORK/sandbox.stored.json" mutated
+
+run_test "create pod $TEST_NS/plain (no $PREFIX/id label)" create_pod "$TEST_NS" plain
+run_test "GET the plain pod back" get_pod "$TEST_NS" plain
+run_test "stored plain pod is unchanged (no init containers, command sleep 3600, no $PREFIX/ keys)" \
+    check_pod "$WORK/plain.stored.json" unchanged
+
+own_namespace_unmutated() { create_pod "$REL_NS" own labelled && check_pod "$WORK/own.json" unchanged; }
+run_test "a sandbox pod in the release namespace $REL_NS is not mutated (namespaceSelector)" own_namespace_unmutated
+
+run_test "the webhook counted the admissions (/metrics: mutated > 0)" bash -c "
+    curl -sf --max-time 5 'http://127.0.0.1:$ADMIN_PORT/metrics' |
+        grep -E '^sandbox_webhook_admission_requests_total\\{.*mutated' | grep -Evq ' 0\$'"
+
+# ------------------------------------------------------------------ failurePolicy Fail
+stop_webhook
+expect_rejected() {
+    if create_pod "$TEST_NS" down labelled 2>"$WORK/down.err"; then
+        echo "sandbox pod created while the webhook is down"; return 1
+    fi
+    cat "$WORK/down.err"
+    grep -q "failed calling webhook \"$WEBHOOK_NAME\"" "$WORK/down.err"
+}
+run_test "webhook stopped: a sandbox pod is rejected, naming the webhook (failurePolicy Fail)" expect_rejected
+run_test "webhook stopped: a pod without the label is still created" create_pod "$TEST_NS" plain2
+
+# ------------------------------------------------------------------ helm uninstall
+run_test "helm uninstall" "$HELM" uninstall "$REL" --namespace "$REL_NS"
+RELEASE_INSTALLED=0
+run_test "uninstall removed the MutatingWebhookConfiguration" \
+    bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
+        /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC"
+run_test "after uninstall a sandbox pod is created again, unmutated" wait_mutation "$TEST_NS" no
+
+echo
+printf '%d passed, %d failed\n' "$pass" "$fail"
+[[ $fail -eq 0 ]]

