@@ -1,12 +1,39 @@
 #!/usr/bin/env bash
-# Runs the whole test suite. Installs or builds what the tests need first,
-# reusing anything already cached.
+# Runs the whole test suite. Installs or builds what the tests need first and
+# reuses whatever is already cached, so a warm run takes a few minutes.
+#
+#   ./test.sh            everything (this is what .ci/run calls)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-echo "== cargo fmt --check"
+step() { printf '\n== %s\n' "$*"; }
+t0=$SECONDS
+
+step "tools"
+# Debian packages the scripts use; installed only when missing.
+missing=()
+for tool in curl openssl python3; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if ((${#missing[@]})); then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+fi
+command -v go >/dev/null || { echo "go is required to build the e2e control plane" >&2; exit 1; }
+
+step "kube-apiserver, etcd and helm from the Go module proxy (cached)"
+tests/e2e/cluster.sh build >/dev/null
+
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
-echo "== cargo test"
+step "cargo test (unit, golden, properties, server, cli, e2e)"
 cargo test --locked --all-targets
+
+step "Helm chart: lint, template, schema, hadolint, shellcheck"
+tests/chart/run.sh
+step "Helm chart: server-side dry-run and helm install against a real apiserver"
+tests/chart/dryrun.sh
+step "Helm chart: out-of-cluster install pointing at the local binary"
+tests/chart/install.sh
+
+echo
+echo "test.sh: all green in $((SECONDS - t0))s"
