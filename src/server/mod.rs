@@ -88,6 +88,21 @@ pub struct ServerConfig {
     pub max_connections: usize,
     pub clock: Clock,
     pub tokens: Arc<dyn TokenSource>,
+    /// What answers `POST /mutate`.
+    pub handler: Handler,
+}
+
+/// What answers `POST /mutate`. Everything around it (TLS, HTTP, limits,
+/// deadline, metrics, the log line) is the same for both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Handler {
+    /// The webhook: [`review::review`].
+    #[default]
+    Review,
+    /// Allows every request without looking at the object
+    /// ([`review::null_reviewed`]): the cost floor of the stack, for the
+    /// load benchmark (bench/run.sh) to measure the real handler against.
+    Null,
 }
 
 impl ServerConfig {
@@ -106,6 +121,7 @@ impl ServerConfig {
             max_connections: 1024,
             clock: Utc::now,
             tokens: Arc::new(RandomTokens),
+            handler: Handler::Review,
         }
     }
 }
@@ -186,6 +202,7 @@ struct AppState {
     clock: Clock,
     request_timeout: Duration,
     metrics: Arc<Metrics>,
+    handler: Handler,
 }
 
 /// Aborts a background task when dropped, so no task outlives its server.
@@ -262,6 +279,7 @@ impl Server {
             clock: settings.clock,
             request_timeout: settings.request_timeout,
             metrics: metrics.clone(),
+            handler: settings.handler,
         });
         let router = Router::new()
             .route("/mutate", post(mutate))
@@ -565,6 +583,9 @@ async fn admit(state: &AppState, request: Request) -> Result<Reviewed, HttpError
             }
         })?
         .to_bytes();
+    if state.handler == Handler::Null {
+        return Ok(review::null_reviewed(&bytes)?);
+    }
     // One atomic load; the guard keeps this request's config alive even if a
     // reload swaps it meanwhile.
     let config = state.config.load();
