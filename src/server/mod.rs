@@ -16,7 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -366,6 +366,7 @@ impl Server {
         });
 
         let permits = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+        let open = Arc::new(AtomicUsize::new(0));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         ready.store(true, Ordering::Release);
@@ -400,9 +401,14 @@ impl Server {
             };
             let conn = conn.clone();
             let stop = stop_rx.clone();
+            let open = open.clone();
+            open.fetch_add(1, Ordering::Relaxed);
             connections.spawn(async move {
                 serve_connection(&conn, stream, peer, stop).await;
                 drop(permit);
+                if open.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    release_free_memory();
+                }
             });
         }
 
@@ -512,6 +518,20 @@ async fn serve_connection(
     if let Err(e) = result {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
+}
+
+/// Called when the last connection closes. glibc's malloc keeps what a burst
+/// of connections freed (TLS and HTTP buffers, bodies) in its heaps, so after
+/// 128 connections the process would stay at about twice its idle RSS;
+/// `malloc_trim` hands the free pages back. It takes about a millisecond, so
+/// it runs on the blocking pool, and only when no connection is open.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    tokio::task::spawn_blocking(|| {
+        // SAFETY: malloc_trim only returns free memory to the kernel; it is
+        // thread-safe and touches no memory that is in use.
+        unsafe { libc::malloc_trim(0) };
+    });
 }
 
 /// Resolves once shutdown has begun (or the server is gone). The borrow
