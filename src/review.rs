@@ -303,3 +303,19 @@ pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
     };
     encode(&types, ResponseOut::allowed(&request.uid))
 }
+
+/// [`null_review`] with what the server logs and counts about it (outcome
+/// `unchanged`), for the server's null handler (`serve --null-handler`),
+/// so that the load benchmark compares handlers on an identical stack.
+pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ReviewError::Empty);
+    }
+    let review: ReviewIn<'_> = serde_json::from_slice(body)?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let types = TypeMeta {
+        api_version: review.api_version.into_owned(),
+        kind: review.kind.into_owned(),
+    };
+    respond(types, &request, None, Decision::Admit(Default::default()))
+}

@@ -13,7 +13,7 @@ use rustls::pki_types::ServerName;
 use sandbox_webhook::certs::{Ca, Pair};
 use sandbox_webhook::config::Config;
 use sandbox_webhook::mutate::{Context, RandomTokens, TokenSource};
-use sandbox_webhook::server::{ServeError, Server, ServerConfig, TlsFiles};
+use sandbox_webhook::server::{Handler, ServeError, Server, ServerConfig, TlsFiles};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -413,6 +413,34 @@ async fn answers_exactly_like_review_and_the_cli() {
         server
             .metric(
                 r#"sandbox_webhook_admission_requests_total{operation="CREATE",outcome="mutated"}"#
+            )
+            .await,
+        1.0
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_handler_allows_without_looking() {
+    let pki = Pki::new();
+    let (_, files) = pki.write_leaf();
+    let mut s = settings(files);
+    s.handler = Handler::Null;
+    let server = start(s).await;
+
+    let body = admission_review("uid-null", sandbox_pod(true));
+    let response = post_review(&client(&pki.ca_pem()), &server.url("/mutate"), body.clone()).await;
+    assert_eq!(response.status(), 200);
+    let served = response.bytes().await.unwrap().to_vec();
+    assert_eq!(served, sandbox_webhook::review::null_review(&body).unwrap());
+    let review = sandbox_webhook::review::parse_response(&served).expect("AdmissionReview");
+    let response = review.response.expect("response");
+    assert!(response.allowed);
+    assert!(response.patch.is_none());
+    assert_eq!(
+        server
+            .metric(
+                r#"sandbox_webhook_admission_requests_total{operation="CREATE",outcome="unchanged"}"#
             )
             .await,
         1.0

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 
 use crate::certs;
-use crate::server::{self, ServerConfig, TlsFiles};
+use crate::server::{self, Handler, ServerConfig, TlsFiles};
 
 /// Where `serve --dev` writes its throwaway certificates (git-ignored).
 const DEV_CERT_DIR: &str = "certs/dev";
@@ -57,6 +57,14 @@ pub struct ServeArgs {
     /// How often certificate, client CA and config files are polled.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, hide = true)]
     pub reload_interval: Duration,
+    /// Async runtime worker threads; by default one per CPU this process may
+    /// run on (its affinity mask and cgroup CPU quota included).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_threads: Option<u16>,
+    /// Benchmarks only: answer every /mutate request with "allowed", no
+    /// patch, without looking at the object (see docs/performance.md).
+    #[arg(long, hide = true)]
+    pub null_handler: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,11 +152,17 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     settings.request_timeout = args.request_timeout;
     settings.shutdown_timeout = args.shutdown_timeout;
     settings.max_connections = args.max_connections as usize;
+    if args.null_handler {
+        tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
+        settings.handler = Handler::Null;
+    }
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(n) = args.worker_threads {
+        runtime.worker_threads(n.into());
+    }
+    let runtime = match runtime.build() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
     };

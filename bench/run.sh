@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Benchmarks, side by side (docs/performance.md):
+#   1. criterion: the mutation core against two parse+respond baselines;
+#   2. TLS load: the release `serve` binary pinned to CPU 0, the load
+#      generator pinned to CPU 1; saturation with wrk, latency at half that
+#      rate with examples/loadgen.rs; the real handler and the null handler
+#      (`serve --null-handler`) in the same run;
+#   3. memory: VmRSS idle, VmHWM under 128 connections, VmRSS after the load.
+#
+#   bench/run.sh           full run; writes the results into docs/performance.md
+#   bench/run.sh --smoke   short run for CI (stdout only); fails if any request
+#                          fails or anything breaks, never because of speed
+#
+# Environment: CARGO_TARGET_DIR (default target), BENCH_PORT (default 18443;
+# the null server uses +1, admin ports +2 and +3), SERVER_CPU (0), LOAD_CPU (1).
+set -euo pipefail
+
+SMOKE=0
+case "${1:-}" in
+  "") ;;
+  --smoke) SMOKE=1 ;;
+  *) echo "usage: $0 [--smoke]" >&2; exit 2 ;;
+esac
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+export CARGO_TARGET_DIR="$TARGET"
+PORT="${BENCH_PORT:-18443}"
+SERVER_CPU="${SERVER_CPU:-0}"
+LOAD_CPU="${LOAD_CPU:-1}"
+if ((SMOKE)); then
+  LOAD_SECONDS=2
+  CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
+else
+  LOAD_SECONDS=10
+  CRITERION=(--warm-up-time 1 --measurement-time 3)
+fi
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+log() { echo "[bench] $*" >&2; }
+
+# --- tools -------------------------------------------------------------------
+if ! command -v wrk >/dev/null; then
+  log "installing wrk"
+  SUDO=""
+  [[ $(id -u) == 0 ]] || SUDO=sudo
+  $SUDO apt-get install -y wrk >&2 || { $SUDO apt-get update >&2 && $SUDO apt-get install -y wrk >&2; }
+fi
+command -v taskset >/dev/null || { echo "taskset (util-linux) is required" >&2; exit 1; }
+
+log "building (release)"
+cargo build --release --bin sandbox-webhook --example loadgen >&2
+BIN="$TARGET/release/sandbox-webhook"
+LOADGEN="$TARGET/release/examples/loadgen"
+python3 bench/make_reviews.py >&2
+
+# --- 1. criterion ------------------------------------------------------------
+log "criterion: cargo bench --bench mutation -- ${CRITERION[*]}"
+rm -rf "$TARGET/criterion/admission"
+cargo bench --bench mutation -- "${CRITERION[@]}" >&2
+
+# mean of one benchmark in µs
+crit() {
+  python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["mean"]["point_estimate"] / 1000))' \
+    "$TARGET/criterion/admission/$1/$2/new/estimates.json"
+}
+
+# --- 2. load -----------------------------------------------------------------
+CLK_TCK=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+field() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
+
+# Starts a server (production log level, log to a file) and sets SERVER_PID.
+start_server() { # name port admin_port [flags…]
+  local name=$1 port=$2 admin=$3
+  shift 3
+  RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve \
+    --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" \
+    --addr "127.0.0.1:$port" --admin-addr "127.0.0.1:$admin" "$@" \
+    >>"$WORK/$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$admin/readyz" >/dev/null && { SERVER_PID=$pid; return; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "server $name did not become ready:" >&2
+  cat "$WORK/$name.log" >&2
+  exit 1
+}
+
+stop_server() {
+  kill "$1"
+  wait "$1" 2>/dev/null || true
+}
+
+ERRORS=0 # summed by the callers: these functions run in subshells
+# wrk at saturation: prints "rps errors cpu_us_per_request p99_ms"
+saturate() { # pid port body seconds connections
+  local pid=$1 port=$2 body=$3 seconds=$4 conns=$5 before after out
+  before=$(cpu_ticks "$pid")
+  out=$(BODY="$body" taskset -c "$LOAD_CPU" wrk -t1 -c"$conns" -d"${seconds}s" --timeout 5s \
+    -s bench/wrk.lua "https://127.0.0.1:$port/mutate" | grep '^WRK ')
+  after=$(cpu_ticks "$pid")
+  local requests seconds_run errors p99
+  requests=$(field requests "$out")
+  seconds_run=$(field seconds "$out")
+  errors=$(field errors "$out")
+  p99=$(field p99_us "$out")
+  ((requests > 0)) || { echo "wrk completed no requests: $out" >&2; errors=$((errors + 1)); requests=1; }
+  awk -v r="$requests" -v s="$seconds_run" -v e="$errors" -v t=$((after - before)) \
+    -v hz="$CLK_TCK" -v p="$p99" \
+    'BEGIN { printf "%.0f %d %.0f %.2f\n", r / s, e, t * 1e6 / hz / r, p / 1000 }'
+}
+
+# loadgen at a fixed rate: prints "p50_ms p99_ms errors"
+paced() { # port body rate seconds
+  local out rc=0
+  out=$(taskset -c "$LOAD_CPU" "$LOADGEN" --addr "127.0.0.1:$1" --ca "$WORK/certs/ca.crt" \
+    --body "$2" --rate "$3" --connections 32 --duration "$4") || rc=$?
+  local errors
+  errors=$(field errors "$out")
+  errors=${errors:-0}
+  ((rc == 0 || errors > 0)) || errors=1
+  awk -v a="$(field p50_us "$out")" -v b="$(field p99_us "$out")" -v e="$errors" \
+    'BEGIN { printf "%.2f %.2f %d\n", a / 1000, b / 1000, e }'
+}
+
+"$BIN" certs --ip 127.0.0.1 --dns localhost --days 2 --out "$WORK/certs" >&2
+log "load: servers on CPU $SERVER_CPU, load generator on CPU $LOAD_CPU, ${LOAD_SECONDS}s per run"
+start_server review "$PORT" $((PORT + 2))
+REVIEW_PID=$SERVER_PID
+start_server null $((PORT + 1)) $((PORT + 3)) --null-handler
+NULL_PID=$SERVER_PID
+sleep 1
+IDLE_KB=$(status_kb "$REVIEW_PID" VmRSS)
+
+declare -A R
+for pod in 10k 30k; do
+  body="bench/reviews/pod-$pod.json"
+  for handler in review null; do
+    if [[ $handler == review ]]; then pid=$REVIEW_PID port=$PORT; else pid=$NULL_PID port=$((PORT + 1)); fi
+    log "$handler $pod: warm-up, saturation (wrk, 32 connections)"
+    read -r _ errs _ < <(saturate "$pid" "$port" "$body" 1 32)
+    ERRORS=$((ERRORS + errs))
+    read -r rps errs cpu sat_p99 < <(saturate "$pid" "$port" "$body" "$LOAD_SECONDS" 32)
+    half=$((rps / 2))
+    log "$handler $pod: $rps/s, $errs errors, $cpu µs CPU/request; latency at $half/s (loadgen)"
+    read -r p50 p99 perrs < <(paced "$port" "$body" "$half" "$LOAD_SECONDS")
+    ERRORS=$((ERRORS + errs + perrs))
+    R[$handler,$pod]="$rps $errs $cpu $sat_p99 $half $p50 $p99 $perrs"
+  done
+done
+stop_server "$REVIEW_PID"
+stop_server "$NULL_PID"
+
+# --- 3. memory: a fresh server, 128 connections of 30 KB pods ----------------
+log "memory: fresh server, idle, then 128 connections"
+start_server memory "$PORT" $((PORT + 2))
+MEM_PID=$SERVER_PID
+sleep 1
+MEM_IDLE_KB=$(status_kb "$MEM_PID" VmRSS)
+read -r mem_rps mem_errs _ < <(saturate "$MEM_PID" "$PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
+ERRORS=$((ERRORS + mem_errs))
+MEM_PEAK_KB=$(status_kb "$MEM_PID" VmHWM)
+sleep 3
+MEM_AFTER_KB=$(status_kb "$MEM_PID" VmRSS)
+stop_server "$MEM_PID"
+
+# --- table -------------------------------------------------------------------
+mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+ok() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "**missed**"; fi; }
+
+table() {
+  echo "### Mutation core (criterion, mean µs per review)"
+  echo
+  echo "| body | kube_baseline | null_review | review | review / kube_baseline | review / null_review |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  for c in pod-2k pod-2k-rules10 pod-2k-rules1000 pod-10k pod-10k-rules10 pod-10k-rules1000 \
+    pod-30k pod-30k-rules10 pod-30k-rules1000; do
+    local k n r
+    k=$(crit kube_baseline "$c") n=$(crit null_review "$c") r=$(crit review "$c")
+    echo "| $c ($(stat -c %s "bench/reviews/$c.json") B) | $k | $n | $r | $(ratio "$r" "$k") | $(ratio "$r" "$n") |"
+  done
+  echo
+  echo "### TLS load (server on 1 core, TLS 1.3, HTTP/1.1 keep-alive, 32 connections, ${LOAD_SECONDS}s per run)"
+  echo
+  echo "| pod | handler | req/s at saturation | errors | CPU µs / request | p50 ms at half rate | p99 ms at half rate | half rate (req/s) |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
+  for pod in 10k 30k; do
+    for handler in review null; do
+      read -r rps errs cpu _ half p50 p99 perrs <<<"${R[$handler,$pod]}"
+      echo "| $pod | $handler | $rps | $((errs + perrs)) | $cpu | $p50 | $p99 | $half |"
+    done
+    read -r rr _ rc _ <<<"${R[review,$pod]}"
+    read -r nr _ nc _ <<<"${R[null,$pod]}"
+    echo "| $pod | **review / null** | $(ratio "$rr" "$nr") | | $(ratio "$rc" "$nc") | | | |"
+  done
+  echo
+  echo "### Memory (fresh server, 30 KB pods, 128 connections)"
+  echo
+  echo "| idle VmRSS | peak VmHWM under 128 connections | VmRSS 3 s after the load | req/s | errors |"
+  echo "|---:|---:|---:|---:|---:|"
+  echo "| $(mb "$MEM_IDLE_KB") MB | $(mb "$MEM_PEAK_KB") MB | $(mb "$MEM_AFTER_KB") MB | $mem_rps | $mem_errs |"
+  echo
+  echo "Idle VmRSS of the first review server before any load: $(mb "$IDLE_KB") MB."
+  echo
+  echo "### Targets"
+  echo
+  local r10 r30 p10 p30 k10 review10
+  read -r r10 _ _ _ _ _ p10 _ <<<"${R[review,10k]}"
+  read -r r30 _ _ _ _ _ p30 _ <<<"${R[review,30k]}"
+  k10=$(crit kube_baseline pod-10k) n10=$(crit null_review pod-10k) review10=$(crit review pod-10k)
+  echo "| target | measured | |"
+  echo "|---|---|---|"
+  echo "| ≥ 5,000 admissions/s on one core, 10 KB pod | $r10/s | $(ok "$r10 >= 5000") |"
+  echo "| ≥ 2,000 admissions/s on one core, 30 KB pod | $r30/s | $(ok "$r30 >= 2000") |"
+  echo "| p99 < 5 ms at half load | 10 KB $p10 ms, 30 KB $p30 ms | $(ok "$p10 < 5 && $p30 < 5") |"
+  echo "| no errors (saturation, half load, 128 connections) | $ERRORS | $(ok "$ERRORS == 0") |"
+  echo "| mutation ≤ 1.5 × parse+serialize baseline, 10 KB pod | $(ratio "$review10" "$k10") × kube_baseline, $(ratio "$review10" "$n10") × null_review | $(ok "$review10 <= 1.5 * $k10") (kube) / $(ok "$review10 <= 1.5 * $n10") (null) |"
+  echo "| RSS < 10 MB idle | $(mb "$MEM_IDLE_KB") MB | $(ok "$MEM_IDLE_KB < 10240") |"
+  echo "| RSS < 32 MB at 128 connections | $(mb "$MEM_PEAK_KB") MB | $(ok "$MEM_PEAK_KB < 32768") |"
+  echo "| back near idle after the load (< idle + 50 %) | $(mb "$MEM_AFTER_KB") MB | $(ok "$MEM_AFTER_KB < 1.5 * $MEM_IDLE_KB") |"
+  echo
+  echo "Machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), $(uname -sr)," \
+    "$(rustc --version | cut -d' ' -f1-2), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2)," \
+    "load average before the run: $LOADAVG."
+  echo "Generated by \`bench/run.sh\`$( ((SMOKE)) && echo ' --smoke') on $(date -u +%Y-%m-%dT%H:%MZ)."
+}
+TABLE="$(table)"
+echo "$TABLE"
+
+if ((!SMOKE)); then
+  python3 - "$TABLE" <<'EOF'
+import re, sys
+path = "docs/performance.md"
+text = open(path).read()
+begin, end = "<!-- results:begin (bench/run.sh) -->", "<!-- results:end -->"
+new = f"{begin}\n{sys.argv[1]}\n{end}"
+text, n = re.subn(re.escape(begin) + ".*?" + re.escape(end), lambda _: new, text, flags=re.S)
+if n != 1:
+    sys.exit(f"{path}: results markers not found")
+open(path, "w").write(text)
+EOF
+  log "results written to docs/performance.md"
+fi
+
+if ((ERRORS > 0)); then
+  echo "bench: $ERRORS failed requests" >&2
+  exit 1
+fi
