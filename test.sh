@@ -35,5 +35,8 @@ tests/chart/dryrun.sh
 step "Helm chart: out-of-cluster install pointing at the local binary"
 tests/chart/install.sh
 
+step "Benchmarks: smoke run (release build, TLS load, RSS; fails on errors, never on speed)"
+CARGO_TARGET_DIR=target bench/run.sh --smoke
+
 echo
 echo "test.sh: all green in $((SECONDS - t0))s"
