@@ -67,20 +67,8 @@ trap 'exit 143' TERM
 pass=0
 fail=0
 skip=0
-ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
-not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
-log() { printf '# %s\n' "$*"; }
 kc() { python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" "$@"; }
 
-run_test() {
-    local name="$1"; shift
-    if "$@" >"$WORK/out" 2>&1; then
-        ok "$name"
-    else
-        not_ok "$name"
-        sed -e 's/^/    /' "$WORK/out" | tail -n 30
-    fi
-}
 
 ensure_pyyaml || { echo "dryrun.sh: PyYAML is missing and could not be installed" >&2; exit 1; }
 command -v openssl >/dev/null 2>&1 || { echo "dryrun.sh: openssl is required" >&2; exit 1; }

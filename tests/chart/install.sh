@@ -44,9 +44,6 @@ MWC="$REL-sandbox-webhook"
 
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
-not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
-log() { printf '# %s\n' "$*"; }
 kc() { python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" "$@"; }
 
 stop_webhook() {
@@ -85,16 +82,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# run_test NAME CMD...: passes when CMD exits 0; shows its output otherwise.
-run_test() {
-    local name="$1"; shift
-    if "$@" >"$WORK/out" 2>&1; then
-        ok "$name"
-    else
-        not_ok "$name"
-        sed -e 's/^/    /' "$WORK/out" | tail -n 30
-    fi
-}
 
 # require NAME CMD...: like run_test, but stop here (with the summary) on failure.
 require() {

@@ -8,6 +8,22 @@
 
 chart_lib_log() { printf '# %s\n' "$*" >&2; }
 
+# TAP-style results: each script sets pass=0 fail=0 and a $WORK directory.
+ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
+not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
+log() { printf '# %s\n' "$*"; }
+
+# run_test NAME CMD...: passes when CMD exits 0; shows its output otherwise.
+run_test() {
+    local name="$1"; shift
+    if "$@" >"$WORK/out" 2>&1; then
+        ok "$name"
+    else
+        not_ok "$name"
+        sed -e 's/^/    /' "$WORK/out" | tail -n 30
+    fi
+}
+
 # pip_install PACKAGE...: install with whatever pip accepts; never fails.
 pip_install() {
     if ! python3 -m pip --version >/dev/null 2>&1; then

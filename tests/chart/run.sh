@@ -34,20 +34,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
-not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
-log() { printf '# %s\n' "$*"; }
 
-# run_test NAME CMD...: passes when CMD exits 0; shows its output otherwise.
-run_test() {
-    local name="$1"; shift
-    if "$@" >"$WORK/out" 2>&1; then
-        ok "$name"
-    else
-        not_ok "$name"
-        sed -e 's/^/    /' "$WORK/out" | tail -n 30
-    fi
-}
 
 # expect_fail NAME PATTERN CMD...: passes when CMD exits non-zero AND its
 # output matches the (extended) regular expression PATTERN.
