@@ -697,6 +697,9 @@ mod tests {
         assert_eq!(HttpError::UnsupportedMediaType.status(), 415);
         assert_eq!(HttpError::Review(ReviewError::Empty).status(), 400);
         assert_eq!(HttpError::Review(ReviewError::NoRequest).status(), 400);
+        let not_utf8 = review::null_review(b"{\"x\":\"\xff\"}").unwrap_err();
+        assert!(matches!(not_utf8, ReviewError::NotUtf8(_)), "{not_utf8}");
+        assert_eq!(HttpError::Review(not_utf8).status(), 400);
         assert_eq!(
             HttpError::Review(ReviewError::Encode("x".into())).status(),
             500
