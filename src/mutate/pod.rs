@@ -8,16 +8,67 @@
 //! when a platform is requested.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Deref;
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-/// Annotation values stay raw until one of ours is looked up: the
+/// Labels or annotations, in document order, with values still raw JSON
+/// until one of ours is looked up: the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation alone can be
-/// larger than the rest of the pod.
-pub type RawMap<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+/// larger than the rest of the pod. A short list borrowed from the request
+/// costs no allocation per key, where a map paid one per key and node.
+#[derive(Debug, Default)]
+pub struct RawMap<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> RawMap<'a> {
+    /// A key given twice means its last value, as in any JSON decoder the
+    /// apiserver or kubectl use.
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawMap<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = RawMap<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some((Text(k), v)) = map.next_entry()? {
+                    entries.push((k, v));
+                }
+                Ok(RawMap(entries))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// A string borrowed from the request unless it holds escapes. serde borrows
+/// a `Cow<str>` field marked `borrow`, but not the items of a list or the
+/// keys of a map: those need this newtype.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -66,7 +117,7 @@ pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub command: Option<Vec<Cow<'a, str>>>,
+    pub command: Option<Vec<Text<'a>>>,
     #[serde(default, borrow)]
     pub env: Option<Vec<EnvView<'a>>>,
     #[serde(default, borrow)]
@@ -75,12 +126,11 @@ pub struct ContainerView<'a> {
     pub security_context: Option<SecurityContextView<'a>>,
 }
 
+/// Only names matter: a variable the webhook would add is never overwritten.
 #[derive(Debug, Default, Deserialize)]
 pub struct EnvView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    pub value: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -104,9 +154,9 @@ pub struct SecurityContextView<'a> {
 #[derive(Debug, Default, Deserialize)]
 pub struct CapabilitiesView<'a> {
     #[serde(default, borrow)]
-    pub add: Option<Vec<Cow<'a, str>>>,
+    pub add: Option<Vec<Text<'a>>>,
     #[serde(default, borrow)]
-    pub drop: Option<Vec<Cow<'a, str>>>,
+    pub drop: Option<Vec<Text<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,14 +177,14 @@ impl<'a> PodView<'a> {
         self.metadata
             .as_ref()
             .and_then(|m| m.labels.as_ref())
-            .and_then(|l| l.get(key).copied())
+            .and_then(|l| l.get(key))
     }
 
     pub fn annotation(&self, key: &str) -> Option<&'a RawValue> {
         self.metadata
             .as_ref()
             .and_then(|m| m.annotations.as_ref())
-            .and_then(|a| a.get(key).copied())
+            .and_then(|a| a.get(key))
     }
 
     pub fn has_labels(&self) -> bool {
@@ -196,13 +246,6 @@ impl ContainerView<'_> {
         self.env().iter().any(|e| e.name == name)
     }
 
-    pub fn env_value(&self, name: &str) -> Option<&str> {
-        self.env()
-            .iter()
-            .find(|e| e.name == name)
-            .and_then(|e| e.value.as_deref())
-    }
-
     pub fn capabilities(&self) -> Option<&CapabilitiesView<'_>> {
         self.security_context
             .as_ref()
@@ -215,5 +258,29 @@ impl MountView<'_> {
     pub fn normalized_path(&self) -> &str {
         let trimmed = self.mount_path.trim_end_matches('/');
         if trimmed.is_empty() { "/" } else { trimmed }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn borrows_what_it_can_and_reads_escapes() {
+        let raw = r#"{"metadata":{"annotations":{"a":"1","b\u002fc":"2","a":"3"}},
+            "spec":{"containers":[{"name":"m","command":["x","\u0079"],
+            "securityContext":{"capabilities":{"add":["NET\u005fRAW"],"drop":["ALL"]}}}]}}"#;
+        let pod = PodView::parse(raw).unwrap();
+        // The last of a repeated key wins.
+        assert_eq!(pod.annotation("a").map(RawValue::get), Some("\"3\""));
+        assert_eq!(pod.annotation("b/c").map(RawValue::get), Some("\"2\""));
+        assert!(pod.annotation("c").is_none());
+        let c = &pod.spec().containers()[0];
+        let command: Vec<&str> = c.command.iter().flatten().map(|t| &**t).collect();
+        assert_eq!(command, ["x", "y"]);
+        assert!(matches!(c.command.as_ref().unwrap()[0].0, Cow::Borrowed(_)));
+        let caps = c.capabilities().unwrap();
+        assert_eq!(&*caps.add.as_ref().unwrap()[0], "NET_RAW");
+        assert!(caps.drop.as_ref().unwrap()[0] == *"ALL");
     }
 }
