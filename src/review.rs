@@ -215,13 +215,9 @@ fn respond<O>(
             if admission.patch.is_empty() {
                 Outcome::Unchanged
             } else {
-                // Sized up front: growing the buffer by doubling was a tenth
-                // of a review's instructions (callgrind).
-                let mut patch = Vec::with_capacity(PATCH_BUFFER);
-                serde_json::to_writer(&mut patch, &admission.patch)
-                    .map_err(|e| ReviewError::Encode(e.to_string()))?;
+                let patch = admission.patch.as_json();
                 patch_bytes = patch.len();
-                response.patch = Some(quoted_base64(&patch)?);
+                response.patch = Some(quoted_base64(patch)?);
                 response.patch_type = Some("JSONPatch");
                 Outcome::Mutated
             }
@@ -324,8 +320,6 @@ fn quoted_base64(patch: &[u8]) -> Result<Box<RawValue>, ReviewError> {
     RawValue::from_string(quoted).map_err(|e| ReviewError::Encode(e.to_string()))
 }
 
-/// A typical sandbox patch is 1–3 KB; larger ones grow as usual.
-const PATCH_BUFFER: usize = 4096;
 /// Everything in a response besides the patch: uid, kinds, status, warnings.
 const ENVELOPE_BUFFER: usize = 512;
 

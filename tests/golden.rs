@@ -66,7 +66,8 @@ fn admit_pod(pod: &Value, config: &Config) -> (Decision, Option<Value>) {
     let patched = match &decision {
         Decision::Admit(a) => {
             let mut out = pod.clone();
-            json_patch::patch(&mut out, &a.patch).expect("patch applies to the raw input");
+            let ops = a.patch.operations().expect("the patch is a JSON patch");
+            json_patch::patch(&mut out, &ops).expect("patch applies to the raw input");
             Some(out)
         }
         Decision::Skip(_) => Some(pod.clone()),

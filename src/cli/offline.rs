@@ -107,7 +107,12 @@ pub fn inject(args: InjectArgs) -> ExitCode {
             for w in &admission.warnings {
                 eprintln!("warning: {w}");
             }
-            if let Err(e) = json_patch::patch(&mut pod, &admission.patch) {
+            let applied = admission
+                .patch
+                .operations()
+                .map_err(|e| e.to_string())
+                .and_then(|ops| json_patch::patch(&mut pod, &ops).map_err(|e| e.to_string()));
+            if let Err(e) = applied {
                 return fail(format!("internal error: the patch does not apply: {e}"));
             }
         }

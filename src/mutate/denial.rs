@@ -97,6 +97,10 @@ pub enum Denial {
 
     #[error("the webhook could not generate an egress token ({0}); retry the request.")]
     TokenUnavailable(String),
+
+    /// Only a broken `Serialize` impl in this crate could cause it.
+    #[error("the webhook could not encode its patch ({0}); this is a bug in the webhook.")]
+    PatchEncoding(String),
 }
 
 impl Denial {
@@ -107,7 +111,7 @@ impl Denial {
             Denial::HostNetworkWithPolicy { .. }
             | Denial::PrivilegedWithPolicy { .. }
             | Denial::NetCapabilityWithPolicy { .. } => 403,
-            Denial::TokenUnavailable(_) => 500,
+            Denial::TokenUnavailable(_) | Denial::PatchEncoding(_) => 500,
             _ => 400,
         }
     }

@@ -3,12 +3,13 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::config::EgressMode;
 
 use super::Denial;
-use super::execd::{MITM_ENV, bin_mount, same_capability};
+use super::execd::{EnvVar, MITM_ENV, Mount, bin_mount, same_capability};
 use super::pod::{ContainerView, SpecView};
 
 pub const EGRESS: &str = "egress";
@@ -111,41 +112,105 @@ pub struct Sidecar<'a> {
     pub native: bool,
 }
 
-pub fn container(s: &Sidecar<'_>) -> Value {
-    let mut env = vec![
-        json!({"name": RULES_ENV, "value": s.rules}),
-        json!({"name": MODE_ENV, "value": s.mode.as_str()}),
-    ];
-    if s.credential_proxy {
-        env.push(json!({"name": MITM_ENV, "value": "true"}));
-    }
-    env.push(json!({"name": TOKEN_ENV, "value": s.token}));
-    let mut c = json!({
-        "name": EGRESS,
-        "image": s.image,
-        "env": env,
-        "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
-        "ports": [{"name": "egress-api", "containerPort": API_PORT}],
-        "readinessProbe": {
-            "httpGet": {
-                "path": "/healthz",
-                "port": API_PORT,
-                "httpHeaders": [{"name": AUTH_HEADER, "value": s.token}],
-            },
-            "periodSeconds": 1,
-            "failureThreshold": 30,
-        },
+/// The sidecar container, in the shape OpenSandbox's own provider gives it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container<'a> {
+    name: &'static str,
+    image: &'a str,
+    env: Vec<EnvVar<'a>>,
+    security_context: SecurityContext,
+    ports: [Port; 1],
+    readiness_probe: Probe<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    volume_mounts: Option<[Mount; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart_policy: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+struct SecurityContext {
+    capabilities: Capabilities,
+}
+
+#[derive(Debug, Serialize)]
+struct Capabilities {
+    add: [&'static str; 1],
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Port {
+    name: &'static str,
+    container_port: u16,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe<'a> {
+    http_get: HttpGet<'a>,
+    period_seconds: u32,
+    failure_threshold: u32,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HttpGet<'a> {
+    path: &'static str,
+    port: u16,
+    http_headers: [EnvVar<'a>; 1],
+}
+
+pub fn container<'a>(s: &Sidecar<'a>) -> Container<'a> {
+    let mut env = Vec::with_capacity(4);
+    env.push(EnvVar {
+        name: RULES_ENV,
+        value: s.rules,
+    });
+    env.push(EnvVar {
+        name: MODE_ENV,
+        value: s.mode.as_str(),
     });
     if s.credential_proxy {
-        c["volumeMounts"] = json!([bin_mount()]);
+        env.push(EnvVar {
+            name: MITM_ENV,
+            value: "true",
+        });
     }
-    if let Some(r) = s.resources {
-        c["resources"] = r.clone();
+    env.push(EnvVar {
+        name: TOKEN_ENV,
+        value: s.token,
+    });
+    Container {
+        name: EGRESS,
+        image: s.image,
+        env,
+        security_context: SecurityContext {
+            capabilities: Capabilities { add: ["NET_ADMIN"] },
+        },
+        ports: [Port {
+            name: "egress-api",
+            container_port: API_PORT,
+        }],
+        readiness_probe: Probe {
+            http_get: HttpGet {
+                path: "/healthz",
+                port: API_PORT,
+                // `{name, value}` is also the shape of an HTTP header.
+                http_headers: [EnvVar {
+                    name: AUTH_HEADER,
+                    value: s.token,
+                }],
+            },
+            period_seconds: 1,
+            failure_threshold: 30,
+        },
+        volume_mounts: s.credential_proxy.then(|| [bin_mount()]),
+        resources: s.resources,
+        restart_policy: s.native.then_some("Always"),
     }
-    if s.native {
-        c["restartPolicy"] = json!("Always");
-    }
-    c
 }
 
 #[cfg(test)]
@@ -166,7 +231,7 @@ mod tests {
 
     #[test]
     fn env_order_and_native_placement() {
-        let c = container(&Sidecar {
+        let c = serde_json::to_value(container(&Sidecar {
             image: "img",
             rules: "{}",
             mode: EgressMode::DnsNft,
@@ -174,7 +239,8 @@ mod tests {
             token: "tok",
             resources: None,
             native: true,
-        });
+        }))
+        .unwrap();
         let names: Vec<&str> = c["env"]
             .as_array()
             .unwrap()
@@ -186,5 +252,11 @@ mod tests {
         assert_eq!(c["env"][1]["value"], "dns+nft");
         assert_eq!(c["volumeMounts"][0]["mountPath"], "/opt/opensandbox");
         assert!(c.get("command").is_none() && c.get("args").is_none());
+        assert_eq!(
+            c["readinessProbe"]["httpGet"]["httpHeaders"],
+            serde_json::json!([{"name": AUTH_HEADER, "value": "tok"}])
+        );
+        assert_eq!(c["securityContext"]["capabilities"]["add"][0], "NET_ADMIN");
+        assert_eq!(c["ports"][0]["containerPort"], API_PORT);
     }
 }

@@ -1,6 +1,7 @@
 //! execd injection (SPEC 3): the shared binary volume, the installer init
 //! container and the main container's wrapper command, env and mount.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::pod::{ContainerView, SpecView};
@@ -14,14 +15,71 @@ pub const EXECD_PATH: &str = "/opt/opensandbox/execd";
 pub const INSTALLER: &str = "execd-installer";
 pub const MITM_ENV: &str = "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT";
 
-const INSTALL_SCRIPT: &str = "cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && chmod +x /opt/opensandbox/execd && chmod +x /opt/opensandbox/bootstrap.sh";
+macro_rules! install_script {
+    () => {
+        "cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && chmod +x /opt/opensandbox/execd && chmod +x /opt/opensandbox/bootstrap.sh"
+    };
+}
+const INSTALL_SCRIPT: &str = install_script!();
 /// The sidecar filters IPv4 only; switching IPv6 off in the pod's network
 /// namespace closes the bypass.
-const DISABLE_IPV6: &str = "set -e; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && ";
+const HARDENED_INSTALL_SCRIPT: &str = concat!(
+    "set -e; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && ",
+    install_script!()
+);
 
-pub fn bin_mount() -> Value {
-    json!({"name": BIN_VOLUME, "mountPath": BIN_MOUNT})
+/// A `volumeMounts` item.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub name: &'static str,
+    pub mount_path: &'static str,
 }
+
+pub fn bin_mount() -> Mount {
+    Mount {
+        name: BIN_VOLUME,
+        mount_path: BIN_MOUNT,
+    }
+}
+
+/// An `env` item with a literal value.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EnvVar<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+/// The installer init container.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Installer<'a> {
+    name: &'static str,
+    image: &'a str,
+    command: [&'static str; 2],
+    args: [&'static str; 1],
+    volume_mounts: [Mount; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security_context: Option<Privileged>,
+}
+
+#[derive(Debug, Serialize)]
+struct Privileged {
+    privileged: bool,
+}
+
+/// `{"name": "opensandbox-bin", "emptyDir": {}}`
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EmptyDirVolume {
+    name: &'static str,
+    empty_dir: Empty,
+}
+
+#[derive(Debug, Serialize)]
+struct Empty {}
 
 fn mounts_bin(c: &ContainerView<'_>) -> bool {
     c.mounts()
@@ -79,26 +137,24 @@ pub fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
     Ok(())
 }
 
-pub fn installer(image: &str, resources: Option<&Value>, disable_ipv6: bool) -> Value {
-    let script = if disable_ipv6 {
-        format!("{DISABLE_IPV6}{INSTALL_SCRIPT}")
-    } else {
-        INSTALL_SCRIPT.to_owned()
-    };
-    let mut c = json!({
-        "name": INSTALLER,
-        "image": image,
-        "command": ["/bin/sh", "-c"],
-        "args": [script],
-        "volumeMounts": [bin_mount()],
-    });
-    if let Some(r) = resources {
-        c["resources"] = r.clone();
+pub fn installer<'a>(
+    image: &'a str,
+    resources: Option<&'a Value>,
+    disable_ipv6: bool,
+) -> Installer<'a> {
+    Installer {
+        name: INSTALLER,
+        image,
+        command: ["/bin/sh", "-c"],
+        args: [if disable_ipv6 {
+            HARDENED_INSTALL_SCRIPT
+        } else {
+            INSTALL_SCRIPT
+        }],
+        volume_mounts: [bin_mount()],
+        resources,
+        security_context: disable_ipv6.then_some(Privileged { privileged: true }),
     }
-    if disable_ipv6 {
-        c["securityContext"] = json!({"privileged": true});
-    }
-    c
 }
 
 pub fn volume_ops(spec: &SpecView<'_>, patch: &mut PatchBuilder) {
@@ -108,7 +164,10 @@ pub fn volume_ops(spec: &SpecView<'_>, patch: &mut PatchBuilder) {
     patch.append(
         &["spec", "volumes"],
         spec.volumes.is_some(),
-        vec![json!({"name": BIN_VOLUME, "emptyDir": {}})],
+        &[EmptyDirVolume {
+            name: BIN_VOLUME,
+            empty_dir: Empty {},
+        }],
     );
 }
 
@@ -133,10 +192,7 @@ pub fn main_container_ops(
     match c.command.as_deref() {
         Some([first, ..]) if first == BOOTSTRAP => {}
         Some([_, ..]) => {
-            patch.add(
-                &[base[0], base[1], base[2], "command", "0"],
-                json!(BOOTSTRAP),
-            );
+            patch.add(&[base[0], base[1], base[2], "command", "0"], BOOTSTRAP);
         }
         _ => {
             let Some(entrypoint) = needs.entrypoint else {
@@ -150,24 +206,30 @@ pub fn main_container_ops(
                 command.push(BOOTSTRAP);
             }
             command.extend(entrypoint.iter().map(String::as_str));
-            patch.add(&at("command"), json!(command));
+            patch.add(&at("command"), &command);
         }
     }
 
-    let mut env = Vec::new();
+    let mut env = Vec::with_capacity(2);
     if !c.has_env(EXECD_ENV) {
-        env.push(json!({"name": EXECD_ENV, "value": EXECD_PATH}));
+        env.push(EnvVar {
+            name: EXECD_ENV,
+            value: EXECD_PATH,
+        });
     }
     if needs.credential_proxy && !c.has_env(MITM_ENV) {
-        env.push(json!({"name": MITM_ENV, "value": "true"}));
+        env.push(EnvVar {
+            name: MITM_ENV,
+            value: "true",
+        });
     }
-    patch.append(&at("env"), c.env.is_some(), env);
+    patch.append(&at("env"), c.env.is_some(), &env);
 
     if !mounts_bin(c) {
         patch.append(
             &at("volumeMounts"),
             c.volume_mounts.is_some(),
-            vec![bin_mount()],
+            &[bin_mount()],
         );
     }
 
@@ -189,25 +251,25 @@ fn drop_net_admin(c: &ContainerView<'_>, base: &[&str; 3], patch: &mut PatchBuil
     let Some(sc) = &c.security_context else {
         patch.add(
             &path(&["securityContext"]),
-            json!({"capabilities": {"drop": [cap]}}),
+            &json!({"capabilities": {"drop": [cap]}}),
         );
         return;
     };
     let Some(caps) = &sc.capabilities else {
         patch.add(
             &path(&["securityContext", "capabilities"]),
-            json!({"drop": [cap]}),
+            &json!({"drop": [cap]}),
         );
         return;
     };
     match &caps.drop {
         None => patch.add(
             &path(&["securityContext", "capabilities", "drop"]),
-            json!([cap]),
+            &json!([cap]),
         ),
         Some(drop) if !drop.iter().any(|d| same_capability(d, "NET_ADMIN")) => patch.add(
             &path(&["securityContext", "capabilities", "drop", "-"]),
-            cap,
+            &cap,
         ),
         Some(_) => {}
     }
@@ -238,17 +300,23 @@ mod tests {
 
     #[test]
     fn installer_shapes() {
-        let plain = installer("img", None, false);
+        let plain = serde_json::to_value(installer("img", None, false)).unwrap();
         assert_eq!(plain["args"][0], INSTALL_SCRIPT);
         assert!(plain.get("securityContext").is_none());
-        let hardened = installer("img", Some(&json!({"limits": {"cpu": "1"}})), true);
-        assert!(
-            hardened["args"][0]
-                .as_str()
-                .unwrap()
-                .starts_with(DISABLE_IPV6)
+        assert!(plain.get("resources").is_none());
+        let resources = json!({"limits": {"cpu": "1"}});
+        let hardened = serde_json::to_value(installer("img", Some(&resources), true)).unwrap();
+        assert_eq!(
+            hardened["args"][0],
+            format!(
+                "set -e; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && {INSTALL_SCRIPT}"
+            )
         );
         assert_eq!(hardened["securityContext"]["privileged"], true);
         assert_eq!(hardened["resources"]["limits"]["cpu"], "1");
+        assert_eq!(
+            hardened["volumeMounts"],
+            json!([{"name": BIN_VOLUME, "mountPath": BIN_MOUNT}])
+        );
     }
 }

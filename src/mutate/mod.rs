@@ -15,15 +15,14 @@ mod pyrepr;
 mod select;
 
 use chrono::{DateTime, Utc};
-use json_patch::PatchOperation;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::config::Config;
 
 pub use denial::Denial;
 pub use egress::{FixedToken, RandomTokens, TokenSource};
 pub use execd::BOOTSTRAP;
-pub use patch::PatchBuilder;
+pub use patch::{Patch, PatchBuilder};
 pub use select::SkipReason;
 
 use expiry::{Expiry, ExpiryIntent};
@@ -51,7 +50,7 @@ pub enum Decision {
 
 #[derive(Debug, Default)]
 pub struct Admission {
-    pub patch: Vec<PatchOperation>,
+    pub patch: Patch,
     /// Each at most 120 characters, for `kubectl` users.
     pub warnings: Vec<String>,
 }
@@ -124,16 +123,16 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         ctx.now,
     )?;
 
-    let mut annotations: Vec<(String, Value)> = Vec::new();
-    let mut labels: Vec<(String, Value)> = Vec::new();
+    let mut annotations: Vec<(&str, String)> = Vec::new();
+    let mut labels: Vec<(&str, &str)> = Vec::new();
     let mut warnings = Vec::new();
     match expiry {
         Expiry::Keep => {}
-        Expiry::At(at) => annotations.push((keys.expires_at.clone(), json!(at))),
+        Expiry::At(at) => annotations.push((&keys.expires_at, at)),
         Expiry::Manual => {
             let current = pod.label(&keys.manual_cleanup).map(|raw| raw.get());
             if current != Some("\"true\"") {
-                labels.push((keys.manual_cleanup.clone(), json!("true")));
+                labels.push((&keys.manual_cleanup, "true"));
             }
         }
     }
@@ -162,25 +161,24 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     patch.add_entries(
         &["metadata", "annotations"],
         pod.has_annotations(),
-        annotations,
+        &annotations,
     );
-    patch.add_entries(&["metadata", "labels"], pod.has_labels(), labels);
-    let mut ops = patch.into_ops();
-    ops.extend(spec_patch.into_ops());
-    ops.extend(selector_ops(selector));
+    patch.add_entries(&["metadata", "labels"], pod.has_labels(), &labels);
+    patch.extend(spec_patch);
+    selector_ops(selector, &mut patch);
     Ok(Some(Admission {
-        patch: ops,
+        patch: patch.finish().map_err(Denial::PatchEncoding)?,
         warnings,
     }))
 }
 
 /// execd and, with a network policy, the egress sidecar: Linux pods only.
-fn inject(
+fn inject<'a>(
     pod: &PodView<'_>,
     main: usize,
     intent: &Intent,
-    ctx: &Context<'_>,
-    annotations: &mut Vec<(String, Value)>,
+    ctx: &Context<'a>,
+    annotations: &mut Vec<(&'a str, String)>,
     patch: &mut PatchBuilder,
 ) -> Result<(), Denial> {
     let config = ctx.config;
@@ -189,6 +187,8 @@ fn inject(
     execd::check_conflicts(spec)?;
     let has_egress = egress::existing(spec)?;
 
+    // The token outlives the sidecar that borrows it.
+    let token: String;
     let sidecar = match &intent.policy {
         Some(policy) if !has_egress => {
             let image = config
@@ -198,11 +198,11 @@ fn inject(
                 .ok_or_else(|| Denial::NoEgressImage {
                     key: keys.network_policy.clone(),
                 })?;
-            let token = match &intent.egress_token {
+            token = match &intent.egress_token {
                 Some(t) => t.clone(),
                 None => {
                     let t = ctx.tokens.token().map_err(Denial::TokenUnavailable)?;
-                    annotations.push((keys.egress_auth_token.clone(), json!(t)));
+                    annotations.push((&keys.egress_auth_token, t.clone()));
                     t
                 }
             };
@@ -223,16 +223,16 @@ fn inject(
 
     // Init containers: the installer first, the native sidecar right after it,
     // so later init containers already run under egress control.
-    let mut init = Vec::new();
+    let mut init = Vec::with_capacity(2);
     let first_new_at = match execd::existing_installer(spec) {
         Some(i) => i + 1,
         None => {
             let harden = intent.policy.is_some() && config.egress.disable_ipv6;
-            init.push(execd::installer(
+            init.push(InitContainer::Installer(execd::installer(
                 &config.execd.image,
                 config.execd.resources.as_ref(),
                 harden,
-            ));
+            )));
             0
         }
     };
@@ -240,12 +240,11 @@ fn inject(
         Some(s) if config.egress.native_sidecar => (Some(s), None),
         other => (None, other),
     };
+    init.extend(native_sidecar.map(InitContainer::Sidecar));
     if spec.init_containers.is_none() {
-        init.extend(native_sidecar);
-        patch.append(&["spec", "initContainers"], false, init);
+        patch.append(&["spec", "initContainers"], false, &init);
     } else {
-        let new = init.into_iter().chain(native_sidecar);
-        for (at, c) in (first_new_at..).zip(new) {
+        for (at, c) in (first_new_at..).zip(&init) {
             patch.add(&["spec", "initContainers", &at.to_string()], c);
         }
     }
@@ -264,7 +263,7 @@ fn inject(
     )?;
 
     if let Some(s) = classic_sidecar {
-        patch.append(&["spec", "containers"], true, vec![s]);
+        patch.append(&["spec", "containers"], true, &[s]);
     }
     Ok(())
 }
@@ -298,27 +297,28 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
         .unwrap_or(0))
 }
 
-fn selector_ops(change: Option<SelectorChange>) -> Vec<PatchOperation> {
-    let mut patch = PatchBuilder::default();
-    let entries = |e: Vec<(&str, &str)>| {
-        e.into_iter()
-            .map(|(k, v)| (k.to_owned(), json!(v)))
-            .collect::<Vec<_>>()
-    };
+/// What goes into `spec.initContainers`: one list, two shapes.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum InitContainer<'a> {
+    Installer(execd::Installer<'a>),
+    Sidecar(egress::Container<'a>),
+}
+
+fn selector_ops(change: Option<SelectorChange>, patch: &mut PatchBuilder) {
     match change {
         Some(SelectorChange::Create(e)) => {
-            patch.add_entries(&["spec", "nodeSelector"], false, entries(e));
+            patch.add_entries(&["spec", "nodeSelector"], false, &e);
         }
         Some(SelectorChange::Set(e)) => {
-            patch.add_entries(&["spec", "nodeSelector"], true, entries(e));
+            patch.add_entries(&["spec", "nodeSelector"], true, &e);
         }
         None => {}
     }
-    patch.into_ops()
 }
 
 /// The seed reads these fields as untyped JSON; a value that is not valid
 /// JSON cannot occur here because the pod itself parsed.
-fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Option<Value> {
+fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Option<serde_json::Value> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }

@@ -1,45 +1,94 @@
-//! JSON patch operations against the raw request object.
+//! JSON patch operations against the raw request object, written straight
+//! to their JSON text.
 //!
 //! Pointers are built from tokens, so `/` and `~` in annotation keys are
 //! escaped (`~1`, `~0`). A parent that does not exist is added whole instead of
 //! adding into it (an `add` into a missing object fails).
+//!
+//! Values are anything `Serialize`: the containers and volumes the webhook
+//! adds are plain structs (see `execd` and `egress`), so a patch costs one
+//! buffer, not a tree of `serde_json::Value` maps that is built, serialized
+//! and dropped on every admission (that tree was a third of a review).
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation};
-use serde_json::{Map, Value};
+use json_patch::PatchOperation;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// A finished patch: a JSON array of operations, or nothing.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Patch {
+    json: Vec<u8>,
+    ops: usize,
+}
+
+impl Patch {
+    pub fn is_empty(&self) -> bool {
+        self.ops == 0
+    }
+
+    /// How many operations.
+    pub fn len(&self) -> usize {
+        self.ops
+    }
+
+    /// The JSON text, `[]` when empty.
+    pub fn as_json(&self) -> &[u8] {
+        if self.ops == 0 { b"[]" } else { &self.json }
+    }
+
+    /// The operations as `json_patch` types, to apply the patch.
+    pub fn operations(&self) -> Result<Vec<PatchOperation>, serde_json::Error> {
+        serde_json::from_slice(self.as_json())
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct PatchBuilder {
-    ops: Vec<PatchOperation>,
+    json: Vec<u8>,
+    ops: usize,
+    /// The first value that could not be serialized; only a broken
+    /// `Serialize` impl can cause one, and `finish` reports it.
+    error: Option<String>,
 }
 
 impl PatchBuilder {
-    pub fn add<T: AsRef<str>>(&mut self, tokens: &[T], value: Value) {
-        let path = PointerBuf::from_tokens(tokens.iter().map(AsRef::as_ref));
-        self.ops
-            .push(PatchOperation::Add(AddOperation { path, value }));
+    pub fn add<T: AsRef<str>, V: Serialize + ?Sized>(&mut self, tokens: &[T], value: &V) {
+        self.begin_op();
+        self.json.extend_from_slice(br#"{"op":"add","path":""#);
+        for token in tokens {
+            self.json.push(b'/');
+            push_token(&mut self.json, token.as_ref());
+        }
+        self.json.extend_from_slice(br#"","value":"#);
+        if let Err(e) = serde_json::to_writer(&mut self.json, value) {
+            self.error.get_or_insert_with(|| e.to_string());
+        }
+        self.json.push(b'}');
     }
 
     /// Adds `entries` into the map at `parent`, creating the map when the pod
     /// has none. `add` on an existing key replaces its value.
-    pub fn add_entries(&mut self, parent: &[&str], exists: bool, entries: Vec<(String, Value)>) {
+    pub fn add_entries<K: AsRef<str>, V: Serialize>(
+        &mut self,
+        parent: &[&str],
+        exists: bool,
+        entries: &[(K, V)],
+    ) {
         if entries.is_empty() {
             return;
         }
         if exists {
             for (key, value) in entries {
                 let mut tokens: Vec<&str> = parent.to_vec();
-                tokens.push(&key);
+                tokens.push(key.as_ref());
                 self.add(&tokens, value);
             }
         } else {
-            let map: Map<String, Value> = entries.into_iter().collect();
-            self.add(parent, Value::Object(map));
+            self.add(parent, &Entries(entries));
         }
     }
 
     /// Appends `items` to the list at `parent`, creating it when missing.
-    pub fn append<T: AsRef<str>>(&mut self, parent: &[T], exists: bool, items: Vec<Value>) {
+    pub fn append<T: AsRef<str>, V: Serialize>(&mut self, parent: &[T], exists: bool, items: &[V]) {
         if items.is_empty() {
             return;
         }
@@ -50,23 +99,91 @@ impl PatchBuilder {
                 self.add(&tokens, item);
             }
         } else {
-            self.add(parent, Value::Array(items));
+            self.add(parent, items);
+        }
+    }
+
+    /// Appends every operation of `other`, in order.
+    pub fn extend(&mut self, other: PatchBuilder) {
+        if other.ops == 0 {
+            return;
+        }
+        self.begin_op();
+        // Skip `other`'s opening bracket: its operations follow ours.
+        self.json.extend_from_slice(&other.json[1..]);
+        self.ops += other.ops - 1;
+        if self.error.is_none() {
+            self.error = other.error;
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops == 0
     }
 
-    pub fn into_ops(self) -> Vec<PatchOperation> {
-        self.ops
+    pub fn finish(mut self) -> Result<Patch, String> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.ops > 0 {
+            self.json.push(b']');
+        }
+        Ok(Patch {
+            json: self.json,
+            ops: self.ops,
+        })
+    }
+
+    fn begin_op(&mut self) {
+        if self.ops == 0 {
+            // A sandbox patch is 1–3 KB: one allocation, no doubling.
+            self.json.reserve(4096);
+            self.json.push(b'[');
+        } else {
+            self.json.push(b',');
+        }
+        self.ops += 1;
+    }
+}
+
+/// One reference token of a JSON pointer (RFC 6901), inside a JSON string.
+fn push_token(out: &mut Vec<u8>, token: &str) {
+    let plain = token
+        .bytes()
+        .all(|b| b >= 0x20 && !matches!(b, b'~' | b'/' | b'"' | b'\\'));
+    if plain {
+        out.extend_from_slice(token.as_bytes());
+        return;
+    }
+    let escaped = token.replace('~', "~0").replace('/', "~1");
+    let mut quoted = Vec::with_capacity(escaped.len() + 8);
+    // Serializing a `str` into a `Vec` cannot fail.
+    if serde_json::to_writer(&mut quoted, &escaped).is_ok() {
+        out.extend_from_slice(&quoted[1..quoted.len() - 1]);
+    }
+}
+
+/// Key/value pairs written as a JSON object, in order.
+struct Entries<'a, K, V>(&'a [(K, V)]);
+
+impl<K: AsRef<str>, V: Serialize> Serialize for Entries<'_, K, V> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            map.serialize_entry(k.as_ref(), v)?;
+        }
+        map.end()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    fn ops(p: PatchBuilder) -> Value {
+        serde_json::from_slice(p.finish().unwrap().as_json()).unwrap()
+    }
 
     #[test]
     fn escapes_annotation_keys() {
@@ -74,37 +191,75 @@ mod tests {
         p.add_entries(
             &["metadata", "annotations"],
             true,
-            vec![("opensandbox.io/expires-at".into(), json!("x"))],
+            &[("opensandbox.io/expires-at", "x"), ("a~b\"c\\d\u{1}", "y")],
         );
-        let ops = serde_json::to_value(p.into_ops()).unwrap();
+        let patch = p.finish().unwrap();
         assert_eq!(
-            ops,
-            json!([{"op": "add", "path": "/metadata/annotations/opensandbox.io~1expires-at", "value": "x"}])
+            serde_json::from_slice::<Value>(patch.as_json()).unwrap(),
+            json!([
+                {"op": "add", "path": "/metadata/annotations/opensandbox.io~1expires-at", "value": "x"},
+                {"op": "add", "path": "/metadata/annotations/a~0b\"c\\d\u{1}", "value": "y"}
+            ])
+        );
+        // And json_patch reads the pointers back to the same keys.
+        let mut doc = json!({"metadata": {"annotations": {}}});
+        json_patch::patch(&mut doc, &patch.operations().unwrap()).unwrap();
+        assert_eq!(doc["metadata"]["annotations"]["a~b\"c\\d\u{1}"], "y");
+        assert_eq!(
+            doc["metadata"]["annotations"]["opensandbox.io/expires-at"],
+            "x"
         );
     }
 
     #[test]
     fn creates_missing_parents_whole() {
         let mut p = PatchBuilder::default();
-        p.add_entries(
-            &["metadata", "annotations"],
-            false,
-            vec![("a/b".into(), json!("1"))],
-        );
-        p.append(&["spec", "volumes"], false, vec![json!({"name": "v"})]);
-        p.append(
-            &["spec", "initContainers"],
-            true,
-            vec![json!({"name": "c"})],
-        );
-        let ops = serde_json::to_value(p.into_ops()).unwrap();
+        p.add_entries(&["metadata", "annotations"], false, &[("a/b", "1")]);
+        p.append(&["spec", "volumes"], false, &[json!({"name": "v"})]);
+        p.append(&["spec", "initContainers"], true, &[json!({"name": "c"})]);
         assert_eq!(
-            ops,
+            ops(p),
             json!([
                 {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "1"}},
                 {"op": "add", "path": "/spec/volumes", "value": [{"name": "v"}]},
                 {"op": "add", "path": "/spec/initContainers/-", "value": {"name": "c"}}
             ])
+        );
+    }
+
+    #[test]
+    fn extends_in_order_and_empty_is_nothing() {
+        let empty = PatchBuilder::default().finish().unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(empty.as_json(), b"[]");
+        assert!(empty.operations().unwrap().is_empty());
+
+        let mut a = PatchBuilder::default();
+        a.add(&["a"], &1);
+        let mut b = PatchBuilder::default();
+        b.add(&["b"], &2);
+        b.add(&["c"], &3);
+        a.extend(b);
+        a.extend(PatchBuilder::default());
+        let mut only_b = PatchBuilder::default();
+        only_b.extend({
+            let mut b = PatchBuilder::default();
+            b.add(&["d"], &4);
+            b
+        });
+        assert_eq!(
+            ops(a),
+            json!([
+                {"op": "add", "path": "/a", "value": 1},
+                {"op": "add", "path": "/b", "value": 2},
+                {"op": "add", "path": "/c", "value": 3}
+            ])
+        );
+        let only_b = only_b.finish().unwrap();
+        assert_eq!(only_b.len(), 1);
+        assert_eq!(
+            serde_json::from_slice::<Value>(only_b.as_json()).unwrap(),
+            json!([{"op": "add", "path": "/d", "value": 4}])
         );
     }
 }
