@@ -146,20 +146,24 @@ impl PatchBuilder {
     }
 }
 
-/// One reference token of a JSON pointer (RFC 6901), inside a JSON string.
+/// One reference token of a JSON pointer (RFC 6901), inside a JSON string:
+/// `~` and `/` become `~0` and `~1`, then the JSON string escapes.
 fn push_token(out: &mut Vec<u8>, token: &str) {
-    let plain = token
-        .bytes()
-        .all(|b| b >= 0x20 && !matches!(b, b'~' | b'/' | b'"' | b'\\'));
-    if plain {
-        out.extend_from_slice(token.as_bytes());
-        return;
-    }
-    let escaped = token.replace('~', "~0").replace('/', "~1");
-    let mut quoted = Vec::with_capacity(escaped.len() + 8);
-    // Serializing a `str` into a `Vec` cannot fail.
-    if serde_json::to_writer(&mut quoted, &escaped).is_ok() {
-        out.extend_from_slice(&quoted[1..quoted.len() - 1]);
+    for &b in token.as_bytes() {
+        match b {
+            b'~' => out.extend_from_slice(b"~0"),
+            b'/' => out.extend_from_slice(b"~1"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0..0x20 => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            }
+            // Every other byte, UTF-8 sequences included, is JSON as it is.
+            _ => out.push(b),
+        }
     }
 }
 
@@ -191,20 +195,23 @@ mod tests {
         p.add_entries(
             &["metadata", "annotations"],
             true,
-            &[("opensandbox.io/expires-at", "x"), ("a~b\"c\\d\u{1}", "y")],
+            &[
+                ("opensandbox.io/expires-at", "x"),
+                ("a~b\"c\\d\u{1}\u{1f}é", "y"),
+            ],
         );
         let patch = p.finish().unwrap();
         assert_eq!(
             serde_json::from_slice::<Value>(patch.as_json()).unwrap(),
             json!([
                 {"op": "add", "path": "/metadata/annotations/opensandbox.io~1expires-at", "value": "x"},
-                {"op": "add", "path": "/metadata/annotations/a~0b\"c\\d\u{1}", "value": "y"}
+                {"op": "add", "path": "/metadata/annotations/a~0b\"c\\d\u{1}\u{1f}é", "value": "y"}
             ])
         );
         // And json_patch reads the pointers back to the same keys.
         let mut doc = json!({"metadata": {"annotations": {}}});
         json_patch::patch(&mut doc, &patch.operations().unwrap()).unwrap();
-        assert_eq!(doc["metadata"]["annotations"]["a~b\"c\\d\u{1}"], "y");
+        assert_eq!(doc["metadata"]["annotations"]["a~b\"c\\d\u{1}\u{1f}é"], "y");
         assert_eq!(
             doc["metadata"]["annotations"]["opensandbox.io/expires-at"],
             "x"

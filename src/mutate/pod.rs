@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 
-use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -37,7 +37,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawMap<'a> {
         impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
             type Value = RawMap<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of strings")
+                f.write_str("a map")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
@@ -48,6 +48,48 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawMap<'a> {
             }
         }
         d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// A JSON list, read with room for a typical pod's items up front: JSON
+/// gives no length, so serde grows a plain `Vec` from nothing, one
+/// reallocation per doubling, for every container's env, mounts and command.
+#[derive(Debug)]
+pub struct List<T>(pub Vec<T>);
+
+/// Enough for most lists in a pod; longer ones grow as usual.
+const LIST_CAPACITY: usize = 8;
+
+impl<T> Default for List<T> {
+    fn default() -> Self {
+        List(Vec::new())
+    }
+}
+
+impl<T> Deref for List<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = List<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::with_capacity(LIST_CAPACITY);
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(List(items))
+            }
+        }
+        d.deserialize_seq(V(std::marker::PhantomData))
     }
 }
 
@@ -98,11 +140,11 @@ pub struct MetaView<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct SpecView<'a> {
     #[serde(default, borrow)]
-    pub containers: Option<Vec<ContainerView<'a>>>,
+    pub containers: Option<List<ContainerView<'a>>>,
     #[serde(default, borrow)]
-    pub init_containers: Option<Vec<ContainerView<'a>>>,
+    pub init_containers: Option<List<ContainerView<'a>>>,
     #[serde(default, borrow)]
-    pub volumes: Option<Vec<VolumeView<'a>>>,
+    pub volumes: Option<List<VolumeView<'a>>>,
     #[serde(default, borrow)]
     pub node_selector: Option<&'a RawValue>,
     #[serde(default, borrow)]
@@ -117,11 +159,11 @@ pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub command: Option<Vec<Text<'a>>>,
+    pub command: Option<List<Text<'a>>>,
     #[serde(default, borrow)]
-    pub env: Option<Vec<EnvView<'a>>>,
+    pub env: Option<List<EnvView<'a>>>,
     #[serde(default, borrow)]
-    pub volume_mounts: Option<Vec<MountView<'a>>>,
+    pub volume_mounts: Option<List<MountView<'a>>>,
     #[serde(default)]
     pub security_context: Option<SecurityContextView<'a>>,
 }
@@ -154,9 +196,9 @@ pub struct SecurityContextView<'a> {
 #[derive(Debug, Default, Deserialize)]
 pub struct CapabilitiesView<'a> {
     #[serde(default, borrow)]
-    pub add: Option<Vec<Text<'a>>>,
+    pub add: Option<List<Text<'a>>>,
     #[serde(default, borrow)]
-    pub drop: Option<Vec<Text<'a>>>,
+    pub drop: Option<List<Text<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -276,7 +318,7 @@ mod tests {
         assert_eq!(pod.annotation("b/c").map(RawValue::get), Some("\"2\""));
         assert!(pod.annotation("c").is_none());
         let c = &pod.spec().containers()[0];
-        let command: Vec<&str> = c.command.iter().flatten().map(|t| &**t).collect();
+        let command: Vec<&str> = c.command.as_deref().unwrap().iter().map(|t| &**t).collect();
         assert_eq!(command, ["x", "y"]);
         assert!(matches!(c.command.as_ref().unwrap()[0].0, Cow::Borrowed(_)));
         let caps = c.capabilities().unwrap();
