@@ -149,22 +149,26 @@ impl PatchBuilder {
 /// One reference token of a JSON pointer (RFC 6901), inside a JSON string:
 /// `~` and `/` become `~0` and `~1`, then the JSON string escapes.
 fn push_token(out: &mut Vec<u8>, token: &str) {
-    for &b in token.as_bytes() {
-        match b {
+    let special = |b: &u8| matches!(b, b'~' | b'/' | b'"' | b'\\' | 0..0x20);
+    let mut rest = token.as_bytes();
+    // Runs of plain bytes (UTF-8 sequences included) are JSON as they are.
+    while let Some(at) = rest.iter().position(special) {
+        out.extend_from_slice(&rest[..at]);
+        match rest[at] {
             b'~' => out.extend_from_slice(b"~0"),
             b'/' => out.extend_from_slice(b"~1"),
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
-            0..0x20 => {
+            control => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0xf)]);
+                out.push(HEX[usize::from(control >> 4)]);
+                out.push(HEX[usize::from(control & 0xf)]);
             }
-            // Every other byte, UTF-8 sequences included, is JSON as it is.
-            _ => out.push(b),
         }
+        rest = &rest[at + 1..];
     }
+    out.extend_from_slice(rest);
 }
 
 /// Key/value pairs written as a JSON object, in order.
