@@ -31,9 +31,13 @@ SERVER_CPU="${SERVER_CPU:-0}"
 LOAD_CPU="${LOAD_CPU:-1}"
 if ((SMOKE)); then
   LOAD_SECONDS=2
+  PACED_RUNS=1
   CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
 else
   LOAD_SECONDS=10
+  # The machine may be shared: a neighbour's burst lands in one run's tail,
+  # so latency is the median of three runs (each run's figures are logged).
+  PACED_RUNS=3
   CRITERION=(--warm-up-time 1 --measurement-time 3)
 fi
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -123,18 +127,31 @@ saturate() { # pid port body seconds connections
     'BEGIN { printf "%.0f %d %.0f %.2f\n", r / s, e, t * 1e6 / hz / r, p / 1000 }'
 }
 
-# loadgen at a fixed rate: prints "p50_ms p99_ms errors"
+# loadgen at a fixed rate, PACED_RUNS times: prints "p50_ms p99_ms errors",
+# the median run's p50 and p99 and the errors of all runs
 paced() { # port body rate seconds
-  local out rc=0
-  out=$(taskset -c "$LOAD_CPU" "$LOADGEN" --addr "127.0.0.1:$1" --ca "$WORK/certs/ca.crt" \
-    --body "$2" --rate "$3" --connections 32 --duration "$4") || rc=$?
-  local errors
-  errors=$(field errors "$out")
-  errors=${errors:-0}
-  ((rc == 0 || errors > 0)) || errors=1
-  awk -v a="$(field p50_us "$out")" -v b="$(field p99_us "$out")" -v e="$errors" \
+  local run out rc errors total=0 p50s=() p99s=()
+  for ((run = 1; run <= PACED_RUNS; run++)); do
+    rc=0
+    out=$(taskset -c "$LOAD_CPU" "$LOADGEN" --addr "127.0.0.1:$1" --ca "$WORK/certs/ca.crt" \
+      --body "$2" --rate "$3" --connections 32 --duration "$4") || rc=$?
+    log "  paced run $run: $out"
+    errors=$(field errors "$out")
+    errors=${errors:-0}
+    ((rc == 0 || errors > 0)) || errors=1
+    total=$((total + errors))
+    p50s+=("$(field p50_us "$out")")
+    p99s+=("$(field p99_us "$out")")
+  done
+  awk -v a="$(median "${p50s[@]}")" -v b="$(median "${p99s[@]}")" -v e="$total" \
     'BEGIN { printf "%.2f %.2f %d\n", a / 1000, b / 1000, e }'
 }
+
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# CPU time stolen by the hypervisor and spent by other processes, from
+# /proc/stat: "steal_ticks busy_ticks total_ticks" over all CPUs
+cpu_stat() { awk '$1 == "cpu" { print $9, $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 
 "$BIN" certs --ip 127.0.0.1 --dns localhost --days 2 --out "$WORK/certs" >&2
 log "load: servers on CPU $SERVER_CPU, load generator on CPU $LOAD_CPU, ${LOAD_SECONDS}s per run"
@@ -146,6 +163,7 @@ sleep 1
 IDLE_KB=$(status_kb "$REVIEW_PID" VmRSS)
 
 declare -A R
+read -r STEAL0 _ TOTAL0 < <(cpu_stat)
 for pod in 10k 30k; do
   body="bench/reviews/pod-$pod.json"
   for handler in review null; do
@@ -161,6 +179,8 @@ for pod in 10k 30k; do
     R[$handler,$pod]="$rps $errs $cpu $sat_p99 $half $p50 $p99 $perrs"
   done
 done
+read -r STEAL1 _ TOTAL1 < <(cpu_stat)
+STEAL_PCT=$(awk -v s=$((STEAL1 - STEAL0)) -v t=$((TOTAL1 - TOTAL0)) 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
 stop_server "$REVIEW_PID"
 stop_server "$NULL_PID"
 
@@ -194,7 +214,7 @@ table() {
     echo "| $c ($(stat -c %s "bench/reviews/$c.json") B) | $k | $n | $r | $(ratio "$r" "$k") | $(ratio "$r" "$n") |"
   done
   echo
-  echo "### TLS load (server on 1 core, TLS 1.3, HTTP/1.1 keep-alive, 32 connections, ${LOAD_SECONDS}s per run)"
+  echo "### TLS load (server on 1 core, TLS 1.3, HTTP/1.1 keep-alive, 32 connections, ${LOAD_SECONDS}s per run; latency: median of $PACED_RUNS paced run(s))"
   echo
   echo "| pod | handler | req/s at saturation | errors | CPU µs / request | p50 ms at half rate | p99 ms at half rate | half rate (req/s) |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|"
@@ -228,14 +248,16 @@ table() {
   echo "| ≥ 2,000 admissions/s on one core, 30 KB pod | $r30/s | $(ok "$r30 >= 2000") |"
   echo "| p99 < 5 ms at half load | 10 KB $p10 ms, 30 KB $p30 ms | $(ok "$p10 < 5 && $p30 < 5") |"
   echo "| no errors (saturation, half load, 128 connections) | $ERRORS | $(ok "$ERRORS == 0") |"
-  echo "| mutation ≤ 1.5 × parse+serialize baseline, 10 KB pod | $(ratio "$review10" "$k10") × kube_baseline, $(ratio "$review10" "$n10") × null_review | $(ok "$review10 <= 1.5 * $k10") (kube) / $(ok "$review10 <= 1.5 * $n10") (null) |"
+  echo "| mutation ≤ 1.5 × parse+serialize baseline (kube_baseline), 10 KB pod | $(ratio "$review10" "$k10") × | $(ok "$review10 <= 1.5 * $k10") |"
+  echo "| stricter floor: mutation ≤ 1.5 × null_review (object skipped unread), 10 KB pod | $(ratio "$review10" "$n10") × | $(ok "$review10 <= 1.5 * $n10") |"
   echo "| RSS < 10 MB idle | $(mb "$MEM_IDLE_KB") MB | $(ok "$MEM_IDLE_KB < 10240") |"
   echo "| RSS < 32 MB at 128 connections | $(mb "$MEM_PEAK_KB") MB | $(ok "$MEM_PEAK_KB < 32768") |"
   echo "| back near idle after the load (< idle + 50 %) | $(mb "$MEM_AFTER_KB") MB | $(ok "$MEM_AFTER_KB < 1.5 * $MEM_IDLE_KB") |"
   echo
   echo "Machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), $(uname -sr)," \
     "$(rustc --version | cut -d' ' -f1-2), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2)," \
-    "load average before the run: $LOADAVG."
+    "load average before the run: $LOADAVG," \
+    "CPU time stolen by the hypervisor during the load runs: ${STEAL_PCT} %."
   echo "Generated by \`bench/run.sh\`$( ((SMOKE)) && echo ' --smoke') on $(date -u +%Y-%m-%dT%H:%MZ)."
 }
 TABLE="$(table)"
