@@ -223,9 +223,10 @@ table() {
       read -r rps errs cpu _ half p50 p99 perrs <<<"${R[$handler,$pod]}"
       echo "| $pod | $handler | $rps | $((errs + perrs)) | $cpu | $p50 | $p99 | $half |"
     done
-    read -r rr _ rc _ <<<"${R[review,$pod]}"
-    read -r nr _ nc _ <<<"${R[null,$pod]}"
-    echo "| $pod | **review / null** | $(ratio "$rr" "$nr") | | $(ratio "$rc" "$nc") | | | |"
+    local rr rc rp50 rp99 nr nc np50 np99
+    read -r rr _ rc _ _ rp50 rp99 _ <<<"${R[review,$pod]}"
+    read -r nr _ nc _ _ np50 np99 _ <<<"${R[null,$pod]}"
+    echo "| $pod | **review / null** | $(ratio "$rr" "$nr") | | $(ratio "$rc" "$nc") | $(ratio "$rp50" "$np50") | $(ratio "$rp99" "$np99") | |"
   done
   echo
   echo "### Memory (fresh server, 30 KB pods, 128 connections)"
