@@ -14,6 +14,8 @@ use serde::Serialize;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use super::pod::Text;
+
 /// A policy as the egress sidecar reads it from `OPENSANDBOX_EGRESS_RULES`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkPolicy {
@@ -224,28 +226,6 @@ impl<'de> Fields<'de> for RuleDoc<'de> {
     }
 }
 
-/// A map key, borrowed unless it holds escapes.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
 impl<'de, T: Fields<'de>> Deserialize<'de> for Node<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<T>(std::marker::PhantomData<T>);
@@ -256,7 +236,7 @@ impl<'de, T: Fields<'de>> Deserialize<'de> for Node<T> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut fields = T::default();
-                while let Some(Key(key)) = map.next_key()? {
+                while let Some(Text(key)) = map.next_key()? {
                     fields.field(key, &mut map)?;
                 }
                 Ok(Node::Object(fields))
