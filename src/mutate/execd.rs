@@ -61,13 +61,28 @@ pub struct Installer<'a> {
     volume_mounts: [Mount; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
     resources: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    security_context: Option<Privileged>,
+    security_context: InstallerSecurity,
+}
+
+/// The installer's `securityContext` (SPEC 3): privileged only to switch
+/// IPv6 off; otherwise as locked down as Pod Security `restricted` asks, so
+/// a restricted-compliant sandbox stays compliant after injection.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum InstallerSecurity {
+    Privileged {
+        privileged: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Restricted {
+        allow_privilege_escalation: bool,
+        capabilities: DropAll,
+    },
 }
 
 #[derive(Debug, Serialize)]
-struct Privileged {
-    privileged: bool,
+struct DropAll {
+    drop: [&'static str; 1],
 }
 
 /// `{"name": "opensandbox-bin", "emptyDir": {}}`
@@ -153,7 +168,14 @@ pub fn installer<'a>(
         }],
         volume_mounts: [bin_mount()],
         resources,
-        security_context: disable_ipv6.then_some(Privileged { privileged: true }),
+        security_context: if disable_ipv6 {
+            InstallerSecurity::Privileged { privileged: true }
+        } else {
+            InstallerSecurity::Restricted {
+                allow_privilege_escalation: false,
+                capabilities: DropAll { drop: ["ALL"] },
+            }
+        },
     }
 }
 
@@ -302,7 +324,10 @@ mod tests {
     fn installer_shapes() {
         let plain = serde_json::to_value(installer("img", None, false)).unwrap();
         assert_eq!(plain["args"][0], INSTALL_SCRIPT);
-        assert!(plain.get("securityContext").is_none());
+        assert_eq!(
+            plain["securityContext"],
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}})
+        );
         assert!(plain.get("resources").is_none());
         let resources = json!({"limits": {"cpu": "1"}});
         let hardened = serde_json::to_value(installer("img", Some(&resources), true)).unwrap();
@@ -312,7 +337,7 @@ mod tests {
                 "set -e; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && {INSTALL_SCRIPT}"
             )
         );
-        assert_eq!(hardened["securityContext"]["privileged"], true);
+        assert_eq!(hardened["securityContext"], json!({"privileged": true}));
         assert_eq!(hardened["resources"]["limits"]["cpu"], "1");
         assert_eq!(
             hardened["volumeMounts"],
