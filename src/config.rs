@@ -75,6 +75,8 @@ pub struct Config {
     pub execd: ExecdConfig,
     pub egress: EgressConfig,
     pub expiry: ExpiryConfig,
+    /// The lifecycle controller's section (SPEC 10); the webhook ignores it.
+    pub controller: crate::lifecycle::config::ControllerConfig,
     /// Annotation and label keys derived from `prefix`, computed once at load.
     #[serde(skip)]
     keys: Keys,
@@ -155,6 +157,7 @@ impl Default for Config {
             execd: ExecdConfig::default(),
             egress: EgressConfig::default(),
             expiry: ExpiryConfig::default(),
+            controller: Default::default(),
             keys: Keys::new(DEFAULT_PREFIX),
         }
     }
@@ -274,6 +277,9 @@ impl Config {
                 format!("{default} exceeds expiry.maxTimeoutSeconds ({max})"),
             ));
         }
+        self.controller
+            .validate()
+            .map_err(|(field, message)| ConfigError::invalid(field, message))?;
         Ok(())
     }
 }

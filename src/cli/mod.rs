@@ -2,6 +2,7 @@
 //! subcommand; `main` only parses and calls [`run`].
 
 mod certs;
+mod diagnose;
 mod offline;
 mod serve;
 
@@ -34,6 +35,8 @@ pub enum Command {
     Inject(offline::InjectArgs),
     /// Answer an AdmissionReview (JSON) exactly as the server would.
     Review(offline::ReviewArgs),
+    /// Print, as JSON, what the lifecycle controller would do with a Pod.
+    Diagnose(diagnose::DiagnoseArgs),
 }
 
 /// Options shared by the offline commands: they make output reproducible.
@@ -74,5 +77,6 @@ pub fn run(args: Args) -> ExitCode {
         Command::Certs(a) => certs::certs(a),
         Command::Inject(a) => offline::inject(a),
         Command::Review(a) => offline::review(a),
+        Command::Diagnose(a) => diagnose::diagnose(a),
     }
 }

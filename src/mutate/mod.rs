@@ -13,6 +13,7 @@ pub mod policy;
 mod py_printable;
 mod pyrepr;
 mod select;
+pub mod unschedulable;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -1,0 +1,83 @@
+//! `diagnose`: what the lifecycle controller would do with one pod, through
+//! the same functions it calls (`crate::lifecycle::plan`).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+
+use crate::config::Config;
+use crate::lifecycle::{self, SandboxPod};
+
+#[derive(Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// Pod manifest (YAML or JSON, e.g. `kubectl get pod -o yaml`); `-` reads
+    /// standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The time to judge expiry at (RFC 3339); now by default.
+    #[arg(long, value_name = "RFC3339", value_parser = super::parse_time)]
+    pub now: Option<DateTime<Utc>>,
+    /// Configuration file (YAML); the built-in defaults when omitted.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The controller's own namespace, which it ignores like the excluded ones.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+}
+
+pub fn diagnose(args: DiagnoseArgs) -> ExitCode {
+    match run(&args) {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(format!("cannot write output: {e}")),
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn run(args: &DiagnoseArgs) -> Result<String, String> {
+    let config = match &args.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    let input = read_input(&args.file)?;
+    let pod = parse_pod(&input)
+        .map_err(|e| format!("{} is not a Pod manifest: {e}", args.file.display()))?;
+    let now = args.now.unwrap_or_else(Utc::now);
+    let plan = lifecycle::plan(&pod, &config, args.namespace.as_deref(), now);
+    serde_json::to_string_pretty(&plan.diagnosis())
+        .map(|s| s + "\n")
+        .map_err(|e| e.to_string())
+}
+
+/// YAML is a superset of JSON, so one reader takes both.
+fn parse_pod(input: &[u8]) -> Result<SandboxPod, String> {
+    let value: serde_json::Value = serde_yaml_ng::from_slice(input).map_err(|e| e.to_string())?;
+    match value.get("kind").and_then(|k| k.as_str()) {
+        None | Some("Pod") => {}
+        Some(other) => return Err(format!("kind is {other}, expected Pod")),
+    }
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>, String> {
+    if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,161 @@
+//! The lifecycle controller's decisions (SPEC 10): a pod, the configuration
+//! and the clock in; what to do with it out. Nothing here does I/O:
+//! `crate::controller` is the thin Kubernetes layer around these functions,
+//! and `sandbox-webhook diagnose` prints the same decisions.
+
+pub mod config;
+pub mod expiry;
+pub mod platform;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Config;
+
+pub use expiry::{ExpiryAction, ExpiryPlan, Owner, Removal};
+pub use platform::PlatformReading;
+
+/// The parts of a Pod the decisions read. The controller's watch decodes pods
+/// straight into this type, so containers and the rest of the status are
+/// skipped by the decoder and never held in memory. The fields the seed
+/// treats dynamically stay untyped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SandboxPod {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusFields>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Value>,
+}
+
+impl SandboxPod {
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.metadata.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// The pod's namespace; `default` for a manifest that names none, as
+    /// kubectl would create it.
+    pub fn namespace(&self) -> &str {
+        self.metadata
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default")
+    }
+}
+
+/// Whether the controller looks at this pod at all: a sandbox (label
+/// `P/id`) outside the excluded namespaces and the controller's own.
+pub fn is_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> bool {
+    let ns = pod.namespace();
+    pod.label(&config.keys().id).is_some()
+        && !config.excluded_namespaces.iter().any(|e| e == ns)
+        && own_namespace != Some(ns)
+}
+
+/// The type of the pod condition the controller sets on a hit.
+pub fn condition_type(config: &Config) -> String {
+    format!("{}/PlatformUnschedulable", config.prefix)
+}
+
+/// Everything the controller would decide for one pod at `now`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub expiry: ExpiryPlan,
+    pub platform: PlatformReading,
+}
+
+pub fn plan(
+    pod: &SandboxPod,
+    config: &Config,
+    own_namespace: Option<&str>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let watched = is_watched(pod, config, own_namespace);
+    let mut expiry = expiry::plan(pod, config, now);
+    let mut platform = platform::read(pod);
+    if !watched {
+        expiry.action = ExpiryAction::None;
+        platform.unschedulable = false;
+        platform.message = None;
+    }
+    Plan { expiry, platform }
+}
+
+/// `diagnose`'s JSON (SPEC 10), field for field.
+#[derive(Debug, Serialize)]
+pub struct Diagnosis<'a> {
+    pub expiry: ExpiryReport<'a>,
+    pub platform: PlatformReport<'a>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpiryReport<'a> {
+    pub expires_at: Option<&'a str>,
+    pub expired: bool,
+    pub action: ExpiryAction,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlatformReport<'a> {
+    pub has_platform: bool,
+    pub has_non_platform: bool,
+    pub unschedulable: bool,
+    pub message: Option<&'a str>,
+}
+
+impl Plan {
+    pub fn diagnosis(&self) -> Diagnosis<'_> {
+        Diagnosis {
+            expiry: ExpiryReport {
+                expires_at: self.expiry.expires_at.as_deref(),
+                expired: self.expiry.expired,
+                action: self.expiry.action,
+            },
+            platform: PlatformReport {
+                has_platform: self.platform.has_platform,
+                has_non_platform: self.platform.has_non_platform,
+                unschedulable: self.platform.unschedulable,
+                message: self.platform.message.as_deref(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
