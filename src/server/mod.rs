@@ -244,7 +244,7 @@ impl Server {
                         path: path.clone(),
                         source,
                     })?;
-                let config = parse_config(&bytes)?;
+                let config = Config::from_file_bytes(path, &bytes)?;
                 (config, Some((path.clone(), bytes)))
             }
             None => (Config::default(), None),
@@ -339,6 +339,7 @@ impl Server {
             .collect();
         if let Some((path, bytes)) = config_initial {
             let config = config.clone();
+            let config_path = path.clone();
             reloaders.push(AbortOnDrop(reload::spawn(
                 Watch {
                     what: "config",
@@ -348,7 +349,10 @@ impl Server {
                     counter: metrics.config_reloads.clone(),
                 },
                 move |contents| {
-                    config.store(Arc::new(parse_config(&contents[0])?));
+                    config.store(Arc::new(Config::from_file_bytes(
+                        &config_path,
+                        &contents[0],
+                    )?));
                     Ok::<_, ConfigError>(())
                 },
             )));
@@ -445,14 +449,6 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     Server::bind(settings).await?.serve(shutdown).await
-}
-
-fn parse_config(bytes: &[u8]) -> Result<Config, ConfigError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| ConfigError::Invalid {
-        field: "(file)".into(),
-        message: format!("not UTF-8: {e}"),
-    })?;
-    Config::from_yaml(text)
 }
 
 async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {

@@ -1,0 +1,331 @@
+//! The grammars a configuration value must match, as regular expressions
+//! shared with the chart's `values.schema.json` (a test checks that the
+//! schema carries exactly these patterns), plus the checks a regular
+//! expression cannot express (lengths).
+//!
+//! The patterns use only what both the `regex` crate and JSON Schema's
+//! ECMA-262 / Go RE2 dialects read alike: no `\w`, no look-around.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// A DNS-1123 label (Kubernetes namespace names): at most 63 characters of
+/// lower-case letters, digits and `-`, starting and ending alphanumeric.
+pub const DNS_LABEL: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+pub const DNS_LABEL_MAX: usize = 63;
+
+/// A DNS-1123 subdomain (label and annotation key prefixes): dot-separated
+/// labels, at most 253 characters.
+pub const DNS_SUBDOMAIN: &str =
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+pub const DNS_SUBDOMAIN_MAX: usize = 253;
+
+/// An image reference, ported from the distribution project's reference
+/// grammar (`reference/regexp.go`, what containerd parses pod images with):
+/// `[registry[:port]/]repository[:tag][@digest]`, repository path components
+/// lower-case.
+///
+/// One deliberate narrowing: a first component counts as a registry only if it
+/// has a dot or a port or is `localhost` (or an `[IPv6]` address). The
+/// upstream grammar also takes an upper-case first component such as
+/// `Opensandbox/execd` as a registry host, which is always a typo for a
+/// repository.
+pub const IMAGE: &str = concat!(
+    "^",
+    // Registry: a dotted host (optional port), any host with a port,
+    // localhost, or a bracketed IPv6 address; then a slash.
+    "(((",
+    "[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+(:[0-9]+)?",
+    "|[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?:[0-9]+",
+    "|localhost",
+    "|\\[[a-fA-F0-9:]+\\](:[0-9]+)?",
+    ")/)?)",
+    // Repository: slash-separated lower-case components; inside one, runs of
+    // alphanumerics joined by `.`, `_`, `__` or dashes.
+    "[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*)*",
+    // Tag: up to 128 word characters, dots and dashes, not starting with
+    // either of the latter.
+    "(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
+    // Digest: algorithm:hex, at least 32 hex digits.
+    "(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    "$"
+);
+/// The distribution project's limit on registry plus repository.
+pub const IMAGE_NAME_MAX: usize = 255;
+
+/// A non-negative Kubernetes quantity, ported from k8s.io/apimachinery's
+/// `resource.Quantity` grammar: a decimal number, then a binary suffix
+/// (`Ki` … `Ei`), a decimal suffix (`n`, `u`, `m`, `k`, `M` … `E`) or a
+/// decimal exponent (`e3`, `E-2`). The exponent is whole, as apimachinery's
+/// parser (not its looser OpenAPI pattern) requires. No minus sign: the
+/// apiserver refuses negative container resources.
+pub const QUANTITY: &str =
+    "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?$";
+
+/// A container resource name: `cpu`, `memory`, `ephemeral-storage`,
+/// `hugepages-<size>`, or an extended resource `<domain>/<name>`.
+pub const RESOURCE_NAME: &str = concat!(
+    "^(cpu|memory|ephemeral-storage|hugepages-[0-9]+([KMGTPE]i|[kMGTPE])?",
+    "|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+    "/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
+);
+
+/// A pattern that fails to compile (a bug in this file, which the unit tests
+/// below would show) matches nothing, so it rejects rather than accepts.
+type Pattern = LazyLock<Result<Regex, regex::Error>>;
+
+fn matches(pattern: &Pattern, value: &str) -> bool {
+    pattern.as_ref().is_ok_and(|re| re.is_match(value))
+}
+
+static DNS_LABEL_RE: Pattern = LazyLock::new(|| Regex::new(DNS_LABEL));
+static DNS_SUBDOMAIN_RE: Pattern = LazyLock::new(|| Regex::new(DNS_SUBDOMAIN));
+static IMAGE_RE: Pattern = LazyLock::new(|| Regex::new(IMAGE));
+static QUANTITY_RE: Pattern = LazyLock::new(|| Regex::new(QUANTITY));
+static RESOURCE_NAME_RE: Pattern = LazyLock::new(|| Regex::new(RESOURCE_NAME));
+
+/// A namespace name; the error says what is wrong with it.
+pub fn dns_label(value: &str) -> Result<(), String> {
+    if value.len() > DNS_LABEL_MAX {
+        return Err(format!(
+            "'{}' is {} characters long; a namespace name has at most {DNS_LABEL_MAX}",
+            shorten(value),
+            value.len()
+        ));
+    }
+    if !matches(&DNS_LABEL_RE, value) {
+        return Err(format!(
+            "'{}' is not a namespace name: use lower-case letters, digits and '-', starting and ending with a letter or digit",
+            shorten(value)
+        ));
+    }
+    Ok(())
+}
+
+pub fn dns_subdomain(value: &str) -> Result<(), String> {
+    let too_long_label = value.split('.').any(|l| l.len() > DNS_LABEL_MAX);
+    if value.len() > DNS_SUBDOMAIN_MAX || too_long_label {
+        return Err(format!(
+            "'{}' is too long for a DNS subdomain (at most {DNS_SUBDOMAIN_MAX} characters, {DNS_LABEL_MAX} between dots)",
+            shorten(value)
+        ));
+    }
+    if !matches(&DNS_SUBDOMAIN_RE, value) {
+        return Err(format!(
+            "'{}' is not a DNS subdomain such as opensandbox.io: use lower-case letters, digits, '-' and '.'",
+            shorten(value)
+        ));
+    }
+    Ok(())
+}
+
+pub fn image(value: &str) -> Result<(), String> {
+    let shown = shorten(value);
+    if value.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "'{shown}' contains whitespace; an image reference has none"
+        ));
+    }
+    if !matches(&IMAGE_RE, value) {
+        // Upper case is the usual mistake; say so when it is the only one.
+        let hint = if matches(&IMAGE_RE, &value.to_ascii_lowercase()) {
+            "the repository must be lower-case"
+        } else {
+            "expected [registry[:port]/]repository[:tag][@sha256:digest], e.g. opensandbox/execd:v1.0.18"
+        };
+        return Err(format!("'{shown}' is not a valid image reference: {hint}"));
+    }
+    let name = value.split('@').next().unwrap_or(value);
+    let name_end = tag_start(name).unwrap_or(name.len());
+    if name_end > IMAGE_NAME_MAX {
+        return Err(format!(
+            "'{shown}' has a registry and repository of {name_end} characters; at most {IMAGE_NAME_MAX} are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// Where `:tag` starts in `name` (a reference without its digest): the
+/// colon after the last slash (a colon before it is a registry port).
+fn tag_start(name: &str) -> Option<usize> {
+    let last_slash = name.rfind('/').map_or(0, |i| i + 1);
+    name[last_slash..].find(':').map(|i| last_slash + i)
+}
+
+pub fn quantity_syntax(value: &str) -> Result<(), String> {
+    if value.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{}' is negative; resources must be at least 0",
+            shorten(value)
+        ));
+    }
+    if !matches(&QUANTITY_RE, value) {
+        return Err(format!(
+            "'{}' is not a Kubernetes quantity such as 500m, 2, 1.5 or 256Mi",
+            shorten(value)
+        ));
+    }
+    Ok(())
+}
+
+pub fn resource_name(value: &str) -> Result<(), String> {
+    let extended_in_kubernetes_domain = value
+        .split_once('/')
+        .is_some_and(|(domain, _)| domain == "kubernetes.io" || domain.ends_with(".kubernetes.io"));
+    if !matches(&RESOURCE_NAME_RE, value)
+        || extended_in_kubernetes_domain
+        || value.len() > DNS_SUBDOMAIN_MAX
+    {
+        return Err(format!(
+            "'{}' is not a container resource: use cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource such as example.com/gpu",
+            shorten(value)
+        ));
+    }
+    Ok(())
+}
+
+/// Values quoted in messages are cut, so one broken line cannot flood a log.
+pub fn shorten(value: &str) -> String {
+    const MAX: usize = 80;
+    if value.chars().count() <= MAX {
+        value.escape_debug().to_string()
+    } else {
+        let head: String = value.chars().take(MAX).collect();
+        format!("{}…", head.escape_debug())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images() {
+        for good in [
+            "opensandbox/execd:v1.0.18",
+            "busybox",
+            "docker.io/library/busybox:1.36",
+            "registry.example.com:5000/team/execd:v1",
+            "localhost/execd",
+            "localhost:5000/execd:latest",
+            "registry:5000/execd",
+            "[::1]:5000/execd:v1",
+            "REGISTRY.Example.com/execd",
+            "a/b__c/d-e.f_g:TAG_1.2-x",
+            "ghcr.io/o/execd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "ghcr.io/o/execd:v1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(image(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "opensandbox/execd: v1",
+            "opensandbox/execd:v1 ",
+            " opensandbox/execd",
+            "OpenSandbox/execd:v1",
+            "Opensandbox/execd",
+            "opensandbox/Execd",
+            "null",
+            "opensandbox/execd:",
+            "opensandbox/execd:-v1",
+            ":v1",
+            "opensandbox//execd",
+            "opensandbox/execd/",
+            "-execd",
+            "execd-",
+            "exe..cd",
+            "opensandbox/execd@sha256:abc",
+            "opensandbox/execd@sha256",
+            "https://registry.example.com/execd",
+            "opensandbox/execd:v1:v2",
+        ] {
+            if bad == "null" {
+                // A repository named "null" is a valid reference; the YAML
+                // null is caught before this rule (see read.rs).
+                assert_eq!(image(bad), Ok(()));
+                continue;
+            }
+            assert!(image(bad).is_err(), "{bad:?} accepted");
+        }
+        let long = format!("{}/x:v1", "a".repeat(300));
+        assert!(image(&long).unwrap_err().contains("at most 255"));
+        let tag = format!("x:{}", "a".repeat(129));
+        assert!(image(&tag).is_err());
+        assert!(image("A/b").unwrap_err().contains("lower-case"));
+        assert!(image("a b").unwrap_err().contains("whitespace"));
+    }
+
+    #[test]
+    fn quantities() {
+        for good in [
+            "0", "1", "+1", "500m", "1.5", "1.", ".5", "2Gi", "128Mi", "1Ki", "1Ei", "1e3", "1E-2",
+            "100n", "10u", "1k", "1M", "1G", "1T", "1P", "1E",
+        ] {
+            assert_eq!(quantity_syntax(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "lots", "", "1 Gi", " 1", "1gi", "1Gb", "1K", "1.5.5", ".", "1e1.5", "1ee", "Gi",
+            "1mi", "0x10", "1_000",
+        ] {
+            assert!(quantity_syntax(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(quantity_syntax("-1").unwrap_err().contains("negative"));
+    }
+
+    #[test]
+    fn resource_names() {
+        for good in [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "hugepages-2Mi",
+            "hugepages-1Gi",
+            "nvidia.com/gpu",
+            "example.com/My_Device.1",
+        ] {
+            assert_eq!(resource_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "cpus",
+            "CPU",
+            "gpu",
+            "storage",
+            "hugepages-",
+            "kubernetes.io/gpu",
+            "x.kubernetes.io/gpu",
+            "Example.com/gpu",
+            "example.com/",
+            "/gpu",
+        ] {
+            assert!(resource_name(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn dns_names() {
+        assert_eq!(dns_label("kube-system"), Ok(()));
+        assert_eq!(dns_label(&"a".repeat(63)), Ok(()));
+        for bad in ["", "Kube-System", "-a", "a-", "a.b", "a_b", " a", "ä"] {
+            assert!(dns_label(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(
+            dns_label(&"a".repeat(64))
+                .unwrap_err()
+                .contains("at most 63")
+        );
+        assert_eq!(dns_subdomain("opensandbox.io"), Ok(()));
+        assert_eq!(dns_subdomain("a"), Ok(()));
+        for bad in ["", "null.", ".a", "a..b", "Open.io", "a_b.io", "a/b"] {
+            assert!(dns_subdomain(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(dns_subdomain(&format!("{}.io", "a".repeat(64))).is_err());
+        assert!(dns_subdomain(&vec!["a".repeat(63); 5].join(".")).is_err());
+    }
+
+    #[test]
+    fn shorten_escapes_and_cuts() {
+        assert_eq!(shorten("a\nb"), "a\\nb");
+        assert_eq!(shorten(&"x".repeat(100)).chars().count(), 81);
+    }
+}

@@ -1,0 +1,555 @@
+use std::path::Path;
+
+use super::*;
+
+fn ok(yaml: &str) -> Config {
+    Config::from_yaml(yaml).unwrap_or_else(|e| panic!("{yaml:?} refused: {e}"))
+}
+
+/// The message of a refused document, read as if it came from `f.yaml`.
+fn err(yaml: &str) -> String {
+    match Config::from_file_bytes(Path::new("f.yaml"), yaml.as_bytes()) {
+        Ok(c) => panic!("{yaml:?} accepted as {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Asserts the message names the file and `field`, and says `words`.
+#[track_caller]
+fn refused(yaml: &str, field: &str, words: &str) {
+    let message = err(yaml);
+    let named = if field.is_empty() {
+        "config file f.yaml: ".to_owned()
+    } else {
+        format!("config file f.yaml: {field}: ")
+    };
+    assert!(
+        message.starts_with(&named),
+        "{yaml:?}: {message:?} does not start with {named:?}"
+    );
+    assert!(
+        message.contains(words),
+        "{yaml:?}: {message:?} does not say {words:?}"
+    );
+}
+
+#[test]
+fn explicit_empty_mapping_is_default() {
+    let c = ok("{}");
+    assert_eq!(c, Config::default());
+    assert_eq!(c.keys().id, "opensandbox.io/id");
+}
+
+#[test]
+fn empty_and_whitespace_files_are_refused() {
+    for text in [
+        "",
+        " ",
+        "\n\n",
+        "\t \n",
+        "# only a comment\n",
+        "---\n",
+        "~",
+        "null",
+    ] {
+        refused(text, "", "no settings");
+    }
+}
+
+#[test]
+fn spec_example_parses() {
+    let c = ok(r#"
+prefix: example.com
+excludedNamespaces: [kube-system, kube-public, kube-node-lease]
+execd:   {image: "opensandbox/execd:v1.0.18", resources: null}
+egress:  {image: "opensandbox/egress:v1.1.0", mode: dns+nft, disableIPv6: false, nativeSidecar: false, maxRules: 10, resources: {limits: {cpu: 100m}}}
+expiry:  {defaultTimeoutSeconds: 600, maxTimeoutSeconds: 3600}
+"#);
+    assert_eq!(c.keys().expires_at, "example.com/expires-at");
+    assert_eq!(c.egress.mode, EgressMode::DnsNft);
+    assert!(!c.egress.native_sidecar);
+    assert!(!c.egress.disable_ipv6);
+    assert_eq!(c.egress.max_rules, 10);
+    assert_eq!(c.expiry.default_timeout_seconds, Some(600));
+    assert_eq!(c.expiry.max_timeout_seconds, Some(3600));
+    assert_eq!(
+        c.egress.resources,
+        Some(serde_json::json!({"limits": {"cpu": "100m"}}))
+    );
+}
+
+#[test]
+fn partial_sections_keep_defaults() {
+    let c = ok("egress: {mode: dns}");
+    assert_eq!(c.egress.image.as_deref(), Some(DEFAULT_EGRESS_IMAGE));
+    assert!(c.egress.native_sidecar);
+    assert_eq!(c.execd, ExecdConfig::default());
+}
+
+#[test]
+fn every_fixture_config_is_accepted() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".config.yaml") {
+            Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "only {seen} fixture configs found");
+}
+
+#[test]
+fn defaults_round_trip() {
+    let yaml = Config::default().to_yaml().unwrap();
+    assert_eq!(ok(&yaml), Config::default());
+    assert!(yaml.contains("resources: null"), "{yaml}");
+    assert!(yaml.contains("defaultTimeoutSeconds: null"), "{yaml}");
+}
+
+#[test]
+fn nulls_only_where_the_defaults_show_them() {
+    for allowed in [
+        "execd: {resources: null}",
+        "egress: {resources: null}",
+        "egress: {image: null}",
+        "expiry: {defaultTimeoutSeconds: null, maxTimeoutSeconds: ~}",
+    ] {
+        ok(allowed);
+    }
+    assert_eq!(ok("egress: {image: null}").egress.image, None);
+    refused("prefix: null", "prefix", "got null");
+    refused("prefix: ~", "prefix", "got null");
+    refused("prefix:", "prefix", "got null");
+    refused("execd: {image: null}", "execd.image", "cannot be null");
+    refused("execd: {image: ~}", "execd.image", "cannot be null");
+    refused("execd: {image: 123}", "execd.image", "got the number 123");
+    refused("execd: {image: true}", "execd.image", "got true");
+    refused(
+        "excludedNamespaces: null",
+        "excludedNamespaces",
+        "list of namespace names",
+    );
+    refused(
+        "excludedNamespaces: [null]",
+        "excludedNamespaces[0]",
+        "got null",
+    );
+    refused("execd: null", "execd", "must be a mapping");
+    refused("egress: {mode: null}", "egress.mode", "dns or dns+nft");
+    refused(
+        "egress: {disableIPv6: null}",
+        "egress.disableIPv6",
+        "true or false",
+    );
+    refused(
+        "egress: {nativeSidecar: ~}",
+        "egress.nativeSidecar",
+        "true or false",
+    );
+    refused(
+        "egress: {maxRules: null}",
+        "egress.maxRules",
+        "whole number",
+    );
+    refused("expiry: null", "expiry", "must be a mapping");
+}
+
+#[test]
+fn prefix_is_a_dns_subdomain() {
+    assert_eq!(
+        ok("prefix: sandbox.example.com").keys().id,
+        "sandbox.example.com/id"
+    );
+    refused("prefix: Bad_Prefix", "prefix", "not a DNS subdomain");
+    refused("prefix: ''", "prefix", "not a DNS subdomain");
+    refused("prefix: opensandbox.io/", "prefix", "not a DNS subdomain");
+    refused("prefix: 123", "prefix", "got the number 123");
+    refused(
+        &format!("prefix: {}.io", "a".repeat(64)),
+        "prefix",
+        "too long",
+    );
+}
+
+#[test]
+fn namespaces_are_dns_labels() {
+    assert_eq!(
+        ok("excludedNamespaces: []").excluded_namespaces,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        ok("excludedNamespaces: [a, b-c]").excluded_namespaces,
+        ["a", "b-c"]
+    );
+    refused(
+        "excludedNamespaces: ['']",
+        "excludedNamespaces[0]",
+        "not a namespace name",
+    );
+    refused(
+        "excludedNamespaces: [ok, Kube-System]",
+        "excludedNamespaces[1]",
+        "not a namespace name",
+    );
+    refused(
+        "excludedNamespaces: [a.b]",
+        "excludedNamespaces[0]",
+        "not a namespace name",
+    );
+    refused(
+        "excludedNamespaces: kube-system",
+        "excludedNamespaces",
+        "got the text 'kube-system'",
+    );
+    refused(
+        "excludedNamespaces: [1]",
+        "excludedNamespaces[0]",
+        "got the number 1",
+    );
+}
+
+#[test]
+fn images_are_references() {
+    assert_eq!(
+        ok("execd: {image: 'r.example.com:5000/x/execd:v2'}")
+            .execd
+            .image,
+        "r.example.com:5000/x/execd:v2"
+    );
+    refused(
+        "execd: {image: 'opensandbox/execd: v1'}",
+        "execd.image",
+        "whitespace",
+    );
+    refused(
+        "execd: {image: ' opensandbox/execd'}",
+        "execd.image",
+        "whitespace",
+    );
+    refused(
+        "execd: {image: ''}",
+        "execd.image",
+        "not a valid image reference",
+    );
+    refused(
+        "execd: {image: 'OpenSandbox/execd:v1'}",
+        "execd.image",
+        "lower-case",
+    );
+    refused(
+        "egress: {image: 'OpenSandbox/egress'}",
+        "egress.image",
+        "lower-case",
+    );
+    refused(
+        "egress: {image: ''}",
+        "egress.image",
+        "not a valid image reference",
+    );
+    refused("egress: {image: 'a b'}", "egress.image", "whitespace");
+    refused("egress: {image: [x]}", "egress.image", "got a list");
+    refused(
+        "execd: {image: 'x@sha256:12'}",
+        "execd.image",
+        "not a valid image reference",
+    );
+}
+
+#[test]
+fn resources_follow_the_apiserver() {
+    let c = ok(
+        "execd: {resources: {requests: {cpu: 50m, memory: 32Mi}, limits: {cpu: 1, memory: 64Mi, example.com/dev: 2}}}",
+    );
+    assert_eq!(
+        c.execd.resources,
+        Some(
+            serde_json::json!({"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"cpu": "1", "memory": "64Mi", "example.com/dev": "2"}})
+        )
+    );
+    ok("egress: {resources: {}}");
+    ok("egress: {resources: {limits: {}}}");
+    ok("egress: {resources: {requests: {cpu: 0.5}}}");
+    ok("egress: {resources: {requests: {cpu: 1000m}, limits: {cpu: '1'}}}");
+    ok("egress: {resources: {requests: {hugepages-2Mi: 4Mi}, limits: {hugepages-2Mi: 4Mi}}}");
+    refused(
+        "execd: {resources: {limits: {cpu: lots}}}",
+        "execd.resources.limits.cpu",
+        "'lots' is not a Kubernetes quantity",
+    );
+    refused(
+        "execd: {resources: {limits: {cpu: '-1'}}}",
+        "execd.resources.limits.cpu",
+        "negative",
+    );
+    refused(
+        "execd: {resources: {limits: {cpu: -1}}}",
+        "execd.resources.limits.cpu",
+        "negative",
+    );
+    refused(
+        "execd: {resources: {limits: {memory: 1Gb}}}",
+        "execd.resources.limits.memory",
+        "not a Kubernetes quantity",
+    );
+    refused(
+        "execd: {resources: {limits: {cpu: null}}}",
+        "execd.resources.limits.cpu",
+        "got null",
+    );
+    refused(
+        "execd: {resources: {limits: {cpus: 1}}}",
+        "execd.resources.limits.cpus",
+        "not a container resource",
+    );
+    refused(
+        "execd: {resources: {limits: {kubernetes.io/x: 1}}}",
+        "execd.resources.limits[\"kubernetes.io/x\"]",
+        "not a container resource",
+    );
+    refused(
+        "execd: {resources: {limit: {cpu: 1}}}",
+        "execd.resources.limit",
+        "unknown field",
+    );
+    refused(
+        "execd: {resources: {limits: [cpu]}}",
+        "execd.resources.limits",
+        "got a list",
+    );
+    refused(
+        "execd: {resources: 1}",
+        "execd.resources",
+        "got the number 1",
+    );
+    refused(
+        "execd: {resources: {claims: [{name: x}]}}",
+        "execd.resources.claims",
+        "not supported",
+    );
+    refused(
+        "egress: {resources: {requests: {cpu: 2}, limits: {cpu: 1500m}}}",
+        "egress.resources.requests.cpu",
+        "above limits.cpu",
+    );
+    refused(
+        "egress: {resources: {requests: {memory: 1Gi}, limits: {memory: 1G}}}",
+        "egress.resources.requests.memory",
+        "above limits.memory",
+    );
+    refused(
+        "egress: {resources: {limits: {example.com/dev: 500m}}}",
+        "egress.resources.limits[\"example.com/dev\"]",
+        "not a whole number",
+    );
+    refused(
+        "egress: {resources: {requests: {example.com/dev: 1}}}",
+        "egress.resources.requests[\"example.com/dev\"]",
+        "needs limits.example.com/dev",
+    );
+    refused(
+        "egress: {resources: {requests: {example.com/dev: 1}, limits: {example.com/dev: 2}}}",
+        "egress.resources.requests[\"example.com/dev\"]",
+        "must equal",
+    );
+}
+
+#[test]
+fn numbers_in_range() {
+    assert_eq!(ok("egress: {maxRules: 1}").egress.max_rules, 1);
+    assert_eq!(ok("egress: {maxRules: 50000}").egress.max_rules, 50_000);
+    refused(
+        "egress: {maxRules: 0}",
+        "egress.maxRules",
+        "from 1 to 50000",
+    );
+    refused(
+        "egress: {maxRules: 50001}",
+        "egress.maxRules",
+        "from 1 to 50000",
+    );
+    refused(
+        "egress: {maxRules: -1}",
+        "egress.maxRules",
+        "got the number -1",
+    );
+    refused("egress: {maxRules: 1.5}", "egress.maxRules", "whole number");
+    refused(
+        "egress: {maxRules: '10'}",
+        "egress.maxRules",
+        "got the text '10'",
+    );
+    refused(
+        "expiry: {maxTimeoutSeconds: 10}",
+        "expiry.maxTimeoutSeconds",
+        "from 60 to",
+    );
+    refused(
+        "expiry: {defaultTimeoutSeconds: 59}",
+        "expiry.defaultTimeoutSeconds",
+        "from 60 to",
+    );
+    refused(
+        "expiry: {defaultTimeoutSeconds: 99999999999}",
+        "expiry.defaultTimeoutSeconds",
+        "from 60 to",
+    );
+    refused(
+        "expiry: {defaultTimeoutSeconds: 18446744073709551616}",
+        "",
+        "a number at line 1 column 33 is too large",
+    );
+    refused(
+        "expiry: {defaultTimeoutSeconds: 900, maxTimeoutSeconds: 600}",
+        "expiry.defaultTimeoutSeconds",
+        "above expiry.maxTimeoutSeconds",
+    );
+    ok("expiry: {defaultTimeoutSeconds: 600, maxTimeoutSeconds: 600}");
+    ok("expiry: {defaultTimeoutSeconds: 60}");
+}
+
+#[test]
+fn other_fields() {
+    refused(
+        "egress: {mode: nft}",
+        "egress.mode",
+        "must be dns or dns+nft; got 'nft'",
+    );
+    refused(
+        "egress: {mode: DNS}",
+        "egress.mode",
+        "must be dns or dns+nft",
+    );
+    refused(
+        "egress: {disableIPv6: yes}",
+        "egress.disableIPv6",
+        "true or false; got the text 'yes'",
+    );
+    refused(
+        "egress: {nativeSidecar: 'true'}",
+        "egress.nativeSidecar",
+        "true or false",
+    );
+}
+
+#[test]
+fn unknown_keys_and_shapes() {
+    refused(
+        "unknown: 1",
+        "unknown",
+        "unknown field; the fields here are prefix, excludedNamespaces",
+    );
+    refused("execd: {imag: x}", "execd.imag", "unknown field");
+    refused("egress: {maxrules: 3}", "egress.maxrules", "unknown field");
+    refused("expiry: {default: 3}", "expiry.default", "unknown field");
+    refused("[1, 2]", "", "the file must be a mapping");
+    refused("just text", "", "the file must be a mapping");
+    refused("1: x", "", "keys must be text");
+    refused("prefix: a\nprefix: b\n", "", "duplicate");
+    refused("prefix: [unclosed", "", "not valid YAML");
+    refused("a: b\n---\nc: d\n", "", "not valid YAML");
+    refused("prefix: !custom x", "prefix", "tagged");
+}
+
+#[test]
+fn not_utf8() {
+    let e = Config::from_file_bytes(Path::new("f.yaml"), b"prefix: \xff").unwrap_err();
+    assert!(e.to_string().starts_with("config file f.yaml: "), "{e}");
+    assert!(e.to_string().contains("not UTF-8"), "{e}");
+}
+
+#[test]
+fn load_names_a_missing_file() {
+    let e = Config::load(Path::new("/nonexistent/c.yaml")).unwrap_err();
+    assert!(matches!(e, ConfigError::Read { .. }));
+    assert!(e.to_string().contains("/nonexistent/c.yaml"), "{e}");
+}
+
+/// Messages are for people: no Rust or serde vocabulary, whatever is wrong.
+#[test]
+fn messages_never_leak_rust_types() {
+    let bad = [
+        "prefix: null",
+        "prefix: 1",
+        "prefix: [a]",
+        "prefix: {a: b}",
+        "prefix: true",
+        "execd: {image: null}",
+        "execd: {image: ~}",
+        "execd: {image: 123}",
+        "execd: {image: 1.5}",
+        "execd: {image: {a: b}}",
+        "execd: {image: [a]}",
+        "execd: {resources: {limits: {cpu: lots}}}",
+        "execd: {resources: {limits: {cpu: [1]}}}",
+        "execd: {resources: {limits: {cpu: {a: 1}}}}",
+        "execd: {resources: []}",
+        "execd: {resources: true}",
+        "execd: []",
+        "execd: 1",
+        "execd: null",
+        "egress: {image: 1}",
+        "egress: {mode: 1}",
+        "egress: {mode: [dns]}",
+        "egress: {maxRules: x}",
+        "egress: {maxRules: -5}",
+        "egress: {maxRules: 1e3}",
+        "egress: {maxRules: 99999999999999999999999}",
+        "egress: {disableIPv6: 1}",
+        "egress: {nativeSidecar: null}",
+        "expiry: {maxTimeoutSeconds: x}",
+        "expiry: {maxTimeoutSeconds: -1}",
+        "expiry: {maxTimeoutSeconds: 1.5}",
+        "expiry: []",
+        "excludedNamespaces: {a: b}",
+        "excludedNamespaces: [[a]]",
+        "excludedNamespaces: 3",
+        "3",
+        "true",
+        "[]",
+        "''",
+        "\"\"",
+        "{a",
+        "null: 1",
+        "? [a]\n: b",
+        "prefix: !!binary aGVsbG8=",
+        "",
+        " ",
+        "egress: {resources: {requests: {cpu: 2}, limits: {cpu: 1}}}",
+    ];
+    let leaks = [
+        "u64",
+        "usize",
+        "i64",
+        "f64",
+        "u8",
+        "struct",
+        "enum ",
+        "Option",
+        "String",
+        "Vec",
+        "unit value",
+        "invalid type",
+        "Config",
+        "Value",
+        "serde",
+        "::",
+        "sequence",
+        "map with",
+        "variant",
+    ];
+    for yaml in bad {
+        let message = err(yaml);
+        for leak in leaks {
+            assert!(
+                !message.contains(leak),
+                "{yaml:?} -> {message:?} contains {leak:?}"
+            );
+        }
+        assert!(
+            message.starts_with("config file f.yaml: "),
+            "{yaml:?} -> {message:?}"
+        );
+    }
+}
