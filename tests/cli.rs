@@ -89,3 +89,227 @@ fn certs_defaults_to_local_names() {
         );
     }
 }
+
+// ---------------------------------------------------------------- exit codes
+// 0 done, 1 judged and rejected (a denial, an invalid config in `config
+// validate`), 2 could not do the job (usage, unreadable or unusable input).
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], dir: &std::path::Path) -> Run {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-webhook"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
+
+fn workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write("pod.yaml", SANDBOX_POD);
+    // No command and no entrypoint annotation: a denial.
+    write(
+        "denied.yaml",
+        &SANDBOX_POD.replace(", command: [sleep, '3600']", ""),
+    );
+    write(
+        "plain.yaml",
+        &SANDBOX_POD.replace("  labels: {opensandbox.io/id: demo}\n", ""),
+    );
+    write("garbage.yaml", "kind: [unclosed");
+    write(
+        "good.yaml",
+        "execd: {image: 'registry.example.com/execd:v2'}\n",
+    );
+    write(
+        "bad.yaml",
+        "execd:\n  resources:\n    limits: {cpu: lots}\n",
+    );
+    write("empty.yaml", "");
+    write("review.json", "{\"not\": \"a review\"}");
+    dir
+}
+
+#[test]
+fn inject_exit_codes() {
+    let dir = workdir();
+    let d = dir.path();
+    let ok = run(
+        &["inject", "-f", "pod.yaml", "--now", "2026-01-01T00:00:00Z"],
+        d,
+    );
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert!(ok.stdout.contains("execd-installer"), "{}", ok.stdout);
+
+    let skipped = run(&["inject", "-f", "plain.yaml"], d);
+    assert_eq!(skipped.code, 0, "{}", skipped.stderr);
+    assert!(
+        skipped.stderr.contains("not-a-sandbox"),
+        "{}",
+        skipped.stderr
+    );
+
+    let denied = run(&["inject", "-f", "denied.yaml"], d);
+    assert_eq!(denied.code, 1, "{}", denied.stderr);
+    assert!(denied.stdout.is_empty());
+    assert!(denied.stderr.contains("entrypoint"), "{}", denied.stderr);
+
+    for (args, says) in [
+        (&["inject", "-f", "missing.yaml"][..], "cannot read"),
+        (&["inject", "-f", "garbage.yaml"], "not a Pod manifest"),
+        (
+            &["inject", "-f", "pod.yaml", "--config", "bad.yaml"],
+            "execd.resources.limits.cpu",
+        ),
+        (
+            &["inject", "-f", "pod.yaml", "--config", "empty.yaml"],
+            "empty.yaml",
+        ),
+        (
+            &["inject", "-f", "pod.yaml", "--config", "nope.yaml"],
+            "nope.yaml",
+        ),
+        (
+            &["inject", "-f", "pod.yaml", "--now", "yesterday"],
+            "RFC 3339",
+        ),
+        (&["inject"], "--filename"),
+        (&["no-such-command"], "unrecognized subcommand"),
+    ] {
+        let r = run(args, d);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+    }
+    let with_config = run(&["inject", "-f", "pod.yaml", "--config", "good.yaml"], d);
+    assert_eq!(with_config.code, 0, "{}", with_config.stderr);
+    assert!(with_config.stdout.contains("registry.example.com/execd:v2"));
+}
+
+#[test]
+fn review_exit_codes() {
+    let dir = workdir();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    // An answered review is a success, allowed or not: the answer is the output.
+    for name in ["review-sandbox-create", "review-denied"] {
+        let path = format!("{fixtures}/{name}.review.json");
+        let r = run(
+            &["review", "-f", &path, "--now", "2026-01-01T00:00:00Z"],
+            dir.path(),
+        );
+        assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+        assert!(r.stdout.contains("\"response\""), "{name}: {}", r.stdout);
+    }
+    let unreadable = run(&["review", "-f", "review.json"], dir.path());
+    assert_eq!(unreadable.code, 2, "{}", unreadable.stderr);
+    let bad_config = run(
+        &["review", "-f", "review.json", "--config", "bad.yaml"],
+        dir.path(),
+    );
+    assert_eq!(bad_config.code, 2, "{}", bad_config.stderr);
+}
+
+#[test]
+fn config_validate() {
+    let dir = workdir();
+    let d = dir.path();
+    let good = run(&["config", "validate", "good.yaml"], d);
+    assert_eq!(good.code, 0, "{}", good.stderr);
+    assert_eq!(good.stdout.lines().count(), 1, "{}", good.stdout);
+    assert!(good.stdout.starts_with("good.yaml: OK"), "{}", good.stdout);
+
+    let bad = run(&["config", "validate", "bad.yaml"], d);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stdout.is_empty());
+    assert_eq!(
+        bad.stderr.trim_end(),
+        "config file bad.yaml: execd.resources.limits.cpu: 'lots' is not a Kubernetes quantity such as 500m, 2, 1.5 or 256Mi"
+    );
+
+    let empty = run(&["config", "validate", "empty.yaml"], d);
+    assert_eq!(empty.code, 1);
+    assert!(
+        empty.stderr.contains("empty.yaml") && empty.stderr.contains("no settings"),
+        "{}",
+        empty.stderr
+    );
+
+    let missing = run(&["config", "validate", "missing.yaml"], d);
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing
+            .stderr
+            .contains("cannot read config file missing.yaml"),
+        "{}",
+        missing.stderr
+    );
+
+    let usage = run(&["config", "validate"], d);
+    assert_eq!(usage.code, 2, "{}", usage.stderr);
+}
+
+#[test]
+fn config_defaults_is_accepted_by_validate() {
+    let dir = workdir();
+    let d = dir.path();
+    let defaults = run(&["config", "defaults"], d);
+    assert_eq!(defaults.code, 0, "{}", defaults.stderr);
+    for line in [
+        "prefix: opensandbox.io",
+        "  image: opensandbox/execd:v1.0.18",
+        "  image: opensandbox/egress:v1.1.0",
+        "  maxRules: 4096",
+        "  defaultTimeoutSeconds: null",
+    ] {
+        assert!(
+            defaults.stdout.lines().any(|l| l == line),
+            "{line:?} missing from\n{}",
+            defaults.stdout
+        );
+    }
+    std::fs::write(d.join("defaults.yaml"), &defaults.stdout).unwrap();
+    let checked = run(&["config", "validate", "defaults.yaml"], d);
+    assert_eq!(checked.code, 0, "{}", checked.stderr);
+    // And it is what runs without --config.
+    let a = run(
+        &[
+            "inject",
+            "-f",
+            "pod.yaml",
+            "--now",
+            "2026-01-01T00:00:00Z",
+            "--egress-token",
+            "t",
+        ],
+        d,
+    );
+    let b = run(
+        &[
+            "inject",
+            "-f",
+            "pod.yaml",
+            "--now",
+            "2026-01-01T00:00:00Z",
+            "--egress-token",
+            "t",
+            "--config",
+            "defaults.yaml",
+        ],
+        d,
+    );
+    assert_eq!((a.code, b.code), (0, 0));
+    assert_eq!(a.stdout, b.stdout);
+}

@@ -55,11 +55,8 @@ pub fn certs(args: CertsArgs) -> ExitCode {
                 names.join(", "),
                 dir = args.out.display()
             );
-            ExitCode::SUCCESS
+            super::exit::OK
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => super::exit::error(e),
     }
 }

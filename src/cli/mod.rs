@@ -2,6 +2,7 @@
 //! subcommand; `main` only parses and calls [`run`].
 
 mod certs;
+mod config;
 mod diagnose;
 mod offline;
 mod serve;
@@ -37,6 +38,27 @@ pub enum Command {
     Review(offline::ReviewArgs),
     /// Print, as JSON, what the lifecycle controller would do with a Pod.
     Diagnose(diagnose::DiagnoseArgs),
+    /// Check a configuration file, or print the built-in one.
+    Config(config::ConfigArgs),
+}
+
+/// The exit codes of every subcommand, documented in the README:
+/// 0 done; 1 the input was read and judged and found wanting (a denial, an
+/// invalid configuration in `config validate`); 2 the command could not do
+/// its job (usage, as clap also exits, or an unreadable, unparsable or
+/// unusable input, or a failure to start).
+pub mod exit {
+    use std::process::ExitCode;
+
+    pub const OK: ExitCode = ExitCode::SUCCESS;
+    pub const REJECTED: ExitCode = ExitCode::FAILURE;
+    pub const ERROR_CODE: u8 = 2;
+
+    /// Prints `error: message` on stderr and returns exit code 2.
+    pub fn error(message: impl std::fmt::Display) -> ExitCode {
+        eprintln!("error: {message}");
+        ExitCode::from(ERROR_CODE)
+    }
 }
 
 /// Options shared by the offline commands: they make output reproducible.
@@ -78,5 +100,6 @@ pub fn run(args: Args) -> ExitCode {
         Command::Inject(a) => offline::inject(a),
         Command::Review(a) => offline::review(a),
         Command::Diagnose(a) => diagnose::diagnose(a),
+        Command::Config(a) => config::config(a),
     }
 }

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use chrono::Utc;
 use serde_json::Value;
 
-use super::DecisionArgs;
+use super::{DecisionArgs, exit};
 use crate::config::Config;
 use crate::mutate::{self, Context, Decision, FixedToken, RandomTokens, TokenSource};
+use exit::error as fail;
 
 #[derive(Debug, clap::Args)]
 pub struct InjectArgs {
@@ -39,11 +40,6 @@ fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
     } else {
         std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
     }
-}
-
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(2)
 }
 
 fn tokens(args: &DecisionArgs) -> Box<dyn TokenSource> {
@@ -98,7 +94,7 @@ pub fn inject(args: InjectArgs) -> ExitCode {
     match mutate::decide(&raw, None, &ctx) {
         Decision::Deny(denial) => {
             eprintln!("{denial}");
-            return ExitCode::from(1);
+            return exit::REJECTED;
         }
         Decision::Skip(reason) => {
             eprintln!("skipped ({}): {}", reason.as_str(), reason.sentence());
@@ -155,7 +151,7 @@ pub fn review(args: ReviewArgs) -> ExitCode {
 fn write_stdout(bytes: &[u8]) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => exit::OK,
         Err(e) => fail(format!("cannot write output: {e}")),
     }
 }

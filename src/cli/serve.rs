@@ -182,7 +182,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
 /// for), which is also where a human running the command looks.
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     tracing::error!("{message}");
-    ExitCode::FAILURE
+    ExitCode::from(super::exit::ERROR_CODE)
 }
 
 /// SIGTERM and SIGINT. The first starts a graceful shutdown; a second one
