@@ -7,12 +7,12 @@
 use serde_yaml_ng::{Mapping, Value};
 
 use super::quantity::Quantity;
-use crate::lifecycle::config::ControllerConfig;
 use super::rules;
 use super::{
     Config, ConfigError, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES,
     MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS,
 };
+use crate::lifecycle::config::ControllerConfig;
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
@@ -127,7 +127,14 @@ fn whole_number(value: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
 
 pub(super) fn config(root: &Value) -> Result<Config> {
     let mut config = Config::default();
-    let known = ["prefix", "excludedNamespaces", "execd", "egress", "expiry", "controller"];
+    let known = [
+        "prefix",
+        "excludedNamespaces",
+        "execd",
+        "egress",
+        "expiry",
+        "controller",
+    ];
     for (key, value) in mapping(root, "", &known)? {
         match key {
             "prefix" => {
@@ -277,12 +284,25 @@ fn controller(value: &Value, path: &str) -> Result<ControllerConfig> {
             for (key, v) in mapping(v, &field, &["deleteOwnerKinds"])? {
                 let field = child(&field, key);
                 let Value::Sequence(items) = v else {
-                    return Err(invalid(&field, format!("must be a list of Kind.group such as Job.batch; got {}", describe(v))));
+                    return Err(invalid(
+                        &field,
+                        format!(
+                            "must be a list of Kind.group such as Job.batch; got {}",
+                            describe(v)
+                        ),
+                    ));
                 };
                 controller.expiry.delete_owner_kinds = items
                     .iter()
                     .enumerate()
-                    .map(|(i, item)| string(item, &format!("{field}[{i}]"), "Kind.group such as Job.batch").map(str::to_owned))
+                    .map(|(i, item)| {
+                        string(
+                            item,
+                            &format!("{field}[{i}]"),
+                            "Kind.group such as Job.batch",
+                        )
+                        .map(str::to_owned)
+                    })
                     .collect::<Result<_>>()?;
             }
         } else {
@@ -291,7 +311,9 @@ fn controller(value: &Value, path: &str) -> Result<ControllerConfig> {
             }
         }
     }
-    controller.validate().map_err(|(field, message)| invalid(&field, message))?;
+    controller
+        .validate()
+        .map_err(|(field, message)| invalid(&field, message))?;
     Ok(controller)
 }
 

@@ -453,6 +453,40 @@ fn unknown_keys_and_shapes() {
 }
 
 #[test]
+fn controller_section() {
+    let c = ok(
+        "controller: {expiry: {deleteOwnerKinds: [Job.batch]}, platform: {deleteUnschedulable: true}}",
+    );
+    assert_eq!(c.controller.expiry.delete_owner_kinds, ["Job.batch"]);
+    assert!(c.controller.platform.delete_unschedulable);
+    refused(
+        "controller: {expiry: {deleteOwnerKinds: null}}",
+        "controller.expiry.deleteOwnerKinds",
+        "got null",
+    );
+    refused(
+        "controller: {expiry: {deleteOwnerKinds: [1]}}",
+        "controller.expiry.deleteOwnerKinds[0]",
+        "got the number 1",
+    );
+    refused(
+        "controller: {expiry: {deleteOwnerKinds: [job.batch]}}",
+        "controller.expiry.deleteOwnerKinds[0]",
+        "Kind.group",
+    );
+    refused(
+        "controller: {platform: {deleteUnschedulable: 'yes'}}",
+        "controller.platform.deleteUnschedulable",
+        "true or false",
+    );
+    refused(
+        "controller: {platform: null}",
+        "controller.platform",
+        "must be a mapping",
+    );
+}
+
+#[test]
 fn not_utf8() {
     let e = Config::from_file_bytes(Path::new("f.yaml"), b"prefix: \xff").unwrap_err();
     assert!(e.to_string().starts_with("config file f.yaml: "), "{e}");
@@ -517,6 +551,12 @@ fn messages_never_leak_rust_types() {
         "",
         " ",
         "egress: {resources: {requests: {cpu: 2}, limits: {cpu: 1}}}",
+        "controller: null",
+        "controller: {expiry: {deleteOwnerKinds: null}}",
+        "controller: {expiry: {deleteOwnerKinds: [1]}}",
+        "controller: {platform: {deleteUnschedulable: 1}}",
+        "controller: {expiry: {deleteOwnerKinds: [job]}}",
+        "controller: {x: 1}",
     ];
     let leaks = [
         "u64",
