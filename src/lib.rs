@@ -8,6 +8,7 @@
 pub mod certs;
 pub mod cli;
 pub mod config;
+pub(crate) mod duration;
 pub mod lifecycle;
 pub mod mutate;
 pub mod review;

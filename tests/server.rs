@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use rustls::pki_types::ServerName;
 use sandbox_webhook::certs::{Ca, Pair};
 use sandbox_webhook::config::Config;
-use sandbox_webhook::mutate::{Context, RandomTokens, TokenSource};
+use sandbox_webhook::mutate::{Context, RandomTokens, TokenError, TokenSource};
 use sandbox_webhook::server::{Handler, ServeError, Server, ServerConfig, TlsFiles};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -944,7 +944,7 @@ async fn shutdown_finishes_the_request_in_flight() {
 struct PanickingTokens;
 
 impl TokenSource for PanickingTokens {
-    fn token(&self) -> Result<String, String> {
+    fn token(&self) -> Result<String, TokenError> {
         panic!("token source exploded")
     }
 }

@@ -49,13 +49,13 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
     /// Deadline for one admission request (body included), e.g. 5s.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::duration::parse_positive)]
     pub request_timeout: Duration,
     /// How long shutdown waits for in-flight requests, e.g. 15s.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::duration::parse_positive)]
     pub shutdown_timeout: Duration,
     /// How often certificate, client CA and config files are polled.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, hide = true)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::duration::parse_positive, hide = true)]
     pub reload_interval: Duration,
     /// Async runtime worker threads; by default one per CPU this process may
     /// run on (its affinity mask and cgroup CPU quota included).
@@ -71,26 +71,6 @@ pub struct ServeArgs {
 pub enum LogFormat {
     Text,
     Json,
-}
-
-/// `250ms`, `5s`, `2m`; a bare number is seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 500ms, 5s or 1m"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        _ => return Err(format!("`{s}`: unit must be ms, s or m")),
-    };
-    if d.is_zero() {
-        return Err("duration must be positive".into());
-    }
-    Ok(d)
 }
 
 fn init_logging(format: LogFormat) {
@@ -219,21 +199,5 @@ impl Signals {
             tracing::warn!(signal = name, "second signal: exiting without draining");
             std::process::exit(130);
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("5h").is_err());
-        assert!(parse_duration("s").is_err());
     }
 }

@@ -2,12 +2,35 @@
 //! names the annotation or field and what to change; the HTTP-style code goes
 //! into `status.code` of the AdmissionResponse.
 
+use std::borrow::Cow;
+
 use thiserror::Error;
 
+use super::egress::TokenError;
+use super::platform::PlatformError;
+use super::policy::PolicyError;
+
+/// Values from the request quoted in a denial are cut to this many
+/// characters (SPEC 9), so a 10 KB annotation cannot make a 10 KB message
+/// that is then logged and shown by kubectl. Kubernetes names are at most
+/// 253 characters and the seed's messages quote short values, so those are
+/// never cut.
+pub(crate) const MAX_QUOTED: usize = 256;
+
+/// `value` as quoted in a denial: at most [`MAX_QUOTED`] characters, the
+/// rest replaced by an ellipsis.
+pub(crate) fn clip(value: &str) -> Cow<'_, str> {
+    match value.char_indices().nth(MAX_QUOTED) {
+        None => Cow::Borrowed(value),
+        Some((end, _)) => Cow::Owned(format!("{}…", &value[..end])),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum Denial {
     /// The request object is not a readable Pod.
-    #[error("the pod could not be read: {0}.")]
+    #[error("the pod could not be read: {}.", clip(.0))]
     MalformedPod(String),
 
     #[error("annotation {key} {problem}.")]
@@ -17,7 +40,9 @@ pub enum Denial {
     NoContainers,
 
     #[error(
-        "annotation {key} names container '{name}', which is not in spec.containers; set it to one of: {known}."
+        "annotation {key} names container '{}', which is not in spec.containers; set it to one of: {}.",
+        clip(.name),
+        clip(.known)
     )]
     MainContainerNotFound {
         key: String,
@@ -26,13 +51,21 @@ pub enum Denial {
     },
 
     #[error(
-        "container '{container}' has no command and annotation {key} is not set; set spec.containers[].command or {key} (a JSON array of strings), because the image's ENTRYPOINT cannot be known at admission."
+        "container '{}' has no command and annotation {key} is not set; set spec.containers[].command or {key} (a JSON array of strings), because the image's ENTRYPOINT cannot be known at admission.",
+        clip(.container)
     )]
     MissingEntrypoint { container: String, key: String },
 
     /// Messages ported verbatim from the seed's platform checks.
     #[error("{0}")]
-    Platform(String),
+    Platform(#[source] PlatformError),
+
+    #[error("annotation {key} {source}.")]
+    Policy {
+        key: String,
+        #[source]
+        source: PolicyError,
+    },
 
     #[error(
         "annotation {key} is {seconds}s, below the minimum sandbox timeout of 60s; set it to 60 or more."
@@ -53,12 +86,14 @@ pub enum Denial {
     HostNetworkWithPolicy { key: String },
 
     #[error(
-        "container '{container}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy."
+        "container '{}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy.",
+        clip(.container)
     )]
     PrivilegedWithPolicy { container: String, key: String },
 
     #[error(
-        "container '{container}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add."
+        "container '{}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add.",
+        clip(.container)
     )]
     NetCapabilityWithPolicy {
         container: String,
@@ -82,7 +117,9 @@ pub enum Denial {
     VolumeNotEmptyDir { volume: String },
 
     #[error(
-        "container '{container}' mounts volume '{volume}' at {path}, where the webhook installs execd; mount it elsewhere."
+        "container '{}' mounts volume '{}' at {path}, where the webhook installs execd; mount it elsewhere.",
+        clip(.container),
+        clip(.volume)
     )]
     MountPathTaken {
         container: String,
@@ -96,7 +133,7 @@ pub enum Denial {
     ReservedContainerName { list: &'static str, name: String },
 
     #[error("the webhook could not generate an egress token ({0}); retry the request.")]
-    TokenUnavailable(String),
+    TokenUnavailable(#[source] TokenError),
 
     /// Only a broken `Serialize` impl in this crate could cause it.
     #[error("the webhook could not encode its patch ({0}); this is a bug in the webhook.")]
@@ -106,6 +143,7 @@ pub enum Denial {
 impl Denial {
     /// 403 for what the security rules forbid; 400 for everything that is
     /// malformed or cannot be satisfied.
+    #[must_use]
     pub fn code(&self) -> u16 {
         match self {
             Denial::HostNetworkWithPolicy { .. }
@@ -117,11 +155,34 @@ impl Denial {
     }
 
     /// The machine-readable `status.reason` of the response.
+    #[must_use]
     pub fn reason(&self) -> &'static str {
         match self.code() {
             403 => "Forbidden",
             500 => "InternalError",
             _ => "BadRequest",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_are_cut_short_ones_kept() {
+        let short = "x".repeat(MAX_QUOTED);
+        assert_eq!(clip(&short), short.as_str());
+        let long = "é".repeat(10_000);
+        let cut = clip(&long);
+        assert_eq!(cut.chars().count(), MAX_QUOTED + 1);
+        assert!(cut.ends_with("é…"));
+        let denial = Denial::MissingEntrypoint {
+            container: long.clone(),
+            key: "opensandbox.io/entrypoint".into(),
+        };
+        let message = denial.to_string();
+        assert!(message.len() < 1_000, "{}", message.len());
+        assert!(message.starts_with(&format!("container '{cut}' has no command")));
     }
 }

@@ -3,36 +3,53 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
+use thiserror::Error;
 
 use crate::config::EgressMode;
 
-use super::Denial;
-use super::execd::{EnvVar, MITM_ENV, Mount, bin_mount, same_capability};
+use super::intent::Intent;
+use super::k8s::{BIN, EnvVar, MITM_ENV, Mount, same_capability};
 use super::pod::{ContainerView, SpecView};
+use super::{Context, Denial};
 
-pub const EGRESS: &str = "egress";
-pub const RULES_ENV: &str = "OPENSANDBOX_EGRESS_RULES";
+pub(crate) const EGRESS: &str = "egress";
+const RULES_ENV: &str = "OPENSANDBOX_EGRESS_RULES";
 const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
 const TOKEN_ENV: &str = "OPENSANDBOX_EGRESS_TOKEN";
 const API_PORT: u16 = 18080;
 const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
 
+/// Why no egress token could be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The operating system's random source failed (getrandom's error is
+    /// not a `std::error::Error` without its `std` feature, so no source).
+    #[error("{0}")]
+    Random(getrandom::Error),
+}
+
 /// Where the egress token comes from when the pod has none: random in the
 /// server, fixed in tests and reproducible CLI runs.
 pub trait TokenSource: Send + Sync {
-    fn token(&self) -> Result<String, String>;
+    /// A fresh token for one pod.
+    ///
+    /// # Errors
+    /// When no unpredictable token can be made; the pod is then denied
+    /// with a 500 rather than given a guessable token.
+    fn token(&self) -> Result<String, TokenError>;
 }
 
 /// 24 random bytes, URL-safe base64 without padding (32 characters).
 pub struct RandomTokens;
 
 impl TokenSource for RandomTokens {
-    fn token(&self) -> Result<String, String> {
+    fn token(&self) -> Result<String, TokenError> {
         let mut bytes = [0u8; 24];
         // No fallback: a predictable token would let anyone drive the sidecar.
-        getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+        getrandom::fill(&mut bytes).map_err(TokenError::Random)?;
         Ok(URL_SAFE_NO_PAD.encode(bytes))
     }
 }
@@ -40,7 +57,7 @@ impl TokenSource for RandomTokens {
 pub struct FixedToken(pub String);
 
 impl TokenSource for FixedToken {
-    fn token(&self) -> Result<String, String> {
+    fn token(&self) -> Result<String, TokenError> {
         Ok(self.0.clone())
     }
 }
@@ -53,7 +70,7 @@ fn is_sidecar(c: &ContainerView<'_>) -> bool {
 
 /// Whether the sidecar is already there (in either placement); an unrelated
 /// container named `egress` is a conflict.
-pub fn existing(spec: &SpecView<'_>) -> Result<bool, Denial> {
+fn existing(spec: &SpecView<'_>) -> Result<bool, Denial> {
     for (list, containers) in [
         ("init container", spec.init_containers()),
         ("container", spec.containers()),
@@ -72,7 +89,7 @@ pub fn existing(spec: &SpecView<'_>) -> Result<bool, Denial> {
 }
 
 /// The main container must not be able to undo the sidecar's rules.
-pub fn check_main(c: &ContainerView<'_>, policy_key: &str) -> Result<(), Denial> {
+pub(crate) fn check_main(c: &ContainerView<'_>, policy_key: &str) -> Result<(), Denial> {
     if c.security_context
         .as_ref()
         .and_then(|s| s.privileged)
@@ -102,20 +119,141 @@ pub fn check_main(c: &ContainerView<'_>, policy_key: &str) -> Result<(), Denial>
     Ok(())
 }
 
-pub struct Sidecar<'a> {
-    pub image: &'a str,
-    pub rules: &'a str,
-    pub mode: EgressMode,
-    pub credential_proxy: bool,
-    pub token: &'a str,
-    pub resources: Option<&'a Value>,
+/// The egress token the sidecar is given.
+#[derive(Debug)]
+enum Token<'a> {
+    /// From the pod's `<prefix>/egress-auth-token` annotation.
+    Given(&'a str),
+    /// Made for this pod; it goes into that annotation too.
+    New(String),
+}
+
+/// The sidecar a pod still needs: everything its container is made from.
+#[derive(Debug)]
+pub(crate) struct Sidecar<'a> {
+    image: &'a str,
+    rules: &'a str,
+    mode: EgressMode,
+    credential_proxy: bool,
+    token: Token<'a>,
+    resources: Option<&'a Value>,
+    /// A native sidecar (an init container that keeps running).
     pub native: bool,
 }
 
-/// The sidecar container, in the shape OpenSandbox's own provider gives it.
+/// The sidecar this pod still needs: `None` without a network policy or
+/// when one is already there (in either placement).
+pub(crate) fn plan<'a>(
+    spec: &SpecView<'_>,
+    intent: &'a Intent,
+    ctx: &Context<'a>,
+) -> Result<Option<Sidecar<'a>>, Denial> {
+    let config = ctx.config;
+    // A conflicting `egress` container is denied even without a policy.
+    let present = existing(spec)?;
+    let Some(policy) = intent.policy.as_ref().filter(|_| !present) else {
+        return Ok(None);
+    };
+    let image = config
+        .egress
+        .image
+        .as_deref()
+        .ok_or_else(|| Denial::NoEgressImage {
+            key: config.keys().network_policy.clone(),
+        })?;
+    let token = match &intent.egress_token {
+        Some(t) => Token::Given(t),
+        None => Token::New(ctx.tokens.token().map_err(Denial::TokenUnavailable)?),
+    };
+    Ok(Some(Sidecar {
+        image,
+        rules: &policy.json,
+        mode: intent.egress_mode.unwrap_or(config.egress.mode),
+        credential_proxy: intent.credential_proxy,
+        token,
+        resources: config.egress.resources.as_ref(),
+        native: config.egress.native_sidecar,
+    }))
+}
+
+impl Sidecar<'_> {
+    /// A token made for this pod, to be written to its annotation.
+    pub fn new_token(&self) -> Option<&str> {
+        match &self.token {
+            Token::New(t) => Some(t),
+            Token::Given(_) => None,
+        }
+    }
+
+    fn token(&self) -> &str {
+        match &self.token {
+            Token::New(t) => t,
+            Token::Given(t) => t,
+        }
+    }
+
+    /// The sidecar container, in the shape OpenSandbox's own provider gives it.
+    fn container(&self) -> Container<'_> {
+        let token = self.token();
+        let mut env = Vec::with_capacity(4);
+        env.push(EnvVar {
+            name: RULES_ENV,
+            value: self.rules,
+        });
+        env.push(EnvVar {
+            name: MODE_ENV,
+            value: self.mode.as_str(),
+        });
+        if self.credential_proxy {
+            env.push(EnvVar {
+                name: MITM_ENV,
+                value: "true",
+            });
+        }
+        env.push(EnvVar {
+            name: TOKEN_ENV,
+            value: token,
+        });
+        Container {
+            name: EGRESS,
+            image: self.image,
+            env,
+            security_context: SecurityContext {
+                capabilities: Capabilities { add: ["NET_ADMIN"] },
+            },
+            ports: [Port {
+                name: "egress-api",
+                container_port: API_PORT,
+            }],
+            readiness_probe: Probe {
+                http_get: HttpGet {
+                    path: "/healthz",
+                    port: API_PORT,
+                    http_headers: [HttpHeader {
+                        name: AUTH_HEADER,
+                        value: token,
+                    }],
+                },
+                period_seconds: 1,
+                failure_threshold: 30,
+            },
+            volume_mounts: self.credential_proxy.then_some([BIN]),
+            resources: self.resources,
+            restart_policy: self.native.then_some("Always"),
+        }
+    }
+}
+
+/// Serialized as its container, built on the spot from what it borrows.
+impl Serialize for Sidecar<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.container().serialize(s)
+    }
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Container<'a> {
+struct Container<'a> {
     name: &'static str,
     image: &'a str,
     env: Vec<EnvVar<'a>>,
@@ -160,57 +298,14 @@ struct Probe<'a> {
 struct HttpGet<'a> {
     path: &'static str,
     port: u16,
-    http_headers: [EnvVar<'a>; 1],
+    http_headers: [HttpHeader<'a>; 1],
 }
 
-pub fn container<'a>(s: &Sidecar<'a>) -> Container<'a> {
-    let mut env = Vec::with_capacity(4);
-    env.push(EnvVar {
-        name: RULES_ENV,
-        value: s.rules,
-    });
-    env.push(EnvVar {
-        name: MODE_ENV,
-        value: s.mode.as_str(),
-    });
-    if s.credential_proxy {
-        env.push(EnvVar {
-            name: MITM_ENV,
-            value: "true",
-        });
-    }
-    env.push(EnvVar {
-        name: TOKEN_ENV,
-        value: s.token,
-    });
-    Container {
-        name: EGRESS,
-        image: s.image,
-        env,
-        security_context: SecurityContext {
-            capabilities: Capabilities { add: ["NET_ADMIN"] },
-        },
-        ports: [Port {
-            name: "egress-api",
-            container_port: API_PORT,
-        }],
-        readiness_probe: Probe {
-            http_get: HttpGet {
-                path: "/healthz",
-                port: API_PORT,
-                // `{name, value}` is also the shape of an HTTP header.
-                http_headers: [EnvVar {
-                    name: AUTH_HEADER,
-                    value: s.token,
-                }],
-            },
-            period_seconds: 1,
-            failure_threshold: 30,
-        },
-        volume_mounts: s.credential_proxy.then(|| [bin_mount()]),
-        resources: s.resources,
-        restart_policy: s.native.then_some("Always"),
-    }
+/// An `httpHeaders` item of a probe.
+#[derive(Debug, Serialize)]
+struct HttpHeader<'a> {
+    name: &'static str,
+    value: &'a str,
 }
 
 #[cfg(test)]
@@ -231,15 +326,15 @@ mod tests {
 
     #[test]
     fn env_order_and_native_placement() {
-        let c = serde_json::to_value(container(&Sidecar {
+        let c = serde_json::to_value(Sidecar {
             image: "img",
             rules: "{}",
             mode: EgressMode::DnsNft,
             credential_proxy: true,
-            token: "tok",
+            token: Token::Given("tok"),
             resources: None,
             native: true,
-        }))
+        })
         .unwrap();
         let names: Vec<&str> = c["env"]
             .as_array()

@@ -4,16 +4,17 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::config::Config;
+
+use super::intent::Intent;
+use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, EnvVar, MITM_ENV, Mount, same_capability};
 use super::pod::{ContainerView, SpecView};
 use super::{Denial, PatchBuilder};
 
-pub const BIN_VOLUME: &str = "opensandbox-bin";
-pub const BIN_MOUNT: &str = "/opt/opensandbox";
-pub const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
-pub const EXECD_ENV: &str = "EXECD";
-pub const EXECD_PATH: &str = "/opt/opensandbox/execd";
-pub const INSTALLER: &str = "execd-installer";
-pub const MITM_ENV: &str = "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT";
+const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
+const EXECD_ENV: &str = "EXECD";
+const EXECD_PATH: &str = "/opt/opensandbox/execd";
+const INSTALLER: &str = "execd-installer";
 
 macro_rules! install_script {
     () => {
@@ -28,32 +29,10 @@ const HARDENED_INSTALL_SCRIPT: &str = concat!(
     install_script!()
 );
 
-/// A `volumeMounts` item.
-#[derive(Debug, Clone, Copy, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Mount {
-    pub name: &'static str,
-    pub mount_path: &'static str,
-}
-
-pub fn bin_mount() -> Mount {
-    Mount {
-        name: BIN_VOLUME,
-        mount_path: BIN_MOUNT,
-    }
-}
-
-/// An `env` item with a literal value.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct EnvVar<'a> {
-    pub name: &'a str,
-    pub value: &'a str,
-}
-
 /// The installer init container.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Installer<'a> {
+pub(crate) struct Installer<'a> {
     name: &'static str,
     image: &'a str,
     command: [&'static str; 2],
@@ -105,14 +84,14 @@ fn mounts_bin(c: &ContainerView<'_>) -> bool {
 /// An `execd-installer` init container that mounts the binary volume where
 /// execd expects it: ours from an earlier pass, or from an OpenSandbox pool
 /// template or a resumed sandbox. Either way it is left alone.
-pub fn existing_installer(spec: &SpecView<'_>) -> Option<usize> {
+fn existing_installer(spec: &SpecView<'_>) -> Option<usize> {
     spec.init_containers()
         .iter()
         .position(|c| c.name == INSTALLER && mounts_bin(c))
 }
 
 /// The names and paths this webhook owns must not be taken by something else.
-pub fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
+pub(crate) fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
     if let Some(v) = spec.volumes().iter().find(|v| v.name == BIN_VOLUME)
         && v.empty_dir.is_none()
     {
@@ -152,7 +131,7 @@ pub fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
     Ok(())
 }
 
-pub fn installer<'a>(
+fn installer<'a>(
     image: &'a str,
     resources: Option<&'a Value>,
     disable_ipv6: bool,
@@ -166,7 +145,7 @@ pub fn installer<'a>(
         } else {
             INSTALL_SCRIPT
         }],
-        volume_mounts: [bin_mount()],
+        volume_mounts: [BIN],
         resources,
         security_context: if disable_ipv6 {
             InstallerSecurity::Privileged { privileged: true }
@@ -179,48 +158,112 @@ pub fn installer<'a>(
     }
 }
 
-pub fn volume_ops(spec: &SpecView<'_>, patch: &mut PatchBuilder) {
-    if spec.volumes().iter().any(|v| v.name == BIN_VOLUME) {
-        return;
-    }
-    patch.append(
-        &["spec", "volumes"],
-        spec.volumes.is_some(),
-        &[EmptyDirVolume {
+/// What execd still needs in a pod. Each part is decided here, once, from
+/// what the pod already has: a second pass over the webhook's own output
+/// plans nothing.
+pub(crate) struct Execd<'a> {
+    /// The emptyDir, unless the pod has a volume of that name (an emptyDir,
+    /// or `check_conflicts` denied it).
+    volume: Option<ListAdd<EmptyDirVolume>>,
+    pub installer: InstallerPlan<'a>,
+    main: MainChanges<'a>,
+}
+
+/// An item for a list the pod may not have yet.
+struct ListAdd<T> {
+    item: T,
+    list_exists: bool,
+}
+
+/// The installer init container: already there, or to be added.
+pub(crate) enum InstallerPlan<'a> {
+    Present(usize),
+    Add(Installer<'a>),
+}
+
+/// The main container's changes (SPEC 3.3).
+struct MainChanges<'a> {
+    index: usize,
+    command: CommandChange<'a>,
+    env: ListAdd<Vec<EnvVar<'static>>>,
+    mount: Option<ListAdd<Mount>>,
+    drop_net_admin: Option<DropAt>,
+}
+
+enum CommandChange<'a> {
+    /// Already wrapped by bootstrap.sh.
+    Keep,
+    /// `bootstrap.sh` goes in front of the existing command.
+    Prepend,
+    /// No command: the entrypoint annotation's, wrapped.
+    Set(Vec<&'a str>),
+}
+
+/// The deepest part of `securityContext.capabilities.drop` the container
+/// already has, where NET_ADMIN is added.
+enum DropAt {
+    SecurityContext,
+    Capabilities,
+    DropList,
+    DropItem,
+}
+
+/// What execd needs in the pod whose main container is `main`.
+pub(crate) fn plan<'a>(
+    spec: &SpecView<'_>,
+    main: usize,
+    intent: &'a Intent,
+    config: &'a Config,
+) -> Result<Execd<'a>, Denial> {
+    let volume = (!spec.volumes().iter().any(|v| v.name == BIN_VOLUME)).then(|| ListAdd {
+        item: EmptyDirVolume {
             name: BIN_VOLUME,
             empty_dir: Empty {},
-        }],
-    );
+        },
+        list_exists: spec.volumes.is_some(),
+    });
+    let installer = match existing_installer(spec) {
+        Some(at) => InstallerPlan::Present(at),
+        None => InstallerPlan::Add(installer(
+            &config.execd.image,
+            config.execd.resources.as_ref(),
+            intent.policy.is_some() && config.egress.disable_ipv6,
+        )),
+    };
+    let c = &spec.containers()[main];
+    let main = MainChanges {
+        index: main,
+        command: command_change(c, intent, &config.keys().entrypoint)?,
+        env: ListAdd {
+            item: main_env(c, intent.credential_proxy),
+            list_exists: c.env.is_some(),
+        },
+        mount: (!mounts_bin(c)).then(|| ListAdd {
+            item: BIN,
+            list_exists: c.volume_mounts.is_some(),
+        }),
+        drop_net_admin: intent.policy.as_ref().and_then(|_| drop_net_admin_at(c)),
+    };
+    Ok(Execd {
+        volume,
+        installer,
+        main,
+    })
 }
 
-/// What the main container needs beyond execd itself.
-pub struct MainNeeds<'a> {
-    pub entrypoint: Option<&'a [String]>,
-    pub entrypoint_key: &'a str,
-    pub credential_proxy: bool,
-    pub drop_net_admin: bool,
-}
-
-pub fn main_container_ops(
+fn command_change<'a>(
     c: &ContainerView<'_>,
-    index: usize,
-    needs: &MainNeeds<'_>,
-    patch: &mut PatchBuilder,
-) -> Result<(), Denial> {
-    let idx = index.to_string();
-    let base = ["spec", "containers", idx.as_str()];
-    let at = |field: &'static str| [base[0], base[1], base[2], field];
-
+    intent: &'a Intent,
+    entrypoint_key: &str,
+) -> Result<CommandChange<'a>, Denial> {
     match c.command.as_deref() {
-        Some([first, ..]) if first == BOOTSTRAP => {}
-        Some([_, ..]) => {
-            patch.add(&[base[0], base[1], base[2], "command", "0"], BOOTSTRAP);
-        }
+        Some([first, ..]) if first == BOOTSTRAP => Ok(CommandChange::Keep),
+        Some([_, ..]) => Ok(CommandChange::Prepend),
         _ => {
-            let Some(entrypoint) = needs.entrypoint else {
+            let Some(entrypoint) = intent.entrypoint.as_deref() else {
                 return Err(Denial::MissingEntrypoint {
                     container: c.name.to_string(),
-                    key: needs.entrypoint_key.to_owned(),
+                    key: entrypoint_key.to_owned(),
                 });
             };
             let mut command: Vec<&str> = Vec::with_capacity(entrypoint.len() + 1);
@@ -228,10 +271,14 @@ pub fn main_container_ops(
                 command.push(BOOTSTRAP);
             }
             command.extend(entrypoint.iter().map(String::as_str));
-            patch.add(&at("command"), &command);
+            Ok(CommandChange::Set(command))
         }
     }
+}
 
+/// The variables the main container lacks; one it already has is never
+/// overwritten.
+fn main_env(c: &ContainerView<'_>, credential_proxy: bool) -> Vec<EnvVar<'static>> {
     let mut env = Vec::with_capacity(2);
     if !c.has_env(EXECD_ENV) {
         env.push(EnvVar {
@@ -239,86 +286,93 @@ pub fn main_container_ops(
             value: EXECD_PATH,
         });
     }
-    if needs.credential_proxy && !c.has_env(MITM_ENV) {
+    if credential_proxy && !c.has_env(MITM_ENV) {
         env.push(EnvVar {
             name: MITM_ENV,
             value: "true",
         });
     }
-    patch.append(&at("env"), c.env.is_some(), &env);
-
-    if !mounts_bin(c) {
-        patch.append(
-            &at("volumeMounts"),
-            c.volume_mounts.is_some(),
-            &[bin_mount()],
-        );
-    }
-
-    if needs.drop_net_admin {
-        drop_net_admin(c, &base, patch);
-    }
-    Ok(())
+    env
 }
 
-/// The main container loses NET_ADMIN so it cannot rewrite the sidecar's
-/// rules; the drop list is merged, never replaced.
-fn drop_net_admin(c: &ContainerView<'_>, base: &[&str; 3], patch: &mut PatchBuilder) {
-    let cap = json!("NET_ADMIN");
-    let path = |rest: &[&'static str]| {
-        let mut p: Vec<&str> = base.to_vec();
-        p.extend_from_slice(rest);
-        p
-    };
+/// With a network policy the main container loses NET_ADMIN so it cannot
+/// rewrite the sidecar's rules; the drop list is merged, never replaced.
+/// `None` when it is already dropped.
+fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
     let Some(sc) = &c.security_context else {
-        patch.add(
-            &path(&["securityContext"]),
-            &json!({"capabilities": {"drop": [cap]}}),
-        );
-        return;
+        return Some(DropAt::SecurityContext);
     };
     let Some(caps) = &sc.capabilities else {
-        patch.add(
-            &path(&["securityContext", "capabilities"]),
-            &json!({"drop": [cap]}),
-        );
-        return;
+        return Some(DropAt::Capabilities);
     };
     match &caps.drop {
-        None => patch.add(
-            &path(&["securityContext", "capabilities", "drop"]),
-            &json!([cap]),
-        ),
-        Some(drop) if !drop.iter().any(|d| same_capability(d, "NET_ADMIN")) => patch.add(
-            &path(&["securityContext", "capabilities", "drop", "-"]),
-            &cap,
-        ),
-        Some(_) => {}
+        None => Some(DropAt::DropList),
+        Some(drop) if !drop.iter().any(|d| same_capability(d, NET_ADMIN)) => Some(DropAt::DropItem),
+        Some(_) => None,
     }
 }
 
-/// Capability names are matched without case and with or without `CAP_`.
-pub fn same_capability(name: &str, wanted: &str) -> bool {
-    let n = name.trim();
-    let n = n
-        .get(..4)
-        .filter(|p| p.eq_ignore_ascii_case("CAP_"))
-        .map_or(n, |_| &n[4..]);
-    n.eq_ignore_ascii_case(wanted)
+const NET_ADMIN: &str = "NET_ADMIN";
+
+impl Execd<'_> {
+    /// The volume's operation; it comes before the init containers.
+    pub fn write_volume(&self, patch: &mut PatchBuilder) {
+        if let Some(v) = &self.volume {
+            patch.append(
+                &["spec", "volumes"],
+                v.list_exists,
+                std::slice::from_ref(&v.item),
+            );
+        }
+    }
+
+    /// The main container's operations.
+    pub fn write_main(&self, patch: &mut PatchBuilder) {
+        let m = &self.main;
+        let idx = m.index.to_string();
+        let at = |rest: &[&'static str]| {
+            let mut p = vec!["spec", "containers", idx.as_str()];
+            p.extend_from_slice(rest);
+            p
+        };
+        match &m.command {
+            CommandChange::Keep => {}
+            CommandChange::Prepend => patch.add(&at(&["command", "0"]), BOOTSTRAP),
+            CommandChange::Set(command) => patch.add(&at(&["command"]), command),
+        }
+        patch.append(&at(&["env"]), m.env.list_exists, &m.env.item);
+        if let Some(mount) = &m.mount {
+            patch.append(
+                &at(&["volumeMounts"]),
+                mount.list_exists,
+                std::slice::from_ref(&mount.item),
+            );
+        }
+        let cap = json!(NET_ADMIN);
+        match m.drop_net_admin {
+            None => {}
+            Some(DropAt::SecurityContext) => patch.add(
+                &at(&["securityContext"]),
+                &json!({"capabilities": {"drop": [cap]}}),
+            ),
+            Some(DropAt::Capabilities) => patch.add(
+                &at(&["securityContext", "capabilities"]),
+                &json!({"drop": [cap]}),
+            ),
+            Some(DropAt::DropList) => patch.add(
+                &at(&["securityContext", "capabilities", "drop"]),
+                &json!([cap]),
+            ),
+            Some(DropAt::DropItem) => {
+                patch.add(&at(&["securityContext", "capabilities", "drop", "-"]), &cap)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capability_names() {
-        assert!(same_capability("NET_ADMIN", "NET_ADMIN"));
-        assert!(same_capability("cap_net_admin", "NET_ADMIN"));
-        assert!(same_capability(" net_admin ", "NET_ADMIN"));
-        assert!(!same_capability("NET_RAW", "NET_ADMIN"));
-        assert!(!same_capability("CAP", "NET_ADMIN"));
-    }
 
     #[test]
     fn installer_shapes() {

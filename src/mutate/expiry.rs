@@ -4,7 +4,9 @@ use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 
 use crate::config::MIN_TIMEOUT_SECONDS;
 
-use super::Denial;
+use super::intent::{Intent, decode_string};
+use super::pod::PodView;
+use super::{Context, Denial};
 
 /// What the pod's expiry metadata should become.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,13 +20,45 @@ pub enum Expiry {
 }
 
 /// Inputs already read from annotations (see `intent`).
-pub struct ExpiryIntent<'a> {
-    pub has_expires_at: bool,
-    pub timeout: Option<u64>,
-    pub timeout_key: &'a str,
+struct ExpiryIntent<'a> {
+    has_expires_at: bool,
+    timeout: Option<u64>,
+    timeout_key: &'a str,
 }
 
-pub fn plan(
+/// What the pod's expiry metadata gains: `None` when it already has what it
+/// needs (a valid `expires-at`, or the manual-cleanup label).
+pub(crate) fn change(
+    pod: &PodView<'_>,
+    intent: &Intent,
+    ctx: &Context<'_>,
+) -> Result<Option<Expiry>, Denial> {
+    let config = ctx.config;
+    let keys = config.keys();
+    let planned = plan(
+        &ExpiryIntent {
+            has_expires_at: intent.has_expires_at,
+            timeout: intent.timeout,
+            timeout_key: &keys.timeout,
+        },
+        config.expiry.default_timeout_seconds,
+        config.expiry.max_timeout_seconds,
+        ctx.now,
+    )?;
+    Ok(match planned {
+        Expiry::Keep => None,
+        Expiry::Manual => {
+            let labelled = pod
+                .label(&keys.manual_cleanup)
+                .and_then(|raw| decode_string(raw).ok().flatten())
+                .is_some_and(|v| v == "true");
+            (!labelled).then_some(Expiry::Manual)
+        }
+        at @ Expiry::At(_) => Some(at),
+    })
+}
+
+fn plan(
     intent: &ExpiryIntent<'_>,
     default_timeout: Option<u64>,
     max_timeout: Option<u64>,
@@ -58,44 +92,8 @@ pub fn plan(
     Ok(Expiry::At(at.to_rfc3339_opts(SecondsFormat::Secs, true)))
 }
 
-/// Whole seconds (`3600`) or a duration made of hours, minutes and seconds in
-/// that order, each at most once (`90s`, `30m`, `2h`, `1h30m`).
-pub fn parse_timeout(value: &str) -> Option<u64> {
-    let v = value.trim();
-    if v.is_empty() {
-        return None;
-    }
-    if v.bytes().all(|b| b.is_ascii_digit()) {
-        return v.parse().ok();
-    }
-    let mut total: u64 = 0;
-    let mut rest = v;
-    let mut last_rank = u8::MAX;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let n: u64 = rest[..digits].parse().ok()?;
-        let unit = rest[digits..].chars().next()?;
-        let (rank, scale) = match unit.to_ascii_lowercase() {
-            'h' => (2, 3600),
-            'm' => (1, 60),
-            's' => (0, 1),
-            _ => return None,
-        };
-        if rank >= last_rank {
-            return None;
-        }
-        last_rank = rank;
-        total = total.checked_add(n.checked_mul(scale)?)?;
-        rest = &rest[digits + 1..];
-    }
-    Some(total)
-}
-
 /// RFC 3339 check for `expires-at`; the value itself is kept as written.
-pub fn valid_expires_at(value: &str) -> bool {
+pub(crate) fn valid_expires_at(value: &str) -> bool {
     DateTime::parse_from_rfc3339(value.trim()).is_ok()
 }
 
@@ -107,31 +105,6 @@ mod tests {
         DateTime::parse_from_rfc3339("2026-01-02T03:04:05.678Z")
             .unwrap()
             .with_timezone(&Utc)
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_timeout("3600"), Some(3600));
-        assert_eq!(parse_timeout(" 90s "), Some(90));
-        assert_eq!(parse_timeout("30m"), Some(1800));
-        assert_eq!(parse_timeout("2h"), Some(7200));
-        assert_eq!(parse_timeout("1h30m"), Some(5400));
-        assert_eq!(parse_timeout("1h0m30s"), Some(3630));
-        assert_eq!(parse_timeout("1H"), Some(3600));
-        for bad in [
-            "",
-            "abc",
-            "1d",
-            "30m1h",
-            "1h1h",
-            "1.5h",
-            "-60",
-            "h",
-            "10 m",
-            "99999999999999999999",
-        ] {
-            assert_eq!(parse_timeout(bad), None, "{bad}");
-        }
     }
 
     fn intent(timeout: Option<u64>) -> ExpiryIntent<'static> {

@@ -7,13 +7,14 @@ use serde_json::value::RawValue;
 use crate::config::{Config, EgressMode};
 
 use super::Denial;
-use super::expiry::{parse_timeout, valid_expires_at};
-use super::platform::Platform;
+use super::denial::clip;
+use super::expiry::valid_expires_at;
+use super::platform::{Platform, PlatformError};
 use super::pod::PodView;
 use super::policy::{self, NetworkPolicy};
 
 #[derive(Debug, Default)]
-pub struct Intent {
+pub(crate) struct Intent {
     pub platform: Option<Platform>,
     pub timeout: Option<u64>,
     pub has_expires_at: bool,
@@ -26,7 +27,7 @@ pub struct Intent {
 }
 
 /// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.
-pub fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial> {
+pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial> {
     let keys = config.keys();
     let get = |key: &str| string_annotation(pod, key);
 
@@ -42,20 +43,18 @@ pub fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial
 
     if let Some(value) = get(&keys.platform)? {
         intent.platform = Some(Platform::parse(&value).map_err(|e| match e {
-            Some(message) => Denial::Platform(message),
-            None => malformed(
-                &keys.platform,
-                format!("is '{value}'; use <os>/<arch> such as linux/amd64"),
-            ),
+            PlatformError::Shape(_) => malformed(&keys.platform, e.to_string()),
+            other => Denial::Platform(other),
         })?);
     }
 
     if let Some(value) = get(&keys.timeout)? {
-        intent.timeout = Some(parse_timeout(&value).ok_or_else(|| {
+        intent.timeout = Some(crate::duration::parse_seconds(&value).map_err(|_| {
             malformed(
                 &keys.timeout,
                 format!(
-                    "is '{value}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m"
+                    "is '{}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m",
+                    clip(&value)
                 ),
             )
         })?);
@@ -65,7 +64,10 @@ pub fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial
         if !valid_expires_at(&value) {
             return Err(malformed(
                 &keys.expires_at,
-                format!("is '{value}'; use an RFC 3339 time such as 2026-01-02T15:04:05Z"),
+                format!(
+                    "is '{}'; use an RFC 3339 time such as 2026-01-02T15:04:05Z",
+                    clip(&value)
+                ),
             ));
         }
         intent.has_expires_at = true;
@@ -73,8 +75,10 @@ pub fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial
 
     if let Some(value) = get(&keys.network_policy)? {
         intent.policy = Some(
-            policy::parse(&value, config.egress.max_rules)
-                .map_err(|problem| malformed(&keys.network_policy, problem))?,
+            policy::parse(&value, config.egress.max_rules).map_err(|source| Denial::Policy {
+                key: keys.network_policy.clone(),
+                source,
+            })?,
         );
     }
 
@@ -82,7 +86,7 @@ pub fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial
         intent.egress_mode = Some(EgressMode::parse(&value).ok_or_else(|| {
             malformed(
                 &keys.egress_mode,
-                format!("is '{value}'; use \"dns\" or \"dns+nft\""),
+                format!("is '{}'; use \"dns\" or \"dns+nft\"", clip(&value)),
             )
         })?);
     }
@@ -148,7 +152,7 @@ fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, Den
 }
 
 /// `Ok(None)` for JSON null, which the apiserver would not send but a file may.
-pub fn decode_string(raw: &RawValue) -> Result<Option<String>, serde_json::Error> {
+pub(crate) fn decode_string(raw: &RawValue) -> Result<Option<String>, serde_json::Error> {
     serde_json::from_str::<Option<String>>(raw.get())
 }
 
@@ -164,7 +168,7 @@ fn parse_bool(value: &str) -> Option<bool> {
 }
 
 fn bool_problem(value: &str) -> String {
-    format!("is '{value}'; use \"true\" or \"false\"")
+    format!("is '{}'; use \"true\" or \"false\"", clip(value))
 }
 
 fn malformed(key: &str, problem: impl Into<String>) -> Denial {

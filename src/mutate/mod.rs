@@ -2,32 +2,35 @@
 //! patch, a skip or a denial out. Nothing here does I/O.
 
 mod denial;
-pub mod egress;
-pub mod execd;
-pub mod expiry;
-pub mod intent;
+mod egress;
+mod execd;
+mod expiry;
+mod intent;
+mod k8s;
 mod patch;
-pub mod platform;
-pub mod pod;
-pub mod policy;
-mod py_printable;
-mod pyrepr;
+mod platform;
+pub(crate) mod pod;
+mod policy;
 mod select;
 pub mod unschedulable;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, Keys};
 
 pub use denial::Denial;
-pub use egress::{FixedToken, RandomTokens, TokenSource};
-pub use execd::BOOTSTRAP;
-pub use patch::{Patch, PatchBuilder};
+pub use egress::{FixedToken, RandomTokens, TokenError, TokenSource};
+pub use patch::Patch;
+pub use platform::PlatformError;
+pub use policy::PolicyError;
 pub use select::SkipReason;
 
-use expiry::{Expiry, ExpiryIntent};
+use egress::Sidecar;
+use execd::{Execd, InstallerPlan};
+use expiry::Expiry;
 use intent::Intent;
+use patch::PatchBuilder;
 use platform::{Os, SelectorChange};
 use pod::{PodView, SpecView};
 
@@ -80,7 +83,8 @@ pub fn decide_view(pod: &PodView<'_>, namespace: Option<&str>, ctx: &Context<'_>
     }
 }
 
-/// `Ok(None)`: the pod opted out.
+/// `Ok(None)`: the pod opted out. The checks run in a fixed order, so a pod
+/// with several problems always gets the same denial.
 fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Denial> {
     let config = ctx.config;
     let keys = config.keys();
@@ -101,172 +105,146 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         egress::check_main(&spec.containers()[main], &keys.network_policy)?;
     }
 
-    let affinity = intent
-        .platform
-        .as_ref()
-        .and_then(|_| parse_raw(spec.affinity));
     let selector = match &intent.platform {
         Some(platform) => {
-            platform::plan_node_selector(spec.node_selector, affinity.as_ref(), platform)
+            let affinity = parse_raw(spec.affinity);
+            platform::plan_node_selector(spec.node_selector.as_ref(), affinity.as_ref(), platform)
                 .map_err(Denial::Platform)?
         }
         None => None,
     };
-
-    let expiry = expiry::plan(
-        &ExpiryIntent {
-            has_expires_at: intent.has_expires_at,
-            timeout: intent.timeout,
-            timeout_key: &keys.timeout,
-        },
-        config.expiry.default_timeout_seconds,
-        config.expiry.max_timeout_seconds,
-        ctx.now,
-    )?;
-
-    let mut annotations: Vec<(&str, String)> = Vec::new();
-    let mut labels: Vec<(&str, &str)> = Vec::new();
-    let mut warnings = Vec::new();
-    match expiry {
-        Expiry::Keep => {}
-        Expiry::At(at) => annotations.push((&keys.expires_at, at)),
-        Expiry::Manual => {
-            let current = pod.label(&keys.manual_cleanup).map(|raw| raw.get());
-            if current != Some("\"true\"") {
-                labels.push((&keys.manual_cleanup, "true"));
-            }
-        }
-    }
-
-    let mut spec_patch = PatchBuilder::default();
-    if linux {
-        inject(pod, main, &intent, ctx, &mut annotations, &mut spec_patch)?;
-        if intent
-            .policy
-            .as_ref()
-            .is_some_and(|p| p.deny_all_by_omission)
-        {
-            warnings.push(
-                "network policy has no rules and no defaultAction: the egress sidecar denies all egress"
-                    .to_owned(),
-            );
-        }
+    let expiry = expiry::change(pod, &intent, ctx)?;
+    let injection = if linux {
+        Some(inject(spec, main, &intent, ctx)?)
     } else {
+        None
+    };
+
+    let mut warnings = Vec::new();
+    if !linux {
         warnings.push(
             "platform is windows: execd and the egress sidecar are not injected into Windows pods"
                 .to_owned(),
         );
+    } else if intent
+        .policy
+        .as_ref()
+        .is_some_and(|p| p.deny_all_by_omission)
+    {
+        warnings.push(
+            "network policy has no rules and no defaultAction: the egress sidecar denies all egress"
+                .to_owned(),
+        );
     }
 
-    let mut patch = PatchBuilder::default();
-    patch.add_entries(
-        &["metadata", "annotations"],
-        pod.has_annotations(),
-        &annotations,
-    );
-    patch.add_entries(&["metadata", "labels"], pod.has_labels(), &labels);
-    patch.extend(spec_patch);
-    selector_ops(selector, &mut patch);
-    Ok(Some(Admission {
-        patch: patch.finish().map_err(Denial::PatchEncoding)?,
-        warnings,
-    }))
+    let patch = Parts {
+        expiry,
+        injection,
+        selector,
+    }
+    .patch(pod, keys)
+    .map_err(Denial::PatchEncoding)?;
+    Ok(Some(Admission { patch, warnings }))
 }
 
-/// execd and, with a network policy, the egress sidecar: Linux pods only.
+/// What execd and, with a network policy, the egress sidecar still need:
+/// Linux pods only.
+struct Injection<'a> {
+    execd: Execd<'a>,
+    sidecar: Option<Sidecar<'a>>,
+}
+
 fn inject<'a>(
-    pod: &PodView<'_>,
+    spec: &SpecView<'_>,
     main: usize,
-    intent: &Intent,
+    intent: &'a Intent,
     ctx: &Context<'a>,
-    annotations: &mut Vec<(&'a str, String)>,
-    patch: &mut PatchBuilder,
-) -> Result<(), Denial> {
-    let config = ctx.config;
-    let keys = config.keys();
-    let spec = pod.spec();
+) -> Result<Injection<'a>, Denial> {
     execd::check_conflicts(spec)?;
-    let has_egress = egress::existing(spec)?;
+    let sidecar = egress::plan(spec, intent, ctx)?;
+    let execd = execd::plan(spec, main, intent, ctx.config)?;
+    Ok(Injection { execd, sidecar })
+}
 
-    // The token outlives the sidecar that borrows it.
-    let token: String;
-    let sidecar = match &intent.policy {
-        Some(policy) if !has_egress => {
-            let image = config
-                .egress
-                .image
-                .as_deref()
-                .ok_or_else(|| Denial::NoEgressImage {
-                    key: keys.network_policy.clone(),
-                })?;
-            token = match &intent.egress_token {
-                Some(t) => t.clone(),
-                None => {
-                    let t = ctx.tokens.token().map_err(Denial::TokenUnavailable)?;
-                    annotations.push((&keys.egress_auth_token, t.clone()));
-                    t
-                }
+/// Every change the pod still needs, each decided by its own module; `patch`
+/// is the one place they become operations, in a fixed order.
+struct Parts<'a> {
+    expiry: Option<Expiry>,
+    injection: Option<Injection<'a>>,
+    selector: Option<SelectorChange>,
+}
+
+impl Parts<'_> {
+    fn patch(self, pod: &PodView<'_>, keys: &Keys) -> Result<Patch, String> {
+        let spec = pod.spec();
+        let mut annotations: Vec<(&str, &str)> = Vec::new();
+        let mut labels: Vec<(&str, &str)> = Vec::new();
+        match &self.expiry {
+            Some(Expiry::At(at)) => annotations.push((&keys.expires_at, at)),
+            Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
+            Some(Expiry::Keep) | None => {}
+        }
+        let sidecar = self.injection.as_ref().and_then(|i| i.sidecar.as_ref());
+        if let Some(token) = sidecar.and_then(Sidecar::new_token) {
+            annotations.push((&keys.egress_auth_token, token));
+        }
+
+        let mut patch = PatchBuilder::default();
+        patch.add_entries(
+            &["metadata", "annotations"],
+            pod.has_annotations(),
+            &annotations,
+        );
+        patch.add_entries(&["metadata", "labels"], pod.has_labels(), &labels);
+        if let Some(injection) = &self.injection {
+            let (native, classic) = match &injection.sidecar {
+                Some(s) if s.native => (Some(s), None),
+                other => (None, other.as_ref()),
             };
-            Some(egress::container(&egress::Sidecar {
-                image,
-                rules: &policy.json,
-                mode: intent.egress_mode.unwrap_or(config.egress.mode),
-                credential_proxy: intent.credential_proxy,
-                token: &token,
-                resources: config.egress.resources.as_ref(),
-                native: config.egress.native_sidecar,
-            }))
+            injection.execd.write_volume(&mut patch);
+            init_container_ops(spec, &injection.execd.installer, native, &mut patch);
+            injection.execd.write_main(&mut patch);
+            if let Some(s) = classic {
+                patch.append(&["spec", "containers"], true, &[s]);
+            }
         }
-        _ => None,
-    };
-
-    execd::volume_ops(spec, patch);
-
-    // Init containers: the installer first, the native sidecar right after it,
-    // so later init containers already run under egress control.
-    let mut init = Vec::with_capacity(2);
-    let first_new_at = match execd::existing_installer(spec) {
-        Some(i) => i + 1,
-        None => {
-            let harden = intent.policy.is_some() && config.egress.disable_ipv6;
-            init.push(InitContainer::Installer(execd::installer(
-                &config.execd.image,
-                config.execd.resources.as_ref(),
-                harden,
-            )));
-            0
+        match self.selector {
+            Some(SelectorChange::Create(e)) => {
+                patch.add_entries(&["spec", "nodeSelector"], false, &e);
+            }
+            Some(SelectorChange::Set(e)) => {
+                patch.add_entries(&["spec", "nodeSelector"], true, &e);
+            }
+            None => {}
         }
+        patch.finish()
+    }
+}
+
+/// The one place init-container positions are decided: the installer
+/// first, the native sidecar right after it, so later init containers
+/// already run under egress control.
+fn init_container_ops(
+    spec: &SpecView<'_>,
+    installer: &InstallerPlan<'_>,
+    native_sidecar: Option<&Sidecar<'_>>,
+    patch: &mut PatchBuilder,
+) {
+    let (first_at, installer) = match installer {
+        InstallerPlan::Present(at) => (at + 1, None),
+        InstallerPlan::Add(i) => (0, Some(InitContainer::Installer(i))),
     };
-    let (native_sidecar, classic_sidecar) = match sidecar {
-        Some(s) if config.egress.native_sidecar => (Some(s), None),
-        other => (None, other),
-    };
-    init.extend(native_sidecar.map(InitContainer::Sidecar));
+    let new: Vec<InitContainer<'_>> = installer
+        .into_iter()
+        .chain(native_sidecar.map(InitContainer::Sidecar))
+        .collect();
     if spec.init_containers.is_none() {
-        patch.append(&["spec", "initContainers"], false, &init);
+        patch.append(&["spec", "initContainers"], false, &new);
     } else {
-        for (at, c) in (first_new_at..).zip(&init) {
+        for (at, c) in (first_at..).zip(&new) {
             patch.add(&["spec", "initContainers", &at.to_string()], c);
         }
     }
-
-    let c = &spec.containers()[main];
-    execd::main_container_ops(
-        c,
-        main,
-        &execd::MainNeeds {
-            entrypoint: intent.entrypoint.as_deref(),
-            entrypoint_key: &keys.entrypoint,
-            credential_proxy: intent.credential_proxy,
-            drop_net_admin: intent.policy.is_some(),
-        },
-        patch,
-    )?;
-
-    if let Some(s) = classic_sidecar {
-        patch.append(&["spec", "containers"], true, &[s]);
-    }
-    Ok(())
 }
 
 /// The sandbox container: the one the annotation names, else `sandbox`, else
@@ -302,23 +280,11 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
 #[derive(Serialize)]
 #[serde(untagged)]
 enum InitContainer<'a> {
-    Installer(execd::Installer<'a>),
-    Sidecar(egress::Container<'a>),
+    Installer(&'a execd::Installer<'a>),
+    Sidecar(&'a Sidecar<'a>),
 }
 
-fn selector_ops(change: Option<SelectorChange>, patch: &mut PatchBuilder) {
-    match change {
-        Some(SelectorChange::Create(e)) => {
-            patch.add_entries(&["spec", "nodeSelector"], false, &e);
-        }
-        Some(SelectorChange::Set(e)) => {
-            patch.add_entries(&["spec", "nodeSelector"], true, &e);
-        }
-        None => {}
-    }
-}
-
-/// The seed reads these fields as untyped JSON; a value that is not valid
+/// The seed reads `affinity` as untyped JSON; a value that is not valid
 /// JSON cannot occur here because the pod itself parsed.
 fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Option<serde_json::Value> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())

@@ -103,24 +103,6 @@ impl PatchBuilder {
         }
     }
 
-    /// Appends every operation of `other`, in order.
-    pub fn extend(&mut self, other: PatchBuilder) {
-        if other.ops == 0 {
-            return;
-        }
-        self.begin_op();
-        // Skip `other`'s opening bracket: its operations follow ours.
-        self.json.extend_from_slice(&other.json[1..]);
-        self.ops += other.ops - 1;
-        if self.error.is_none() {
-            self.error = other.error;
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ops == 0
-    }
-
     pub fn finish(mut self) -> Result<Patch, String> {
         if let Some(e) = self.error {
             return Err(e);
@@ -239,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn extends_in_order_and_empty_is_nothing() {
+    fn in_order_and_empty_is_nothing() {
         let empty = PatchBuilder::default().finish().unwrap();
         assert!(empty.is_empty());
         assert_eq!(empty.as_json(), b"[]");
@@ -247,30 +229,17 @@ mod tests {
 
         let mut a = PatchBuilder::default();
         a.add(&["a"], &1);
-        let mut b = PatchBuilder::default();
-        b.add(&["b"], &2);
-        b.add(&["c"], &3);
-        a.extend(b);
-        a.extend(PatchBuilder::default());
-        let mut only_b = PatchBuilder::default();
-        only_b.extend({
-            let mut b = PatchBuilder::default();
-            b.add(&["d"], &4);
-            b
-        });
+        a.append(&["b"], false, &[2, 3]);
+        a.add(&["c"], &4);
+        let patch = a.finish().unwrap();
+        assert_eq!(patch.len(), 3);
         assert_eq!(
-            ops(a),
+            serde_json::from_slice::<Value>(patch.as_json()).unwrap(),
             json!([
                 {"op": "add", "path": "/a", "value": 1},
-                {"op": "add", "path": "/b", "value": 2},
-                {"op": "add", "path": "/c", "value": 3}
+                {"op": "add", "path": "/b", "value": [2, 3]},
+                {"op": "add", "path": "/c", "value": 4}
             ])
-        );
-        let only_b = only_b.finish().unwrap();
-        assert_eq!(only_b.len(), 1);
-        assert_eq!(
-            serde_json::from_slice::<Value>(only_b.as_json()).unwrap(),
-            json!([{"op": "add", "path": "/d", "value": 4}])
         );
     }
 }

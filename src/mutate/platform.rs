@@ -8,18 +8,60 @@
 //! including its quirks (an all-non-object term list is unsatisfiable; `Exists`,
 //! `Gt` and `Lt` never rule a term out; non-list `values` count as empty).
 
-use std::collections::BTreeMap;
-
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use thiserror::Error;
 
-use super::pyrepr;
+use super::denial::clip;
+use super::pod::NodeSelector;
 
-pub const OS_KEY: &str = "kubernetes.io/os";
-pub const ARCH_KEY: &str = "kubernetes.io/arch";
+pub(crate) const OS_KEY: &str = "kubernetes.io/os";
+pub(crate) const ARCH_KEY: &str = "kubernetes.io/arch";
 
 const SUPPORTED_OS: [&str; 2] = ["linux", "windows"];
 const SUPPORTED_ARCH: [&str; 2] = ["amd64", "arm64"];
+
+/// Why a platform annotation cannot be honoured. Every message but `Shape`'s
+/// is the seed's, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PlatformError {
+    /// Not of the `<os>/<arch>` form at all; the end of a sentence that
+    /// starts with the annotation key.
+    #[error("is '{}'; use <os>/<arch> such as linux/amd64", clip(.0))]
+    Shape(String),
+    #[error(
+        "Unsupported platform.{field} '{}'. Supported values: [{}].",
+        clip(.value),
+        quoted_list(.supported)
+    )]
+    Unsupported {
+        field: &'static str,
+        value: String,
+        supported: &'static [&'static str],
+    },
+    #[error(
+        "platform conflict with template nodeSelector: '{key}' is '{}', request expects '{expected}'.",
+        clip(.existing)
+    )]
+    SelectorConflict {
+        key: &'static str,
+        existing: String,
+        expected: &'static str,
+    },
+    #[error(
+        "platform conflict with template nodeAffinity: required node affinity does not allow requested {requested}."
+    )]
+    AffinityConflict { requested: String },
+}
+
+/// Python's `str()` of a list of strings: `['linux', 'windows']`.
+fn quoted_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Os {
@@ -36,23 +78,26 @@ pub struct Platform {
 
 impl Platform {
     /// `<os>/<arch>`, trimmed and lower-cased; os is checked before arch.
-    /// `Err(None)` means the value is not of the `<os>/<arch>` form at all;
-    /// `Err(Some(msg))` carries the seed's "Unsupported platform" message.
-    pub fn parse(value: &str) -> Result<Platform, Option<String>> {
+    pub fn parse(value: &str) -> Result<Platform, PlatformError> {
         let normalized = value.trim().to_ascii_lowercase();
         let mut parts = normalized.split('/');
         let (Some(os), Some(arch), None) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(None);
+            return Err(PlatformError::Shape(value.to_owned()));
         };
         let (os, arch) = (os.trim(), arch.trim());
+        let unsupported = |field, value: &str, supported| PlatformError::Unsupported {
+            field,
+            value: value.to_owned(),
+            supported,
+        };
         let os_name = SUPPORTED_OS
             .iter()
             .find(|s| **s == os)
-            .ok_or_else(|| Some(unsupported("os", os, &SUPPORTED_OS)))?;
+            .ok_or_else(|| unsupported("os", os, &SUPPORTED_OS))?;
         let arch = SUPPORTED_ARCH
             .iter()
             .find(|s| **s == arch)
-            .ok_or_else(|| Some(unsupported("arch", arch, &SUPPORTED_ARCH)))?;
+            .ok_or_else(|| unsupported("arch", arch, &SUPPORTED_ARCH))?;
         Ok(Platform {
             os: if *os_name == "windows" {
                 Os::Windows
@@ -81,15 +126,6 @@ impl Platform {
     }
 }
 
-fn unsupported(field: &str, value: &str, supported: &[&str]) -> String {
-    let list = supported
-        .iter()
-        .map(|s| format!("'{s}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("Unsupported platform.{field} '{value}'. Supported values: [{list}].")
-}
-
 /// What has to change in `spec.nodeSelector`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SelectorChange {
@@ -101,32 +137,25 @@ pub enum SelectorChange {
 
 /// `apply_platform_node_selector`: conflicts with the pod's own nodeSelector,
 /// then with its required node affinity, then the merge.
+/// `None` when the selector already pins the platform.
 pub fn plan_node_selector(
-    node_selector: Option<&RawValue>,
+    node_selector: Option<&NodeSelector<'_>>,
     affinity: Option<&Value>,
     platform: &Platform,
-) -> Result<Option<SelectorChange>, String> {
+) -> Result<Option<SelectorChange>, PlatformError> {
     let requested = platform.requested();
-    // Values stay raw so a conflict message can quote them exactly as Python
-    // prints the decoded JSON (big integers, -0, floats); not an object means
-    // "no selector", as in the seed.
-    let selector: Option<BTreeMap<String, &RawValue>> =
-        node_selector.and_then(|raw| serde_json::from_str(raw.get()).ok());
-    let is_set = |v: Option<&&RawValue>| v.is_some_and(|raw| raw.get() != "null");
-    if let Some(selector) = &selector {
-        for (key, value) in &requested {
-            let Some(existing) = selector.get(*key).filter(|raw| raw.get() != "null") else {
-                continue;
-            };
-            if serde_json::from_str::<String>(existing.get())
-                .ok()
-                .as_deref()
-                != Some(*value)
+    // Not an object means "no selector", as in the seed.
+    let selector = node_selector.filter(|s| matches!(s, NodeSelector::Map(_)));
+    if let Some(selector) = selector {
+        for &(key, value) in &requested {
+            if let Some(existing) = selector.get(key)
+                && existing != value
             {
-                return Err(format!(
-                    "platform conflict with template nodeSelector: '{key}' is '{}', request expects '{value}'.",
-                    pyrepr::py_str(existing.get())
-                ));
+                return Err(PlatformError::SelectorConflict {
+                    key,
+                    existing: existing.to_owned(),
+                    expected: value,
+                });
             }
         }
     }
@@ -136,7 +165,7 @@ pub fn plan_node_selector(
         Some(selector) => {
             let missing: Vec<_> = requested
                 .into_iter()
-                .filter(|(k, _)| !is_set(selector.get(*k)))
+                .filter(|(k, _)| selector.get(k).is_none())
                 .collect();
             (!missing.is_empty()).then_some(SelectorChange::Set(missing))
         }
@@ -145,11 +174,11 @@ pub fn plan_node_selector(
 
 /// `ensure_platform_compatible_with_affinity`: required node affinity terms
 /// are OR-ed; at least one object term must be satisfiable.
-pub fn ensure_compatible_with_affinity(
+fn ensure_compatible_with_affinity(
     affinity: Option<&Value>,
     requested: &[(&str, &str)],
     describe: &str,
-) -> Result<(), String> {
+) -> Result<(), PlatformError> {
     let Some(terms) = affinity
         .and_then(Value::as_object)
         .and_then(|a| a.get("nodeAffinity"))
@@ -171,15 +200,15 @@ pub fn ensure_compatible_with_affinity(
     if satisfiable {
         Ok(())
     } else {
-        Err(format!(
-            "platform conflict with template nodeAffinity: required node affinity does not allow requested {describe}."
-        ))
+        Err(PlatformError::AffinityConflict {
+            requested: describe.to_owned(),
+        })
     }
 }
 
 /// `node_selector_term_satisfiable`: expressions are AND-ed; only `In`,
 /// `NotIn` and `DoesNotExist` on a requested key can rule a term out.
-pub fn term_satisfiable(term: &Map<String, Value>, requested: &[(&str, &str)]) -> bool {
+fn term_satisfiable(term: &Map<String, Value>, requested: &[(&str, &str)]) -> bool {
     let Some(expressions) = term.get("matchExpressions").and_then(Value::as_array) else {
         return true;
     };
@@ -235,8 +264,8 @@ mod tests {
         json!({"key": key, "operator": op, "values": values})
     }
 
-    fn raw(v: &Value) -> Box<RawValue> {
-        RawValue::from_string(v.to_string()).unwrap()
+    fn raw(v: &Value) -> NodeSelector<'static> {
+        serde_json::from_str(Box::leak(v.to_string().into_boxed_str())).unwrap()
     }
 
     fn sat(terms: Value, p: &Platform) -> bool {
@@ -250,52 +279,66 @@ mod tests {
         assert_eq!(Platform::parse(" Linux/AMD64 ").unwrap(), linux("amd64"));
         assert_eq!(Platform::parse("windows/arm64").unwrap(), windows("arm64"));
         assert_eq!(
-            Platform::parse("darwin/x86").unwrap_err().unwrap(),
+            Platform::parse("darwin/x86").unwrap_err().to_string(),
             "Unsupported platform.os 'darwin'. Supported values: ['linux', 'windows']."
         );
         assert_eq!(
-            Platform::parse("linux/386").unwrap_err().unwrap(),
+            Platform::parse("linux/386").unwrap_err().to_string(),
             "Unsupported platform.arch '386'. Supported values: ['amd64', 'arm64']."
         );
-        assert_eq!(Platform::parse("linux").unwrap_err(), None);
-        assert_eq!(Platform::parse("linux/amd64/v8").unwrap_err(), None);
+        assert_eq!(
+            Platform::parse("linux").unwrap_err(),
+            PlatformError::Shape("linux".into())
+        );
+        assert!(matches!(
+            Platform::parse("linux/amd64/v8"),
+            Err(PlatformError::Shape(_))
+        ));
     }
 
     #[test]
     fn selector_conflict_checks_os_before_arch() {
         let sel = json!({"kubernetes.io/os": "windows", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64")).unwrap_err(),
+            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64"))
+                .unwrap_err()
+                .to_string(),
             "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'windows', request expects 'linux'."
         );
         let sel = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64")).unwrap_err(),
+            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64"))
+                .unwrap_err()
+                .to_string(),
             "platform conflict with template nodeSelector: 'kubernetes.io/arch' is 'arm64', request expects 'amd64'."
         );
     }
 
     #[test]
-    fn selector_conflict_quotes_non_strings_like_python() {
+    fn selector_values_must_be_strings() {
+        let sel = json!({ "kubernetes.io/os": "it's" });
+        assert_eq!(
+            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64"))
+                .unwrap_err()
+                .to_string(),
+            "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'it's', request expects 'linux'."
+        );
         for (value, shown) in [
             (json!(1), "1"),
             (json!(1.5), "1.5"),
-            (json!(100.0), "100.0"),
-            (json!(1e20), "1e+20"),
-            (json!(0.00001), "1e-05"),
-            (json!(true), "True"),
-            (json!(["a", 1]), "['a', 1]"),
-            (json!({"k": null}), "{'k': None}"),
-            (json!("it's"), "it's"),
-            (json!(["it's"]), "[\"it's\"]"),
+            (json!(true), "true"),
+            (json!(["a", 1]), "a list"),
+            (json!({"k": null}), "an object"),
         ] {
-            let sel = json!({ "kubernetes.io/os": value });
-            let err = plan_node_selector(Some(&raw(&sel)), None, &linux("amd64")).unwrap_err();
-            assert_eq!(
-                err,
-                format!(
-                    "platform conflict with template nodeSelector: 'kubernetes.io/os' is '{shown}', request expects 'linux'."
-                )
+            let text = json!({ "disk": "ssd", "kubernetes.io/os": value }).to_string();
+            let err = serde_json::from_str::<NodeSelector<'_>>(&text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "spec.nodeSelector[\"kubernetes.io/os\"] must be a string (quote the value), not {shown}"
+                )),
+                "{err}"
             );
         }
     }
@@ -331,7 +374,9 @@ mod tests {
         );
         let aff = affinity(json!([{"matchExpressions": [expr(ARCH_KEY, "In", json!(["arm64"]))]}]));
         assert_eq!(
-            plan_node_selector(None, Some(&aff), &windows("amd64")).unwrap_err(),
+            plan_node_selector(None, Some(&aff), &windows("amd64"))
+                .unwrap_err()
+                .to_string(),
             "platform conflict with template nodeAffinity: required node affinity does not allow requested architecture 'amd64'."
         );
         // The os key is not requested for Windows, so an os expression is ignored.
@@ -369,7 +414,9 @@ mod tests {
             expr(ARCH_KEY, "In", json!(["arm64"]))
         ]}]);
         assert_eq!(
-            plan_node_selector(None, Some(&affinity(and_fail.clone())), &p).unwrap_err(),
+            plan_node_selector(None, Some(&affinity(and_fail.clone())), &p)
+                .unwrap_err()
+                .to_string(),
             AFF_LINUX
         );
         let mut or_ok = and_fail.as_array().unwrap().clone();
@@ -393,7 +440,9 @@ mod tests {
         assert!(sat(json!("not a list"), &p));
         // Only non-object terms: nothing to satisfy, so the seed refuses.
         assert_eq!(
-            plan_node_selector(None, Some(&affinity(json!(["x", 1]))), &p).unwrap_err(),
+            plan_node_selector(None, Some(&affinity(json!(["x", 1]))), &p)
+                .unwrap_err()
+                .to_string(),
             AFF_LINUX
         );
         // Non-object expressions and non-string keys are skipped.
@@ -424,6 +473,7 @@ mod tests {
         assert!(
             plan_node_selector(Some(&raw(&sel)), Some(&aff), &linux("amd64"))
                 .unwrap_err()
+                .to_string()
                 .contains("nodeSelector")
         );
     }

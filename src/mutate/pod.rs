@@ -3,17 +3,19 @@
 //! The webhook never re-serializes the pod: it reads this view and emits JSON
 //! patch operations against the raw request object, so every field it does not
 //! name (newer API fields, other webhooks' additions, `managedFields`) is never
-//! even parsed and survives byte for byte. Fields whose shape the seed treats
-//! dynamically (`nodeSelector`, `affinity`) are kept as raw JSON and parsed only
-//! when a platform is requested.
+//! even parsed and survives byte for byte. `affinity`, whose shape the seed
+//! treats dynamically, is kept as raw JSON and parsed only when a platform is
+//! requested.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 
-use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+
+use super::denial::clip;
 
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
@@ -112,6 +114,128 @@ impl Deref for Text<'_> {
     }
 }
 
+/// `spec.nodeSelector`. The apiserver decodes it as a map of strings before
+/// admission, so a value that is not a string (or null) makes the pod
+/// unreadable, with an error that names the key. Anything but an object
+/// counts as no selector, as in the seed.
+#[derive(Debug, Default)]
+pub enum NodeSelector<'a> {
+    #[default]
+    NotAMap,
+    /// In document order; `None` for a null value.
+    Map(Vec<(Cow<'a, str>, Option<Cow<'a, str>>)>),
+}
+
+impl<'a> NodeSelector<'a> {
+    /// The value of `key`, the last one if given twice, unless null.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        match self {
+            NodeSelector::NotAMap => None,
+            NodeSelector::Map(entries) => entries
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, v)| v.as_deref()),
+        }
+    }
+}
+
+/// A nodeSelector value: a string or null, else what to call it in the error.
+enum SelectorValue<'a> {
+    Text(Option<Cow<'a, str>>),
+    Other(String),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for SelectorValue<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = SelectorValue<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Text(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Text(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Text(None))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Other(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Other(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Other(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(SelectorValue::Other(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(SelectorValue::Other("a list".to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(SelectorValue::Other("an object".to_owned()))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for NodeSelector<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = NodeSelector<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(Text(key)) = map.next_key()? {
+                    match map.next_value()? {
+                        SelectorValue::Text(value) => entries.push((key, value)),
+                        SelectorValue::Other(shown) => {
+                            return Err(de::Error::custom(format_args!(
+                                "spec.nodeSelector[{:?}] must be a string (quote the value), not {}",
+                                clip(&key),
+                                clip(&shown)
+                            )));
+                        }
+                    }
+                }
+                Ok(NodeSelector::Map(entries))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(NodeSelector::NotAMap)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(NodeSelector::NotAMap)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(NodeSelector::NotAMap)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(NodeSelector::NotAMap)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(NodeSelector::NotAMap)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(NodeSelector::NotAMap)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodView<'a> {
@@ -146,7 +270,7 @@ pub struct SpecView<'a> {
     #[serde(default, borrow)]
     pub volumes: Option<List<VolumeView<'a>>>,
     #[serde(default, borrow)]
-    pub node_selector: Option<&'a RawValue>,
+    pub node_selector: Option<NodeSelector<'a>>,
     #[serde(default, borrow)]
     pub affinity: Option<&'a RawValue>,
     #[serde(default)]

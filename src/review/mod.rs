@@ -1,10 +1,13 @@
 //! AdmissionReview in, AdmissionReview out.
 //!
-//! The request envelope is read into a borrowed view, and the object straight
-//! into a [`PodView`] in the same pass, so a review costs about one scan of
-//! its bytes; the fields the webhook does not read are skipped unparsed. The
-//! response (`ReviewOut`) echoes uid, apiVersion and kind, carries the patch
-//! as base64 and reuses kube's `Status`.
+//! Invariant: a review reads its bytes once. The request envelope is read
+//! into a borrowed view and the object straight into a pod view in the same
+//! pass; the fields the webhook does not read are skipped unparsed (see
+//! docs/performance.md for what each of these choices saves). The response
+//! (`wire::ReviewOut`) echoes uid, apiVersion and kind, carries the patch as
+//! base64 and reuses kube's `Status`.
+
+mod wire;
 
 use std::borrow::Cow;
 
@@ -13,12 +16,12 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use kube::core::admission::AdmissionReview;
 use kube::core::{DynamicObject, Status, TypeMeta};
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use thiserror::Error;
 
 use crate::mutate::pod::PodView;
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
+use wire::{RequestIn, ResponseOut, ReviewIn, ReviewOut};
 
 /// A request that cannot be answered with an AdmissionReview at all; the
 /// server turns these into HTTP 400.
@@ -36,60 +39,6 @@ pub enum ReviewError {
     Encode(String),
 }
 
-/// `O` is what the object is read as: a [`PodView`] on the fast path, raw
-/// JSON when that fails (the object is then not a readable pod).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
-struct ReviewIn<'a, O> {
-    #[serde(default, borrow)]
-    api_version: Cow<'a, str>,
-    #[serde(default, borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    request: Option<RequestIn<'a, O>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
-struct RequestIn<'a, O> {
-    #[serde(borrow)]
-    uid: Cow<'a, str>,
-    #[serde(borrow)]
-    kind: GroupVersionKind<'a>,
-    #[serde(default, borrow)]
-    resource: Option<GroupVersionResource<'a>>,
-    #[serde(default, borrow)]
-    sub_resource: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    namespace: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    operation: Cow<'a, str>,
-    #[serde(default = "Option::default")]
-    object: Option<O>,
-    #[serde(default)]
-    dry_run: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct GroupVersionKind<'a> {
-    #[serde(default, borrow)]
-    group: Cow<'a, str>,
-    #[serde(default, borrow)]
-    version: Cow<'a, str>,
-    #[serde(default, borrow)]
-    kind: Cow<'a, str>,
-}
-
-#[derive(Deserialize)]
-struct GroupVersionResource<'a> {
-    #[serde(default, borrow)]
-    group: Cow<'a, str>,
-    #[serde(default, borrow)]
-    resource: Cow<'a, str>,
-}
-
 /// How a review ended, for metrics and the log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -100,6 +49,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Mutated => "mutated",
@@ -128,17 +78,20 @@ pub struct Reviewed {
 
 /// Answers one AdmissionReview request body.
 ///
-/// The fast path reads the object straight into a [`PodView`] in the same
-/// pass as the envelope (scanning the object twice was a third of a
-/// review). If that fails, the object is not a readable pod, or not a pod at
-/// all: the envelope is read again with the object kept raw, and only a Pod
-/// CREATE turns a bad object into a denial.
+/// The fast path reads the object straight into a pod view in the same pass
+/// as the envelope. If that fails, the object is not a readable pod, or not
+/// a pod at all: the envelope is read again with the object kept raw, and
+/// only a Pod CREATE turns the bad object into a denial.
+///
+/// # Errors
+/// A body that is not an AdmissionReview with a request (the server answers
+/// HTTP 400), or a response that cannot be encoded.
 pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     let body = text(body)?;
     if let Ok(review) = serde_json::from_str::<ReviewIn<'_, PodView<'_>>>(body) {
         let request = review.request.ok_or(ReviewError::NoRequest)?;
         let types = type_meta(review.api_version, review.kind);
-        return match request.object.as_ref().filter(|_| is_pod_create(&request)) {
+        return match request.object.as_ref().filter(|_| request.is_pod_create()) {
             Some(pod) => {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);
                 respond(types, &request, Some(pod), decision)
@@ -154,23 +107,26 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     let review: ReviewIn<'_, &RawValue> = serde_json::from_str(body)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     let types = type_meta(review.api_version, review.kind);
-    let decision = match request.object.filter(|_| is_pod_create(&request)) {
+    let decision = match request.object.filter(|_| request.is_pod_create()) {
         None => Decision::Skip(SkipReason::NotPodCreate),
-        Some(raw) => match PodView::parse(raw.get()) {
-            Ok(pod) => {
-                let decision = mutate::decide_view(&pod, request.namespace.as_deref(), ctx);
-                return respond(types, &request, Some(&pod), decision);
-            }
-            Err(e) => Decision::Deny(Denial::MalformedPod(e.to_string())),
-        },
+        Some(raw) => Decision::Deny(Denial::MalformedPod(unreadable_pod(raw))),
     };
     respond(types, &request, None, decision)
 }
 
-/// The body as text, checked for UTF-8 once: serde_json then reads it
-/// without validating every string it borrows again, which was a tenth of a
-/// review (callgrind). JSON must be UTF-8 (RFC 8259), and the apiserver only
-/// sends UTF-8.
+/// Why `raw` is not a readable pod, with positions relative to the object.
+/// Only asked after the fast path failed to read this very object as a pod,
+/// and the same reader on the same text fails the same way, so there is
+/// always an error to report.
+fn unreadable_pod(raw: &RawValue) -> String {
+    PodView::parse(raw.get())
+        .err()
+        .map_or_else(|| "it is not a pod".to_owned(), |e| e.to_string())
+}
+
+/// The body as text, checked for UTF-8 once, so that serde_json can borrow
+/// strings without validating each again. JSON must be UTF-8 (RFC 8259),
+/// and the apiserver only sends UTF-8.
 fn text(body: &[u8]) -> Result<&str, ReviewError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ReviewError::Empty);
@@ -183,19 +139,6 @@ fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMeta {
         api_version: api_version.into_owned(),
         kind: kind.into_owned(),
     }
-}
-
-fn is_pod_create<O>(r: &RequestIn<'_, O>) -> bool {
-    let resource_is_pods = r
-        .resource
-        .as_ref()
-        .is_none_or(|res| res.group.is_empty() && res.resource == "pods");
-    r.operation == "CREATE"
-        && r.kind.group.is_empty()
-        && r.kind.version == "v1"
-        && r.kind.kind == "Pod"
-        && resource_is_pods
-        && r.sub_resource.as_deref().is_none_or(str::is_empty)
 }
 
 fn respond<O>(
@@ -256,49 +199,6 @@ fn respond<O>(
     })
 }
 
-/// The AdmissionReview v1 response on the wire. kube-core's
-/// `AdmissionResponse` writes `patch` as a JSON array of byte values, which
-/// the apiserver accepts but which is three to four times the size of the
-/// base64 text Go's `[]byte` is meant to carry; the patch is on every
-/// sandbox create, so it goes out as base64. `status` reuses kube's type.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'a str,
-    kind: &'a str,
-    response: ResponseOut<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseOut<'a> {
-    uid: &'a str,
-    allowed: bool,
-    /// Always present (empty when allowed): kube-rs clients require it.
-    status: Status,
-    /// Already a JSON string: base64 needs no escaping, and scanning the
-    /// text for characters to escape cost as much as encoding it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<Box<RawValue>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
-impl<'a> ResponseOut<'a> {
-    fn allowed(uid: &'a str) -> Self {
-        ResponseOut {
-            uid,
-            allowed: true,
-            status: Status::default(),
-            patch: None,
-            patch_type: None,
-            warnings: &[],
-        }
-    }
-}
-
 /// Every response echoes the request's uid, apiVersion and kind.
 fn encode(types: &TypeMeta, response: ResponseOut<'_>) -> Result<Vec<u8>, ReviewError> {
     let review = ReviewOut {
@@ -353,7 +253,12 @@ pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
 /// so that the load benchmark compares handlers on an identical stack.
 pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
     let (types, request) = null_envelope(body)?;
-    respond(types, &request, None, Decision::Admit(Default::default()))
+    respond(
+        types,
+        &request,
+        None,
+        Decision::Admit(mutate::Admission::default()),
+    )
 }
 
 /// The envelope with the object skipped unread.

@@ -1,0 +1,206 @@
+//! The policy annotation read in one pass into a borrowed document that
+//! accepts any JSON value; `super::parse` checks its shape afterwards.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use crate::mutate::pod::Text;
+
+/// The visitor methods for booleans and numbers, all mapped to one value.
+macro_rules! non_string_scalars {
+    ($other:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($other())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($other())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($other())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($other())
+        }
+    };
+}
+
+// --- the borrowed document ------------------------------------------------
+//
+// Every visitor below accepts any JSON value, so the only errors serde_json
+// reports are syntax errors, exactly as when parsing into a `Value`. Values
+// the checks do not look into are still parsed as a `Value` (numbers out of
+// range are syntax errors there too); they are rare and off the fast path.
+// Duplicate keys: the last value wins and an unknown key is reported where it
+// first appeared, as with a `Value` object.
+
+/// A JSON value that is either an object read as `T` or anything else.
+pub(super) enum Node<T> {
+    Object(T),
+    Other,
+}
+
+/// A value the checks want as a string; `null` is told apart because a
+/// `null` defaultAction means "not given".
+pub(super) enum Scalar<'a> {
+    Null,
+    Str(Cow<'a, str>),
+    Other,
+}
+
+pub(super) enum Rules<'a> {
+    Null,
+    List(Vec<Node<RuleDoc<'a>>>),
+    Other,
+}
+
+#[derive(Default)]
+pub(super) struct PolicyDoc<'a> {
+    pub(super) default_action: Option<Scalar<'a>>,
+    pub(super) egress: Option<Rules<'a>>,
+    pub(super) unknown: Option<Cow<'a, str>>,
+}
+
+#[derive(Default)]
+pub(super) struct RuleDoc<'a> {
+    pub(super) action: Option<Scalar<'a>>,
+    pub(super) target: Option<Scalar<'a>>,
+    pub(super) unknown: Option<Cow<'a, str>>,
+}
+
+/// Reads the fields of one object into `T`.
+trait Fields<'de>: Default {
+    fn field<A: MapAccess<'de>>(&mut self, key: Cow<'de, str>, map: &mut A)
+    -> Result<(), A::Error>;
+}
+
+impl<'de> Fields<'de> for PolicyDoc<'de> {
+    fn field<A: MapAccess<'de>>(
+        &mut self,
+        key: Cow<'de, str>,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        match key.as_ref() {
+            "defaultAction" => self.default_action = Some(map.next_value()?),
+            "egress" => self.egress = Some(map.next_value()?),
+            _ => {
+                map.next_value::<Value>()?;
+                self.unknown.get_or_insert(key);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Fields<'de> for RuleDoc<'de> {
+    fn field<A: MapAccess<'de>>(
+        &mut self,
+        key: Cow<'de, str>,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        match key.as_ref() {
+            "action" => self.action = Some(map.next_value()?),
+            "target" => self.target = Some(map.next_value()?),
+            _ => {
+                map.next_value::<Value>()?;
+                self.unknown.get_or_insert(key);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de, T: Fields<'de>> Deserialize<'de> for Node<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Fields<'de>> Visitor<'de> for V<T> {
+            type Value = Node<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fields = T::default();
+                while let Some(Text(key)) = map.next_key()? {
+                    fields.field(key, &mut map)?;
+                }
+                Ok(Node::Object(fields))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<Value>()?.is_some() {}
+                Ok(Node::Other)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Node::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Node::Other)
+            }
+            non_string_scalars!(|| Node::Other);
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Scalar::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(Scalar::Other)
+            }
+            non_string_scalars!(|| Scalar::Other);
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rules<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Rules<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut rules = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(rule) = seq.next_element()? {
+                    rules.push(rule);
+                }
+                Ok(Rules::List(rules))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Rules::Null)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Rules::Other)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Rules::Other)
+            }
+            non_string_scalars!(|| Rules::Other);
+        }
+        d.deserialize_any(V)
+    }
+}
