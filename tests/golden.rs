@@ -267,3 +267,93 @@ fn review_cli_matches_library() {
         expected.body.as_slice()
     );
 }
+
+/// Contract: kube-rs clients read every response this webhook writes with
+/// kube's own typed `AdmissionReview` (kube::core::admission), for every
+/// review fixture and every pod fixture sent as a Pod CREATE. A response
+/// without a patch is parsed from its bytes as they are; one with a patch
+/// only after its base64 text becomes the byte array kube-core expects
+/// (`review::parse_response`, the one documented difference).
+#[test]
+fn kube_parses_every_response() {
+    use kube::core::DynamicObject;
+    use kube::core::admission::AdmissionReview;
+
+    let mut bodies: Vec<(String, Config, Vec<u8>)> = cases(".review.json")
+        .into_iter()
+        .map(|(stem, path)| {
+            (
+                stem.clone(),
+                config_for(&stem),
+                std::fs::read(path).unwrap(),
+            )
+        })
+        .collect();
+    for (stem, path) in cases(".pod.yaml") {
+        let pod: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": format!("uid-{stem}"),
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+                "operation": "CREATE",
+                "object": pod,
+            }
+        });
+        bodies.push((
+            stem.clone(),
+            config_for(&stem),
+            review.to_string().into_bytes(),
+        ));
+    }
+    assert!(bodies.len() > 70, "{}", bodies.len());
+    let (mut with_patch, mut denied) = (0, 0);
+    for (stem, config, body) in &bodies {
+        let tokens = FixedToken(TOKEN.into());
+        let ctx = Context {
+            config,
+            now: now(),
+            own_namespace: Some(OWN_NAMESPACE),
+            tokens: &tokens,
+        };
+        let out = review::review(body, &ctx).expect("review answers").body;
+        let raw: Value = serde_json::from_slice(&out).unwrap();
+        let typed: AdmissionReview<DynamicObject> = match raw["response"].get("patch") {
+            None => serde_json::from_slice(&out)
+                .unwrap_or_else(|e| panic!("{stem}: kube cannot parse the response: {e}")),
+            Some(_) => review::parse_response(&out)
+                .unwrap_or_else(|e| panic!("{stem}: kube cannot parse the response: {e}")),
+        };
+        assert_eq!(typed.types.api_version, raw["apiVersion"], "{stem}");
+        assert_eq!(typed.types.kind, raw["kind"], "{stem}");
+        let response = typed.response.expect("a response");
+        assert_eq!(response.uid, raw["response"]["uid"], "{stem}");
+        assert_eq!(response.allowed, raw["response"]["allowed"], "{stem}");
+        if !response.allowed {
+            denied += 1;
+            assert_eq!(
+                response.result.code, raw["response"]["status"]["code"],
+                "{stem}"
+            );
+            assert_eq!(
+                response.result.message, raw["response"]["status"]["message"],
+                "{stem}"
+            );
+        }
+        assert_eq!(
+            response.patch,
+            patch_bytes(&raw["response"]["patch"]),
+            "{stem}"
+        );
+        with_patch += usize::from(response.patch.is_some());
+        let warnings = raw["response"]
+            .get("warnings")
+            .map(|w| serde_json::from_value::<Vec<String>>(w.clone()).unwrap());
+        assert_eq!(response.warnings, warnings, "{stem}");
+    }
+    // The fixtures cover all three shapes of response.
+    assert!(with_patch > 10 && denied > 10, "{with_patch} {denied}");
+}
