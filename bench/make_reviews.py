@@ -7,9 +7,25 @@ network policy of 10 and of 1,000 rules. Deterministic: same output each run.
 """
 import json
 import os
+import re
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reviews")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "reviews")
 P = "opensandbox.io"
+TARGET_BYTES = {"2k": 2048, "10k": 10240, "30k": 30720}
+
+
+def cases():
+    """(name, size, rules) for each line of bench/cases.txt, the one list."""
+    with open(os.path.join(HERE, "cases.txt")) as f:
+        for line in f:
+            name = line.strip()
+            if not name or name.startswith("#"):
+                continue
+            m = re.fullmatch(r"pod-(2k|10k|30k)(?:-rules(\d+))?", name)
+            if not m:
+                raise SystemExit(f"bench/cases.txt: cannot read case {name!r}")
+            yield name, m.group(1), None if m.group(2) is None else int(m.group(2))
 
 
 def container(name, i, rich):
@@ -114,13 +130,11 @@ def pod(size, rules):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for size, target in (("2k", 2048), ("10k", 10240), ("30k", 30720)):
-        for rules in (None, 10, 1000):
-            body = json.dumps(pod(size, rules), separators=(",", ":"))
-            name = f"pod-{size}" + ("" if rules is None else f"-rules{rules}")
-            with open(os.path.join(OUT, name + ".json"), "w") as f:
-                f.write(body)
-            print(f"{name}.json: {len(body)} bytes (target ~{target} without rules)")
+    for name, size, rules in cases():
+        body = json.dumps(pod(size, rules), separators=(",", ":"))
+        with open(os.path.join(OUT, name + ".json"), "w") as f:
+            f.write(body)
+        print(f"{name}.json: {len(body)} bytes (target ~{TARGET_BYTES[size]} without rules)")
 
 
 if __name__ == "__main__":

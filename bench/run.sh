@@ -207,8 +207,9 @@ table() {
   echo
   echo "| body | kube_baseline | null_review | review | review / kube_baseline | review / null_review |"
   echo "|---|---:|---:|---:|---:|---:|"
-  for c in pod-2k pod-2k-rules10 pod-2k-rules1000 pod-10k pod-10k-rules10 pod-10k-rules1000 \
-    pod-30k pod-30k-rules10 pod-30k-rules1000; do
+  local cases
+  mapfile -t cases < <(grep -v '^#' bench/cases.txt | grep .)
+  for c in "${cases[@]}"; do
     local k n r
     k=$(crit kube_baseline "$c") n=$(crit null_review "$c") r=$(crit review "$c")
     echo "| $c ($(stat -c %s "bench/reviews/$c.json") B) | $k | $n | $r | $(ratio "$r" "$k") | $(ratio "$r" "$n") |"

@@ -22,17 +22,15 @@ use sandbox_webhook::config::Config;
 use sandbox_webhook::mutate::{Context, FixedToken};
 use sandbox_webhook::review;
 
-const CASES: [&str; 9] = [
-    "pod-2k",
-    "pod-2k-rules10",
-    "pod-2k-rules1000",
-    "pod-10k",
-    "pod-10k-rules10",
-    "pod-10k-rules1000",
-    "pod-30k",
-    "pod-30k-rules10",
-    "pod-30k-rules1000",
-];
+/// The one list of cases, shared with bench/make_reviews.py and bench/run.sh.
+const CASES: &str = include_str!("../bench/cases.txt");
+
+fn cases() -> impl Iterator<Item = &'static str> {
+    CASES
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
 
 fn load(name: &str) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -61,7 +59,7 @@ fn bench(c: &mut Criterion) {
         tokens: &tokens,
     };
     let mut group = c.benchmark_group("admission");
-    for name in CASES {
+    for name in cases() {
         let body = load(name);
         // The full path must really mutate, or the comparison means nothing.
         let out = review::review(&body, &ctx).unwrap();

@@ -6,9 +6,9 @@
 //! adding into it (an `add` into a missing object fails).
 //!
 //! Values are anything `Serialize`: the containers and volumes the webhook
-//! adds are plain structs (see `execd` and `egress`), so a patch costs one
-//! buffer, not a tree of `serde_json::Value` maps that is built, serialized
-//! and dropped on every admission (that tree was a third of a review).
+//! adds are plain structs (see `execd` and `egress`), written straight into
+//! one buffer; no `serde_json::Value` tree is built on the hot path
+//! (docs/performance.md, "Design invariants").
 
 use json_patch::PatchOperation;
 use serde::ser::{Serialize, SerializeMap, Serializer};

@@ -20,8 +20,8 @@ use super::denial::clip;
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation alone can be
-/// larger than the rest of the pod. A short list borrowed from the request
-/// costs no allocation per key, where a map paid one per key and node.
+/// larger than the rest of the pod. Keys are borrowed from the request, so
+/// reading them allocates nothing per key (docs/performance.md).
 #[derive(Debug, Default)]
 pub struct RawMap<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
