@@ -1,6 +1,6 @@
 //! The mutation core against what any admission webhook must do anyway.
 //!
-//! For each review body (bench/reviews/, written by bench/make_reviews.py):
+//! For each review body (`bench/reviews/`, written by `bench/make_reviews.py`):
 //! - `kube_baseline`: parse into kube's `AdmissionReview<DynamicObject>` and
 //!   serialize an allowed response without a patch (what the kube-rs
 //!   admission example does before deciding anything);
@@ -22,7 +22,7 @@ use sandbox_webhook::config::Config;
 use sandbox_webhook::mutate::{Context, FixedToken};
 use sandbox_webhook::review;
 
-/// The one list of cases, shared with bench/make_reviews.py and bench/run.sh.
+/// The one list of cases, shared with `bench/make_reviews.py` and `bench/run.sh`.
 const CASES: &str = include_str!("../bench/cases.txt");
 
 fn cases() -> impl Iterator<Item = &'static str> {
@@ -66,13 +66,13 @@ fn bench(c: &mut Criterion) {
         assert_eq!(out.outcome, review::Outcome::Mutated, "{name}");
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_with_input(BenchmarkId::new("kube_baseline", name), &body, |b, body| {
-            b.iter(|| kube_baseline(black_box(body)))
+            b.iter(|| kube_baseline(black_box(body)));
         });
         group.bench_with_input(BenchmarkId::new("null_review", name), &body, |b, body| {
-            b.iter(|| review::null_review(black_box(body)).unwrap())
+            b.iter(|| review::null_review(black_box(body)).unwrap());
         });
         group.bench_with_input(BenchmarkId::new("review", name), &body, |b, body| {
-            b.iter(|| review::review(black_box(body), &ctx).unwrap())
+            b.iter(|| review::review(black_box(body), &ctx).unwrap());
         });
     }
     group.finish();

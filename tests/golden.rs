@@ -1,5 +1,5 @@
 //! Golden fixtures: `tests/fixtures/NAME.pod.yaml` (a Pod) or
-//! `NAME.review.json` (an AdmissionReview), optional `NAME.config.yaml`, and
+//! `NAME.review.json` (an `AdmissionReview`), optional `NAME.config.yaml`, and
 //! the expected result in `NAME.expected.yaml`. Every patch is applied to the
 //! raw input with `json_patch::patch`, and every mutated pod is admitted a
 //! second time to prove the second pass is empty.
@@ -106,7 +106,7 @@ fn describe(decision: &Decision, patched: Option<Value>) -> Value {
     Value::Object(out)
 }
 
-/// Compares with (or, with REFRESH_GOLDEN set, rewrites) the expected file.
+/// Compares with (or, with `REFRESH_GOLDEN` set, rewrites) the expected file.
 fn check_golden(stem: &str, actual: &Value, failures: &mut Vec<String>) {
     let path = fixtures().join(format!("{stem}.expected.yaml"));
     if std::env::var_os("REFRESH_GOLDEN").is_some() {
@@ -269,7 +269,7 @@ fn review_cli_matches_library() {
 }
 
 /// Contract: kube-rs clients read every response this webhook writes with
-/// kube's own typed `AdmissionReview` (kube::core::admission), for every
+/// kube's own typed `AdmissionReview` (`kube::core::admission`), for every
 /// review fixture and every pod fixture sent as a Pod CREATE. A response
 /// without a patch is parsed from its bytes as they are; one with a patch
 /// only after its base64 text becomes the byte array kube-core expects

@@ -1,6 +1,6 @@
 //! Why a pod cannot be admitted. Each variant renders as one sentence that
 //! names the annotation or field and what to change; the HTTP-style code goes
-//! into `status.code` of the AdmissionResponse.
+//! into `status.code` of the `AdmissionResponse`.
 
 use std::borrow::Cow;
 

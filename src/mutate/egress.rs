@@ -63,7 +63,7 @@ impl TokenSource for FixedToken {
 }
 
 /// A container named `egress` that carries the sidecar's rules env var is
-/// ours (or OpenSandbox's own layout) and is left alone.
+/// ours (or the layout of `OpenSandbox` itself) and is left alone.
 fn is_sidecar(c: &ContainerView<'_>) -> bool {
     c.name == EGRESS && c.has_env(RULES_ENV)
 }
@@ -192,7 +192,7 @@ impl Sidecar<'_> {
         }
     }
 
-    /// The sidecar container, in the shape OpenSandbox's own provider gives it.
+    /// The sidecar container, in the shape the `OpenSandbox` provider gives it.
     fn container(&self) -> Container<'_> {
         let token = self.token();
         let mut env = Vec::with_capacity(4);

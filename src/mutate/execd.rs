@@ -82,8 +82,8 @@ fn mounts_bin(c: &ContainerView<'_>) -> bool {
 }
 
 /// An `execd-installer` init container that mounts the binary volume where
-/// execd expects it: ours from an earlier pass, or from an OpenSandbox pool
-/// template or a resumed sandbox. Either way it is left alone.
+/// execd expects it: ours from an earlier pass, or from a pool template or a
+/// resumed sandbox of `OpenSandbox`. Either way it is left alone.
 fn existing_installer(spec: &SpecView<'_>) -> Option<usize> {
     spec.init_containers()
         .iter()
@@ -200,7 +200,7 @@ enum CommandChange<'a> {
 }
 
 /// The deepest part of `securityContext.capabilities.drop` the container
-/// already has, where NET_ADMIN is added.
+/// already has, where `NET_ADMIN` is added.
 enum DropAt {
     SecurityContext,
     Capabilities,
@@ -295,7 +295,7 @@ fn main_env(c: &ContainerView<'_>, credential_proxy: bool) -> Vec<EnvVar<'static
     env
 }
 
-/// With a network policy the main container loses NET_ADMIN so it cannot
+/// With a network policy the main container loses `NET_ADMIN` so it cannot
 /// rewrite the sidecar's rules; the drop list is merged, never replaced.
 /// `None` when it is already dropped.
 fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
@@ -364,7 +364,7 @@ impl Execd<'_> {
                 &json!([cap]),
             ),
             Some(DropAt::DropItem) => {
-                patch.add(&at(&["securityContext", "capabilities", "drop", "-"]), &cap)
+                patch.add(&at(&["securityContext", "capabilities", "drop", "-"]), &cap);
             }
         }
     }

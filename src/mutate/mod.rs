@@ -61,6 +61,7 @@ pub struct Admission {
 
 /// Decides for a Pod CREATE given the pod's raw JSON. `namespace` is the
 /// request's namespace when there is one (the pod's own may be empty).
+#[must_use]
 pub fn decide(pod_json: &str, namespace: Option<&str>, ctx: &Context<'_>) -> Decision {
     match PodView::parse(pod_json) {
         Ok(pod) => decide_view(&pod, namespace, ctx),
@@ -68,7 +69,12 @@ pub fn decide(pod_json: &str, namespace: Option<&str>, ctx: &Context<'_>) -> Dec
     }
 }
 
-pub fn decide_view(pod: &PodView<'_>, namespace: Option<&str>, ctx: &Context<'_>) -> Decision {
+#[must_use]
+pub(crate) fn decide_view(
+    pod: &PodView<'_>,
+    namespace: Option<&str>,
+    ctx: &Context<'_>,
+) -> Decision {
     let namespace = namespace
         .filter(|n| !n.is_empty())
         .or(pod.namespace())
@@ -248,7 +254,7 @@ fn init_container_ops(
 }
 
 /// The sandbox container: the one the annotation names, else `sandbox`, else
-/// the first that is not an egress sidecar (OpenSandbox's classic layout
+/// the first that is not an egress sidecar (the classic `OpenSandbox` layout
 /// puts the sidecar among the containers).
 fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Result<usize, Denial> {
     let containers = spec.containers();

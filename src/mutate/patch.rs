@@ -21,21 +21,27 @@ pub struct Patch {
 }
 
 impl Patch {
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.ops == 0
     }
 
     /// How many operations.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.ops
     }
 
     /// The JSON text, `[]` when empty.
+    #[must_use]
     pub fn as_json(&self) -> &[u8] {
         if self.ops == 0 { b"[]" } else { &self.json }
     }
 
     /// The operations as `json_patch` types, to apply the patch.
+    ///
+    /// # Errors
+    /// Never for a patch this crate built; the text is parsed again.
     pub fn operations(&self) -> Result<Vec<PatchOperation>, serde_json::Error> {
         serde_json::from_slice(self.as_json())
     }

@@ -1,6 +1,6 @@
 //! The requested platform becomes a nodeSelector (SPEC 5).
 //!
-//! A port of OpenSandbox's `apply_platform_node_selector`,
+//! A port of the `OpenSandbox` seed's `apply_platform_node_selector`,
 //! `ensure_platform_compatible_with_affinity` and
 //! `node_selector_term_satisfiable`, with the pod's own spec as the template.
 //! The seed works on untyped dicts and tolerates any shape, so these functions

@@ -126,7 +126,7 @@ pub enum NodeSelector<'a> {
     Map(Vec<(Cow<'a, str>, Option<Cow<'a, str>>)>),
 }
 
-impl<'a> NodeSelector<'a> {
+impl NodeSelector<'_> {
     /// The value of `key`, the last one if given twice, unless null.
     pub fn get(&self, key: &str) -> Option<&str> {
         match self {

@@ -21,6 +21,7 @@ impl SkipReason {
         SkipReason::OptOut,
     ];
 
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NotPodCreate => "not-pod-create",
@@ -30,6 +31,7 @@ impl SkipReason {
         }
     }
 
+    #[must_use]
     pub fn sentence(self) -> &'static str {
         match self {
             SkipReason::NotPodCreate => "the request is not the creation of a pod",

@@ -1,4 +1,4 @@
-//! AdmissionReview in, AdmissionReview out.
+//! `AdmissionReview` in, `AdmissionReview` out.
 //!
 //! Invariant: a review reads its bytes once. The request envelope is read
 //! into a borrowed view and the object straight into a pod view in the same
@@ -23,7 +23,7 @@ use crate::mutate::pod::PodView;
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
 use wire::{RequestIn, ResponseOut, ReviewIn, ReviewOut};
 
-/// A request that cannot be answered with an AdmissionReview at all; the
+/// A request that cannot be answered with an `AdmissionReview` at all; the
 /// server turns these into HTTP 400.
 #[derive(Debug, Error)]
 pub enum ReviewError {
@@ -76,7 +76,7 @@ pub struct Reviewed {
     pub message: Option<String>,
 }
 
-/// Answers one AdmissionReview request body.
+/// Answers one `AdmissionReview` request body.
 ///
 /// The fast path reads the object straight into a pod view in the same pass
 /// as the envelope. If that fails, the object is not a readable pod, or not
@@ -84,7 +84,7 @@ pub struct Reviewed {
 /// only a Pod CREATE turns the bad object into a denial.
 ///
 /// # Errors
-/// A body that is not an AdmissionReview with a request (the server answers
+/// A body that is not an `AdmissionReview` with a request (the server answers
 /// HTTP 400), or a response that cannot be encoded.
 pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     let body = text(body)?;
@@ -94,10 +94,10 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         return match request.object.as_ref().filter(|_| request.is_pod_create()) {
             Some(pod) => {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);
-                respond(types, &request, Some(pod), decision)
+                respond(&types, &request, Some(pod), decision)
             }
             None => respond(
-                types,
+                &types,
                 &request,
                 None,
                 Decision::Skip(SkipReason::NotPodCreate),
@@ -111,7 +111,7 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         None => Decision::Skip(SkipReason::NotPodCreate),
         Some(raw) => Decision::Deny(Denial::MalformedPod(unreadable_pod(raw))),
     };
-    respond(types, &request, None, decision)
+    respond(&types, &request, None, decision)
 }
 
 /// Why `raw` is not a readable pod, with positions relative to the object.
@@ -124,7 +124,7 @@ fn unreadable_pod(raw: &RawValue) -> String {
         .map_or_else(|| "it is not a pod".to_owned(), |e| e.to_string())
 }
 
-/// The body as text, checked for UTF-8 once, so that serde_json can borrow
+/// The body as text, checked for UTF-8 once, so that `serde_json` can borrow
 /// strings without validating each again. JSON must be UTF-8 (RFC 8259),
 /// and the apiserver only sends UTF-8.
 fn text(body: &[u8]) -> Result<&str, ReviewError> {
@@ -142,7 +142,7 @@ fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMeta {
 }
 
 fn respond<O>(
-    types: TypeMeta,
+    types: &TypeMeta,
     request: &RequestIn<'_, O>,
     pod: Option<&PodView<'_>>,
     decision: Decision,
@@ -175,7 +175,7 @@ fn respond<O>(
             Outcome::Denied(code)
         }
     };
-    let body = encode(&types, response)?;
+    let body = encode(types, response)?;
 
     let meta = pod.and_then(|p| p.metadata.as_ref());
     let name = request
@@ -226,6 +226,9 @@ const ENVELOPE_BUFFER: usize = 512;
 
 /// A response as kube's typed review, for callers that inspect it. kube-core
 /// expects `patch` as an array of bytes, so the base64 text is decoded first.
+///
+/// # Errors
+/// A body that is not an `AdmissionReview`, or a patch that is not base64.
 pub fn parse_response(body: &[u8]) -> Result<AdmissionReview<DynamicObject>, serde_json::Error> {
     use serde::de::Error;
     let mut value: serde_json::Value = serde_json::from_slice(body)?;
@@ -243,6 +246,9 @@ pub fn parse_response(body: &[u8]) -> Result<AdmissionReview<DynamicObject>, ser
 /// Allows everything without looking at the object: the cost floor of any
 /// webhook on this stack (envelope parse, object skipped, response encoded).
 /// Benchmarks measure the real review against it.
+///
+/// # Errors
+/// As [`review`], for a body that is not an `AdmissionReview`.
 pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
     let (types, request) = null_envelope(body)?;
     encode(&types, ResponseOut::allowed(&request.uid))
@@ -251,10 +257,13 @@ pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
 /// [`null_review`] with what the server logs and counts about it (outcome
 /// `unchanged`), for the server's null handler (`serve --null-handler`),
 /// so that the load benchmark compares handlers on an identical stack.
+///
+/// # Errors
+/// As [`null_review`].
 pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
     let (types, request) = null_envelope(body)?;
     respond(
-        types,
+        &types,
         &request,
         None,
         Decision::Admit(mutate::Admission::default()),

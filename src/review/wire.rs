@@ -1,4 +1,4 @@
-//! The AdmissionReview v1 envelope as this webhook reads and writes it:
+//! The `AdmissionReview` v1 envelope as this webhook reads and writes it:
 //! borrowed views of the request (only the fields it uses; the rest are
 //! skipped unparsed) and the response.
 
@@ -79,7 +79,7 @@ impl<O> RequestIn<'_, O> {
     }
 }
 
-/// The AdmissionReview v1 response on the wire. kube-core's
+/// The `AdmissionReview` v1 response on the wire. kube-core's
 /// `AdmissionResponse` writes `patch` as a JSON array of byte values, which
 /// the apiserver accepts but which is three to four times the size of the
 /// base64 text Go's `[]byte` is meant to carry; the patch is on every
