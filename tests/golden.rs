@@ -7,36 +7,36 @@
 //! `REFRESH_GOLDEN=1 cargo test --test golden` rewrites the expected files;
 //! review the diff before committing it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use chrono::{DateTime, Utc};
+use common::clock::NOW;
+use common::context::{TOKEN, TestContext};
 use sandbox_webhook::config::Config;
-use sandbox_webhook::mutate::{self, Context, Decision, FixedToken};
+use sandbox_webhook::mutate::{self, Decision};
 use sandbox_webhook::review;
 use serde_json::{Value, json};
 
-const NOW: &str = "2026-01-01T00:00:00Z";
-const TOKEN: &str = "fixtureTokenFixtureTokenFixture0";
 const OWN_NAMESPACE: &str = "sandbox-webhook";
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(NOW)
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
-fn config_for(stem: &str) -> Config {
+/// The fixed clock and token, the webhook's own namespace, and the case's
+/// configuration.
+fn context_for(stem: &str) -> TestContext {
     let path = fixtures().join(format!("{stem}.config.yaml"));
-    if path.exists() {
+    let config = if path.exists() {
         Config::load(&path).unwrap_or_else(|e| panic!("{stem}: {e}"))
     } else {
         Config::default()
-    }
+    };
+    TestContext::new()
+        .config(config)
+        .own_namespace(OWN_NAMESPACE)
 }
 
 fn cases(suffix: &str) -> Vec<(String, PathBuf)> {
@@ -54,15 +54,8 @@ fn cases(suffix: &str) -> Vec<(String, PathBuf)> {
 }
 
 /// Runs one pod through the core and applies the patch to the raw input.
-fn admit_pod(pod: &Value, config: &Config) -> (Decision, Option<Value>) {
-    let tokens = FixedToken(TOKEN.into());
-    let ctx = Context {
-        config,
-        now: now(),
-        own_namespace: Some(OWN_NAMESPACE),
-        tokens: &tokens,
-    };
-    let decision = mutate::decide(&pod.to_string(), None, &ctx);
+fn admit_pod(pod: &Value, ctx: &TestContext) -> (Decision, Option<Value>) {
+    let decision = mutate::decide(&pod.to_string(), None, &ctx.get());
     let patched = match &decision {
         Decision::Admit(a) => {
             let mut out = pod.clone();
@@ -140,8 +133,8 @@ fn check_warnings(stem: &str, decision: &Decision, failures: &mut Vec<String>) {
 }
 
 /// The webhook's own output, admitted again, must need nothing more.
-fn check_idempotent(stem: &str, patched: &Value, config: &Config, failures: &mut Vec<String>) {
-    let (again, _) = admit_pod(patched, config);
+fn check_idempotent(stem: &str, patched: &Value, ctx: &TestContext, failures: &mut Vec<String>) {
+    let (again, _) = admit_pod(patched, ctx);
     match again {
         Decision::Admit(a) if a.patch.is_empty() => {}
         Decision::Skip(_) => {}
@@ -155,13 +148,13 @@ fn pod_fixtures() {
     assert!(cases.len() >= 30, "expected at least 30 pod fixtures");
     let mut failures = Vec::new();
     for (stem, path) in &cases {
-        let config = config_for(stem);
+        let ctx = context_for(stem);
         let text = std::fs::read_to_string(path).unwrap();
         let pod: Value = serde_yaml_ng::from_str(&text).unwrap();
-        let (decision, patched) = admit_pod(&pod, &config);
+        let (decision, patched) = admit_pod(&pod, &ctx);
         check_warnings(stem, &decision, &mut failures);
         if let Some(p) = &patched {
-            check_idempotent(stem, p, &config, &mut failures);
+            check_idempotent(stem, p, &ctx, &mut failures);
         }
         check_golden(stem, &describe(&decision, patched), &mut failures);
     }
@@ -174,17 +167,10 @@ fn review_fixtures() {
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
     for (stem, path) in &cases {
-        let config = config_for(stem);
+        let ctx = context_for(stem);
         let body = std::fs::read(path).unwrap();
         let request: Value = serde_json::from_slice(&body).unwrap();
-        let tokens = FixedToken(TOKEN.into());
-        let ctx = Context {
-            config: &config,
-            now: now(),
-            own_namespace: Some(OWN_NAMESPACE),
-            tokens: &tokens,
-        };
-        let reviewed = review::review(&body, &ctx).expect("review answers");
+        let reviewed = review::review(&body, &ctx.get()).expect("review answers");
         let mut response: Value = serde_json::from_slice(&reviewed.body).unwrap();
 
         // Every response echoes the request's uid, apiVersion and kind.
@@ -204,7 +190,7 @@ fn review_fixtures() {
         if let Some(bytes) = patch_bytes(&response["response"]["patch"]) {
             let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
             json_patch::patch(&mut object, &patch).expect("patch applies to the raw object");
-            check_idempotent(stem, &object, &config, &mut failures);
+            check_idempotent(stem, &object, &ctx, &mut failures);
             // Readable in the golden file; the bytes are checked by applying.
             response["response"]["patch"] = serde_json::to_value(&patch).unwrap();
         }
@@ -253,15 +239,8 @@ fn review_cli_matches_library() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let config = Config::default();
-    let tokens = FixedToken(TOKEN.into());
-    let ctx = Context {
-        config: &config,
-        now: now(),
-        own_namespace: None,
-        tokens: &tokens,
-    };
-    let expected = review::review(&std::fs::read(&path).unwrap(), &ctx).unwrap();
+    let ctx = TestContext::new();
+    let expected = review::review(&std::fs::read(&path).unwrap(), &ctx.get()).unwrap();
     assert_eq!(
         out.stdout.strip_suffix(b"\n").unwrap(),
         expected.body.as_slice()

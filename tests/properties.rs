@@ -2,19 +2,14 @@
 //! always applies to the raw pod, fields it does not know survive untouched,
 //! and admitting its own output again needs no patch.
 
-use chrono::{DateTime, Utc};
+mod common;
+
+use common::P;
+use common::context::TestContext;
 use proptest::prelude::*;
 use sandbox_webhook::config::Config;
-use sandbox_webhook::mutate::{self, Context, Decision, FixedToken};
+use sandbox_webhook::mutate::{self, Decision};
 use serde_json::{Map, Value, json};
-
-const P: &str = "opensandbox.io";
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-06-01T12:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
 
 fn arb_name() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -255,15 +250,15 @@ fn arb_config() -> impl Strategy<Value = Config> {
     )
 }
 
-fn decide(pod: &Value, config: &Config) -> Decision {
-    let tokens = FixedToken("prop-token".into());
-    let ctx = Context {
-        config,
-        now: now(),
-        own_namespace: Some("sandbox-webhook"),
-        tokens: &tokens,
-    };
-    mutate::decide(&pod.to_string(), None, &ctx)
+fn props_context(config: Config) -> TestContext {
+    TestContext::new()
+        .config(config)
+        .own_namespace("sandbox-webhook")
+        .token("prop-token")
+}
+
+fn decide(pod: &Value, ctx: &TestContext) -> Decision {
+    mutate::decide(&pod.to_string(), None, &ctx.get())
 }
 
 /// Unknown fields of containers are keyed by container name, since injected
@@ -305,7 +300,8 @@ proptest! {
 
     #[test]
     fn patch_applies_keeps_unknown_fields_and_is_idempotent(pod in arb_pod(), config in arb_config()) {
-        let decision = decide(&pod, &config);
+        let ctx = props_context(config);
+        let decision = decide(&pod, &ctx);
         if let Decision::Admit(admission) = decision {
             let mut patched = pod.clone();
             let ops = admission.patch.operations()
@@ -316,7 +312,7 @@ proptest! {
             for w in &admission.warnings {
                 prop_assert!(w.chars().count() <= 120);
             }
-            match decide(&patched, &config) {
+            match decide(&patched, &ctx) {
                 Decision::Admit(again) => prop_assert!(
                     again.patch.is_empty(),
                     "second pass patched: {}",
@@ -330,11 +326,9 @@ proptest! {
     /// Arbitrary JSON where a pod is expected must never panic.
     #[test]
     fn arbitrary_json_never_panics(text in ".{0,200}") {
-        let _ = decide(&Value::String(text.clone()), &Config::default());
-        let tokens = FixedToken("t".into());
-        let config = Config::default();
-        let ctx = Context { config: &config, now: now(), own_namespace: None, tokens: &tokens };
-        let _ = mutate::decide(&text, None, &ctx);
-        let _ = sandbox_webhook::review::review(text.as_bytes(), &ctx);
+        let _ = decide(&Value::String(text.clone()), &props_context(Config::default()));
+        let ctx = TestContext::new().token("t");
+        let _ = mutate::decide(&text, None, &ctx.get());
+        let _ = sandbox_webhook::review::review(text.as_bytes(), &ctx.get());
     }
 }
