@@ -1,0 +1,175 @@
+//! What an admitted or denied sandbox pod looks like once the apiserver has
+//! stored (or refused) it.
+
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::Result;
+use crate::common::P;
+use crate::common::pods::SandboxPod;
+use crate::env::{Env, annotation, check, has_init, init_names};
+
+pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
+    let scope = env.scope(id).await?;
+    let before = chrono::Utc::now();
+    let pod = SandboxPod::new("basic")
+        .annotation("platform", "linux/amd64")
+        .annotation("timeout", "1h")
+        .pod();
+    scope.pods().create(&PostParams::default(), &pod).await?;
+    let stored = scope.pods().get("basic").await?;
+    let spec = stored.spec.as_ref().ok_or("no spec")?;
+    check(
+        init_names(&stored) == ["execd-installer"],
+        "execd-installer is the only init container",
+    )?;
+    let volumes = spec.volumes.as_ref().ok_or("no volumes")?;
+    check(
+        volumes
+            .iter()
+            .any(|v| v.name == "opensandbox-bin" && v.empty_dir.is_some()),
+        "opensandbox-bin emptyDir volume",
+    )?;
+    let main = &spec.containers[0];
+    check(
+        main.command.as_deref()
+            == Some(
+                &[
+                    "/opt/opensandbox/bootstrap.sh".to_owned(),
+                    "sleep".into(),
+                    "3600".into(),
+                ][..],
+            ),
+        "command wrapped by bootstrap.sh",
+    )?;
+    check(
+        main.env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "EXECD" && e.value.as_deref() == Some("/opt/opensandbox/execd")),
+        "EXECD env",
+    )?;
+    check(
+        main.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "opensandbox-bin" && m.mount_path == "/opt/opensandbox"),
+        "bin volume mounted in main",
+    )?;
+    let selector = spec.node_selector.as_ref().ok_or("no nodeSelector")?;
+    check(
+        selector.get("kubernetes.io/os").map(String::as_str) == Some("linux")
+            && selector.get("kubernetes.io/arch").map(String::as_str) == Some("amd64"),
+        "platform nodeSelector",
+    )?;
+    let at = annotation(&stored, &format!("{P}/expires-at")).ok_or("no expires-at")?;
+    let at = chrono::DateTime::parse_from_rfc3339(at)?;
+    let delta = at.signed_duration_since(before).num_seconds();
+    check(
+        (3590..=3660).contains(&delta),
+        &format!("expires-at is about an hour ahead (got {delta}s)"),
+    )?;
+    Ok(())
+}
+
+pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<()> {
+    let scope = env.scope(id).await?;
+    let policy = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
+    let pod = SandboxPod::new("egress")
+        .annotation("network-policy", policy)
+        .pod();
+    scope.pods().create(&PostParams::default(), &pod).await?;
+    let stored = scope.pods().get("egress").await?;
+    check(
+        init_names(&stored) == ["execd-installer", "egress"],
+        "installer then egress",
+    )?;
+    let spec = stored.spec.as_ref().ok_or("no spec")?;
+    let egress = &spec.init_containers.as_ref().ok_or("no init")?[1];
+    check(
+        egress.restart_policy.as_deref() == Some("Always"),
+        "egress is a native sidecar",
+    )?;
+    let token =
+        annotation(&stored, &format!("{P}/egress-auth-token")).ok_or("no token annotation")?;
+    check(token.len() == 32, "token is 32 characters")?;
+    let env_token = egress
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "OPENSANDBOX_EGRESS_TOKEN")
+        .and_then(|e| e.value.as_deref());
+    check(
+        env_token == Some(token),
+        "sidecar token matches the annotation",
+    )?;
+    let main = &spec.containers[0];
+    check(
+        !main
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "OPENSANDBOX_EGRESS_TOKEN"),
+        "token not in the main container",
+    )?;
+    let drops = main
+        .security_context
+        .as_ref()
+        .and_then(|s| s.capabilities.as_ref())
+        .and_then(|c| c.drop.clone())
+        .unwrap_or_default();
+    check(
+        drops.contains(&"NET_ADMIN".to_owned()),
+        "main drops NET_ADMIN",
+    )?;
+    Ok(())
+}
+
+pub async fn invalid_pod_is_denied(env: &Env, id: &str) -> Result<()> {
+    let scope = env.scope(id).await?;
+    let pod = SandboxPod::new("conflict")
+        .annotation("platform", "linux/amd64")
+        .spec_field(
+            "affinity",
+            json!({
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}
+                ]}}
+            }),
+        )
+        .pod();
+    match scope.pods().create(&PostParams::default(), &pod).await {
+        Ok(_) => Err("a conflicting pod was admitted".into()),
+        Err(kube::Error::Api(e)) => check(
+            e.message.contains(
+                "platform conflict with template nodeAffinity: required node affinity does not allow requested platform 'linux/amd64'.",
+            ),
+            &format!("the client sees the webhook's message (got: {})", e.message),
+        ),
+        Err(e) => Err(e.into()),
+    }?;
+    check(
+        scope.pods().get_opt("conflict").await?.is_none(),
+        "nothing stored",
+    )
+}
+
+pub async fn dry_run_stores_nothing(env: &Env, id: &str) -> Result<()> {
+    let scope = env.scope(id).await?;
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let returned = scope
+        .pods()
+        .create(&pp, &SandboxPod::new("dry").pod())
+        .await?;
+    check(
+        has_init(&returned, "execd-installer"),
+        "dry-run response is mutated",
+    )?;
+    check(
+        scope.pods().get_opt("dry").await?.is_none(),
+        "dry-run stored nothing",
+    )
+}
