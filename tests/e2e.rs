@@ -9,7 +9,7 @@
 //! (`tests/e2e/env.rs`), so they pass in any order:
 //!
 //!   cargo test --test e2e                          declared order
-//!   cargo test --test e2e -- reinvocation          only names containing it
+//!   cargo test --test e2e -- pod_security          only names containing it
 //!   E2E_ORDER=reverse cargo test --test e2e
 //!   E2E_ORDER=shuffle [E2E_SEED=N] cargo test --test e2e
 //!
@@ -25,6 +25,8 @@ mod common;
 mod env;
 #[path = "e2e/latency.rs"]
 mod latency;
+#[path = "e2e/pod_security.rs"]
+mod pod_security;
 #[path = "e2e/processes.rs"]
 mod processes;
 #[path = "e2e/reinvocation.rs"]
@@ -45,6 +47,7 @@ runner::scenarios![
     reinvocation::reinvocation_keeps_one_of_each,
     availability::webhook_down_blocks_only_sandboxes,
     latency::latency_added_by_the_webhook,
+    pod_security::pod_security_levels,
 ];
 
 fn main() -> std::process::ExitCode {

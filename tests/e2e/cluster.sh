@@ -445,6 +445,9 @@ cmd_start() {
     # --disable-admission-plugins=ServiceAccount: there is no controller-manager to
     #   create each namespace's `default` ServiceAccount, so with that plugin on,
     #   every Pod create would be rejected.
+    # PodSecurity is on by default; it is named so that the Pod Security e2e
+    #   scenario (restricted/baseline/privileged namespaces) never silently
+    #   tests nothing.
     # --authorization-mode=RBAC: the admin client cert is in system:masters.
     # --endpoint-reconciler-type=none: the reconciler of the `kubernetes` Service's
     #   endpoints refuses a loopback advertise address and the apiserver exits.
@@ -463,7 +466,7 @@ cmd_start() {
         --service-account-key-file="$d/sa.pub" \
         --service-account-signing-key-file="$d/sa.key" \
         --authorization-mode=RBAC \
-        --enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NamespaceLifecycle \
+        --enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NamespaceLifecycle,PodSecurity \
         --disable-admission-plugins=ServiceAccount \
         --allow-privileged=true \
         --profiling=false \
