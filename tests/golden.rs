@@ -258,12 +258,12 @@ fn kube_parses_every_response() {
     use kube::core::DynamicObject;
     use kube::core::admission::AdmissionReview;
 
-    let mut bodies: Vec<(String, Config, Vec<u8>)> = cases(".review.json")
+    let mut bodies: Vec<(String, TestContext, Vec<u8>)> = cases(".review.json")
         .into_iter()
         .map(|(stem, path)| {
             (
                 stem.clone(),
-                config_for(&stem),
+                context_for(&stem),
                 std::fs::read(path).unwrap(),
             )
         })
@@ -284,21 +284,16 @@ fn kube_parses_every_response() {
         });
         bodies.push((
             stem.clone(),
-            config_for(&stem),
+            context_for(&stem),
             review.to_string().into_bytes(),
         ));
     }
     assert!(bodies.len() > 70, "{}", bodies.len());
     let (mut with_patch, mut denied) = (0, 0);
-    for (stem, config, body) in &bodies {
-        let tokens = FixedToken(TOKEN.into());
-        let ctx = Context {
-            config,
-            now: now(),
-            own_namespace: Some(OWN_NAMESPACE),
-            tokens: &tokens,
-        };
-        let out = review::review(body, &ctx).expect("review answers").body;
+    for (stem, ctx, body) in &bodies {
+        let out = review::review(body, &ctx.get())
+            .expect("review answers")
+            .body;
         let raw: Value = serde_json::from_slice(&out).unwrap();
         let typed: AdmissionReview<DynamicObject> = match raw["response"].get("patch") {
             None => serde_json::from_slice(&out)
