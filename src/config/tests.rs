@@ -593,3 +593,59 @@ fn messages_never_leak_rust_types() {
         );
     }
 }
+
+/// The chart's schema refuses what this reader refuses with the very same
+/// patterns; a change to one without the other fails here.
+#[test]
+fn chart_schema_carries_the_same_patterns() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/sandbox-webhook/values.schema.json");
+    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let at = |pointer: &str| {
+        schema
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_else(|| panic!("no {pointer} in values.schema.json"))
+            .to_owned()
+    };
+    let config = "/properties/config/properties";
+    assert_eq!(
+        at(&format!("{config}/prefix/pattern")),
+        rules::DNS_SUBDOMAIN
+    );
+    assert_eq!(
+        at(&format!("{config}/excludedNamespaces/items/pattern")),
+        rules::DNS_LABEL
+    );
+    assert_eq!(at("/definitions/image/pattern"), rules::IMAGE);
+    assert_eq!(at("/definitions/quantity/oneOf/0/pattern"), rules::QUANTITY);
+    assert_eq!(
+        at("/definitions/resourceList/propertyNames/pattern"),
+        rules::RESOURCE_NAME
+    );
+    for field in ["execd/properties/image", "egress/properties/image/anyOf/1"] {
+        assert_eq!(at(&format!("{config}/{field}/$ref")), "#/definitions/image");
+    }
+    for section in ["execd", "egress"] {
+        assert_eq!(
+            at(&format!("{config}/{section}/properties/resources/$ref")),
+            "#/definitions/resources"
+        );
+    }
+    let number = |pointer: &str| schema.pointer(pointer).and_then(serde_json::Value::as_u64);
+    assert_eq!(
+        number(&format!("{config}/egress/properties/maxRules/maximum")),
+        Some(MAX_MAX_RULES as u64)
+    );
+    for field in ["defaultTimeoutSeconds", "maxTimeoutSeconds"] {
+        let limits = format!("{config}/expiry/properties/{field}/oneOf/1");
+        assert_eq!(
+            number(&format!("{limits}/minimum")),
+            Some(MIN_TIMEOUT_SECONDS)
+        );
+        assert_eq!(
+            number(&format!("{limits}/maximum")),
+            Some(MAX_TIMEOUT_SECONDS)
+        );
+    }
+}

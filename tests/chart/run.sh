@@ -197,6 +197,24 @@ expect_fail "schema: timeoutSeconds above 30 is rejected" "/webhook/timeoutSecon
 expect_fail "schema: unknown egress mode is rejected" "/config/egress/mode.*must be one of" "${T[@]}" --set config.egress.mode=iptables
 expect_fail "schema: a timeout below 60 s is rejected" "/config/expiry/defaultTimeoutSeconds" "${T[@]}" --set config.expiry.defaultTimeoutSeconds=10
 expect_fail "schema: a prefix that is not a DNS subdomain is rejected" "/config/prefix.*does not match" "${T[@]}" --set config.prefix=Open_Sandbox
+# The config part rejects what `sandbox-webhook config validate` rejects
+# wherever JSON Schema can say it (the patterns are src/config/rules.rs's).
+expect_fail "schema: an upper-case image repository is rejected" "/config/execd/image.*does not match pattern" "${T[@]}" --set config.execd.image=OpenSandbox/execd:v1
+expect_fail "schema: an image with a space is rejected" "/config/execd/image.*does not match pattern" "${T[@]}" --set "config.execd.image=opensandbox/execd: v1"
+expect_fail "schema: a numeric image is rejected" "/config/execd/image.*want string" "${T[@]}" --set config.execd.image=123
+expect_fail "schema: an invalid egress image is rejected" "/config/egress/image.*does not match pattern" "${T[@]}" --set config.egress.image=Bad/egress
+expect_fail "schema: a quantity that is not a quantity is rejected" "/config/execd/resources/limits/cpu" "${T[@]}" --set config.execd.resources.limits.cpu=lots
+expect_fail "schema: a negative quantity is rejected" "/config/egress/resources/requests/memory" "${T[@]}" --set config.egress.resources.requests.memory=-1Mi
+expect_fail "schema: an unknown resource name is rejected" "invalid propertyName 'cpus'" "${T[@]}" --set config.execd.resources.limits.cpus=1
+expect_fail "schema: resource claims are rejected" "additional properties 'claims' not allowed" "${T[@]}" --set "config.execd.resources.claims[0].name=x"
+expect_fail "schema: a namespace that is not a DNS label is rejected" "/config/excludedNamespaces/0.*does not match pattern" "${T[@]}" --set "config.excludedNamespaces={Kube-System}"
+expect_fail "schema: maxRules above 50000 is rejected" "/config/egress/maxRules.*maximum" "${T[@]}" --set config.egress.maxRules=50001
+expect_fail "schema: a timeout above ten years is rejected" "/config/expiry/maxTimeoutSeconds.*maximum" "${T[@]}" --set config.expiry.maxTimeoutSeconds=400000000
+expect_fail "schema: a boolean as text is rejected" "/config/egress/nativeSidecar.*want boolean" "${T[@]}" --set-string config.egress.nativeSidecar=yes
+run_test "schema: valid images and resources are accepted" "${T[@]}" \
+    --set config.execd.image=registry.example.com:5000/team/execd:v2@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef \
+    --set config.execd.resources.limits.cpu=500m --set config.execd.resources.requests.cpu=0.1 \
+    --set config.egress.resources.limits.memory=1Gi --set 'config.egress.resources.limits.example\.com/dev=1'
 expect_fail "schema: webhook.url must be https" "/webhook/url.*does not match" "${T[@]}" --set webhook.url=http://127.0.0.1:8443/mutate
 expect_fail "existingSecret without a Secret name fails with a message" \
     "certificates.existingSecret.name is required" "${T[@]}" --set certificates.mode=existingSecret --set webhook.caBundle="$CA_B64"
@@ -243,6 +261,10 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
     run_test "binary accepts config.egress.image= (egress off) and still injects execd" bash -c "
         out=\$($(declare -f inject); bin='$bin'; inject --config '$WORK/cfg-egress-off.yaml' -f '$WORK/pod-plain.yaml') &&
         grep -q 'execd-installer' <<<\"\$out\""
+    for cfg in default all egress-off; do
+        run_test "sandbox-webhook config validate accepts the chart's config.yaml ($cfg)" \
+            "$bin" config validate "$WORK/cfg-$cfg.yaml"
+    done
     expect_fail "egress off: a pod asking for a network policy is denied" "egress image" \
         "$bin" inject --config "$WORK/cfg-egress-off.yaml" -f "$WORK/pod-default.yaml" --now 2026-01-01T00:00:00Z
 else
