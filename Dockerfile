@@ -8,11 +8,17 @@
 #
 # The builder runs on the build machine's own platform ($BUILDPLATFORM) and
 # cross-compiles for $TARGETARCH, so a multi-arch build needs no emulation.
+#
+# Both base images are pinned by digest (of their multi-platform index), so
+# rebuilding a commit uses the same bases even after the tag moves. The tag
+# stays in the reference for humans and for Renovate/Dependabot. To move to a
+# newer base, replace the digest with the one the tag points at now:
+#   docker buildx imagetools inspect rust:1.95-bookworm --format '{{json .Manifest.Digest}}'
+#   docker buildx imagetools inspect gcr.io/distroless/static-debian12:nonroot --format '{{json .Manifest.Digest}}'
+# (or `crane digest IMAGE`). Release procedure: charts/sandbox-webhook/README.md,
+# "Supply chain".
 
-ARG RUST_VERSION=1.95
-ARG DEBIAN_RELEASE=bookworm
-
-FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
+FROM --platform=$BUILDPLATFORM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS builder
 ARG TARGETARCH
 ARG BUILDARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -59,7 +65,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     && mkdir -p /out \
     && cp "target/${CARGO_BUILD_TARGET}/release/sandbox-webhook" /out/sandbox-webhook
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
@@ -72,7 +78,8 @@ LABEL org.opencontainers.image.title="sandbox-webhook" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.vendor="OpenSandbox" \
-      org.opencontainers.image.base.name="gcr.io/distroless/static-debian12:nonroot"
+      org.opencontainers.image.base.name="gcr.io/distroless/static-debian12:nonroot" \
+      org.opencontainers.image.base.digest="sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab"
 COPY --from=builder --chown=0:0 --chmod=0555 /out/sandbox-webhook /sandbox-webhook
 USER 65532:65532
 # 8443: HTTPS admission endpoint (POST /mutate); 8080: admin (/livez, /readyz, /metrics).
