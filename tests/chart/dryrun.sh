@@ -15,8 +15,13 @@
 #   tests/e2e/cluster.sh start /tmp/cp && tests/chart/dryrun.sh /tmp/cp/kubeconfig
 #
 # cert-manager Issuer/Certificate and the ServiceMonitor are dry-run against
-# minimal test CRDs (tests/chart/kubeclient.py) when the cluster does not have
-# the real ones; they are created for the run and deleted afterwards.
+# minimal test CRDs (tests/chart/kubeclient.py), the PodMonitor and
+# PrometheusRule against those in tests/chart/crds/, when the cluster does not
+# have the real ones; they are created for the run and deleted afterwards.
+# The install part also switches certificate modes (helm -> certManager ->
+# helm, with a stand-in for cert-manager's Secrets, since no cert-manager runs
+# here), checks `helm rollback`, and installs one release name in two
+# namespaces.
 # The install test uses its own namespace and a webhook prefix that no real
 # pod carries, with failurePolicy Ignore, so it cannot affect other tests
 # sharing the cluster. Prints `N passed, M failed` last.
@@ -50,10 +55,17 @@ OWN_CLUSTER=0
 # The original stdout/stderr, for cleanup: a signal can arrive while a test's
 # output is redirected to $WORK/out.
 exec 3>&1 4>&2
+OWN_CRDS=()
 cleanup() {
     local rc=$?
     set +e
     exec 1>&3 2>&4
+    if (( ! OWN_CLUSTER )) && [[ -n "${KUBECONFIG:-}" ]]; then
+        for crd in "${OWN_CRDS[@]}"; do
+            python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" delete \
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$crd" >/dev/null 2>&1
+        done
+    fi
     if (( OWN_CLUSTER )); then
         "$CLUSTER_SH" stop "$WORK/cluster" 2>/dev/null
     fi
@@ -92,15 +104,40 @@ KUBE_VERSION="${server_version#v}"
 KUBE_VERSION="${KUBE_VERSION%%-*}"
 log "API server $server_version, helm $HELM"
 
+# ------------------------------------------------------------------ test CRDs
+# install_test_crd FILE: create the CRD in FILE unless one of that name exists
+# (a real one is used as is; ours are deleted on exit) and wait until it is served.
+install_test_crd() {
+    local file="$1" name plural group
+    read -r name plural group < <(python3 -c '
+import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+print(c["metadata"]["name"], c["spec"]["names"]["plural"], c["spec"]["group"])' "$file")
+    if ! kc get "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$name" >/dev/null 2>&1; then
+        kc create /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$file" >/dev/null || return 1
+        OWN_CRDS+=("$name")
+    fi
+    for _ in $(seq 1 60); do
+        kc get "/apis/$group/v1" 2>/dev/null | grep -q "\"name\": *\"$plural\"" && return 0
+        sleep 0.5
+    done
+    echo "CRD $name is not served after 30s"
+    return 1
+}
+for f in "$HERE"/crds/*.yaml; do
+    install_test_crd "$f" || { echo "dryrun.sh: cannot install the test CRD $f" >&2; exit 1; }
+done
+
 # ------------------------------------------------------------------ dry-run
 kc ensure-namespace "$NS"
+kc ensure-namespace sandboxes
 "$ROOT/certs/gen.sh" --openssl -s rel-sandbox-webhook -n "$NS" -o "$WORK/certs" --ip 127.0.0.1 2>/dev/null
 declare -A MODES=(
     [helm]="--set certificates.mode=helm"
     [certManager]="--set certificates.mode=certManager"
     [existingSecret]="--set certificates.mode=existingSecret --set certificates.existingSecret.name=my-tls --set-file webhook.caBundle=$WORK/certs/ca.crt"
     [url]="--set deployment.enabled=false --set webhook.url=https://127.0.0.1:18443/mutate --set-file webhook.caBundle=$WORK/certs/ca.crt"
-    [values-all]="-f $HERE/values-all.yaml --set metrics.serviceMonitor.namespace=$NS"
+    [values-all]="-f $HERE/values-all.yaml --set metrics.serviceMonitor.namespace=$NS --set metrics.podMonitor.namespace=$NS --set metrics.prometheusRule.namespace=$NS"
 )
 for mode in helm certManager existingSecret url values-all; do
     out="$WORK/$mode.yaml"
@@ -125,9 +162,9 @@ for mode in helm certManager existingSecret url values-all; do
         not_ok "[$mode] kubeclient.py dry-run exited $rc"
     fi
 done
-run_test "dry-run stored nothing (no MutatingWebhookConfiguration rel-sandbox-webhook)" \
+run_test "dry-run stored nothing (no MutatingWebhookConfiguration rel-sandbox-webhook-$NS)" \
     bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
-        /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rel-sandbox-webhook"
+        /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rel-sandbox-webhook-$NS"
 
 # ------------------------------------------------------------------ install / upgrade (helm mode)
 if (( INSTALL )); then
@@ -142,8 +179,9 @@ if (( INSTALL )); then
         kc get "/api/v1/namespaces/$INSTALL_NS/secrets/$1" |
             python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][sys.argv[1]])' "$2"
     }
+    MWC_NAME="$FULL-$INSTALL_NS"
     ca_bundle() {
-        kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL" |
+        kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME" |
             python3 -c 'import json, sys; print(json.load(sys.stdin)["webhooks"][0]["clientConfig"]["caBundle"])'
     }
     snapshot() { # snapshot NAME: saves tls.crt, CA and caBundle
@@ -189,9 +227,119 @@ if (( INSTALL )); then
     run_test "deleted Secrets: the new certificate verifies against the new caBundle" \
         bash -c "$(declare -f verifies); WORK='$WORK' verifies rotate"
 
+    # ---------------------------------------------------------------- helm rollback
+    release_manifest() { # release_manifest REVISION: the manifest Helm stored for it
+        kc get "/api/v1/namespaces/$INSTALL_NS/secrets/sh.helm.release.v1.$REL.v$1" | python3 -c '
+import base64, gzip, json, sys
+blob = base64.b64decode(base64.b64decode(json.load(sys.stdin)["data"]["release"]))
+print(json.loads(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)["manifest"])'
+    }
+    key_in_release() {
+        local key
+        key="$(secret "$FULL-tls" tls.key)" && release_manifest 4 | grep -qF "tls.key: $key"
+    }
+    run_test "helm mode keeps the serving key in the Helm release Secret (documented in the README)" key_in_release
+    run_test "helm rollback to the first revision" "${H[@]}" rollback "$REL" 1
+    snapshot rollback
+    run_test "rollback restores the first revision's serving certificate, CA and caBundle (documented)" bash -c "
+        cmp -s '$WORK/snap/install/tls' '$WORK/snap/rollback/tls' && cmp -s '$WORK/snap/install/ca' '$WORK/snap/rollback/ca' &&
+        cmp -s '$WORK/snap/install/bundle' '$WORK/snap/rollback/bundle'"
+    run_test "after rollback the certificate still verifies against the caBundle" \
+        bash -c "$(declare -f verifies); WORK='$WORK' verifies rollback"
+
+    # ---------------------------------------------------------------- certificate mode switches
+    # No cert-manager runs here: minimal cert-manager CRDs make its objects
+    # storable, and the Secrets cert-manager would write are created by hand,
+    # without Helm's ownership, at the names the stored Certificates ask for.
+    cm_crd() { # cm_crd KIND PLURAL > crd.json
+        printf '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"%s.cert-manager.io","labels":{"app.kubernetes.io/managed-by":"sandbox-webhook-chart-install-test"}},"spec":{"group":"cert-manager.io","scope":"Namespaced","names":{"kind":"%s","plural":"%s","singular":"%s","listKind":"%sList"},"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}\n' \
+            "$2" "$1" "$2" "${2%s}" "$1"
+    }
+    install_cm_crds() {
+        local kind plural
+        for kind in Certificate Issuer; do
+            plural="${kind,,}s"
+            # a minimal CRD of the dry-run may still be terminating
+            for _ in $(seq 1 60); do
+                kc get "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$plural.cert-manager.io" >/dev/null 2>&1 || break
+                sleep 0.5
+            done
+            cm_crd "$kind" "$plural" >"$WORK/crd-$plural.json"
+            install_test_crd "$WORK/crd-$plural.json" || return 1
+        done
+    }
+    helm_secrets() { # names of the Secrets in INSTALL_NS that Helm manages for REL, sorted
+        kc get "/api/v1/namespaces/$INSTALL_NS/secrets" | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["items"]:
+    m = s["metadata"]
+    if (m.get("annotations") or {}).get("meta.helm.sh/release-name") == sys.argv[1]:
+        print(m["name"])' "$REL" | sort
+    }
+    stand_in_cert_manager() { # create the Secrets the stored Certificates name, as cert-manager would
+        local cert name
+        for cert in "$FULL" "$FULL-ca"; do
+            name="$(kc get "/apis/cert-manager.io/v1/namespaces/$INSTALL_NS/certificates/$cert" |
+                python3 -c 'import json, sys; print(json.load(sys.stdin)["spec"]["secretName"])')" || return 1
+            printf '{"apiVersion":"v1","kind":"Secret","type":"kubernetes.io/tls","metadata":{"name":"%s","labels":{"controller.cert-manager.io/fao":"true"}},"data":{"tls.crt":"%s","tls.key":"%s","ca.crt":"%s"}}\n' \
+                "$name" "$(cat "$WORK/snap/install/tls")" "$(printf 'not a key' | base64)" "$(cat "$WORK/snap/install/ca")" \
+                >"$WORK/cm-secret-$cert.json"
+            kc create "/api/v1/namespaces/$INSTALL_NS/secrets" "$WORK/cm-secret-$cert.json" >/dev/null || return 1
+            echo "$name" >>"$WORK/cm-secrets"
+        done
+    }
+    mounted_secret() {
+        kc get "/apis/apps/v1/namespaces/$INSTALL_NS/deployments/$FULL" | python3 -c '
+import json, sys
+vols = json.load(sys.stdin)["spec"]["template"]["spec"]["volumes"]
+print([v["secret"]["secretName"] for v in vols if v["name"] == "tls"][0])'
+    }
+    CM_VALUES=(--set "config.prefix=$TEST_PREFIX" --set webhook.failurePolicy=Ignore --set certificates.mode=certManager)
+    if run_test "minimal cert-manager CRDs for the mode switch" install_cm_crds; then
+        helm_secrets >"$WORK/secrets-before"
+        run_test "helm upgrade helm -> certManager" "${H[@]}" upgrade "$REL" "$CHART" "${CM_VALUES[@]}"
+        helm_secrets >"$WORK/secrets-after"
+        comm -23 "$WORK/secrets-before" "$WORK/secrets-after" >"$WORK/secrets-deleted"
+        certificate_secrets_kept() {
+            local c n
+            for c in "$FULL" "$FULL-ca"; do
+                n="$(kc get "/apis/cert-manager.io/v1/namespaces/$INSTALL_NS/certificates/$c" |
+                     python3 -c 'import json, sys; print(json.load(sys.stdin)["spec"]["secretName"])')" || return 1
+                echo "Certificate $c writes $n; deleted by the upgrade: $(tr '\n' ' ' <"$WORK/secrets-deleted")"
+                ! grep -qx "$n" "$WORK/secrets-deleted" || return 1
+            done
+        }
+        run_test "helm -> certManager: the Secrets the Certificates write are not ones the upgrade deleted" certificate_secrets_kept
+        mounts_cm_secret() { local m; m="$(mounted_secret)" && echo "mounted: $m" && [[ "$m" == "$FULL-cm-tls" ]]; }
+        run_test "helm -> certManager: the pods mount the Secret the serving Certificate writes" mounts_cm_secret
+        run_test "certManager: cert-manager (stand-in) writes its Secrets" stand_in_cert_manager
+        run_test "helm upgrade certManager -> helm (cert-manager's Secrets exist)" "${H[@]}" upgrade "$REL" "$CHART" "${VALUES[@]}"
+        snapshot back
+        run_test "certManager -> helm: a caBundle again, and the serving certificate verifies against it" \
+            bash -c "cmp -s '$WORK/snap/back/bundle' '$WORK/snap/back/ca' && $(declare -f verifies); WORK='$WORK' verifies back"
+        cm_secrets_kept() {
+            local n
+            while read -r n; do kc get "/api/v1/namespaces/$INSTALL_NS/secrets/$n" >/dev/null || return 1; done <"$WORK/cm-secrets"
+        }
+        run_test "certManager -> helm: cert-manager's Secrets were left alone" cm_secrets_kept
+    fi
+
+    # ---------------------------------------------------------------- one release name, two namespaces
+    INSTALL_NS2="$INSTALL_NS-2"
+    kc ensure-namespace "$INSTALL_NS2"
+    "$HELM" --namespace "$INSTALL_NS2" uninstall "$REL" >/dev/null 2>&1 || true
+    run_test "helm install of the same release name in a second namespace" \
+        "$HELM" --namespace "$INSTALL_NS2" install "$REL" "$CHART" "${VALUES[@]}"
+    run_test "two MutatingWebhookConfigurations, one per namespace" bash -c "
+        python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL-$INSTALL_NS >/dev/null &&
+        python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL-$INSTALL_NS2 >/dev/null"
+    run_test "helm uninstall (second namespace)" "$HELM" --namespace "$INSTALL_NS2" uninstall "$REL"
+    run_test "the first release's webhook configuration survives the second's uninstall" \
+        bash -c "python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME >/dev/null"
+
     run_test "helm uninstall" "${H[@]}" uninstall "$REL"
     run_test "uninstall removed the MutatingWebhookConfiguration" \
-        bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL"
+        bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME"
 fi
 
 echo

@@ -5,7 +5,9 @@
 # `helm install --set deployment.enabled=false --set webhook.url=...
 # --set-file webhook.caBundle=...` against a real kube-apiserver. Then a
 # sandbox pod is created and read back mutated, a pod without the label is
-# read back untouched, and failurePolicy Fail and `helm uninstall` are checked.
+# read back untouched, the `helm test` hook's script is run with the hook's own
+# ServiceAccount and RBAC (outside a pod: there is no kubelet), and
+# failurePolicy Fail and `helm uninstall` are checked.
 #
 #   tests/chart/install.sh [KUBECONFIG]
 #
@@ -40,7 +42,7 @@ REL_NS="sandbox-webhook-dev-$SUFFIX"
 TEST_NS="sandbox-install-$SUFFIX"
 PREFIX="opensandbox.io"          # the chart's default config.prefix
 WEBHOOK_NAME="pods.sandbox.$PREFIX"
-MWC="$REL-sandbox-webhook"
+MWC="$REL-sandbox-webhook-$REL_NS"   # <fullname>-<release namespace>
 
 pass=0
 fail=0
@@ -322,8 +324,70 @@ run_test "the webhook counted the admissions (/metrics: mutated > 0)" bash -c "
     curl -sf --max-time 5 'http://127.0.0.1:$ADMIN_PORT/metrics' |
         grep -E '^sandbox_webhook_admission_requests_total\\{.*mutated' | grep -Evq ' 0\$'"
 
+# ------------------------------------------------------------------ the helm test hook's script
+# There is no kubelet here, so `helm test` cannot run its pod. The pod's own
+# script (from the rendered hook) is run instead, outside a pod, with what a
+# pod would get: the hook's ServiceAccount token (TokenRequest), the API
+# server's CA and KUBERNETES_SERVICE_HOST/PORT. The hook's ServiceAccount,
+# Role and RoleBinding are created as rendered, so its RBAC is what is tested.
+HOOK_NAME="$REL-sandbox-webhook-test"
+prepare_hook() {
+    "$HELM" template "$REL" "$CHART" --namespace "$REL_NS" --set "test.namespace=$TEST_NS" \
+        --show-only templates/tests/injection.yaml >"$WORK/hook.yaml" || return 1
+    python3 - "$WORK/hook.yaml" "$WORK" "$KUBECONFIG" <<'EOF' || return 1
+import base64, json, os, sys, urllib.parse, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+work, kubeconfig = sys.argv[2], sys.argv[3]
+for d in docs:
+    json.dump(d, open(os.path.join(work, f"hook-{d['kind']}.json"), "w"))
+(pod,) = [d for d in docs if d["kind"] == "Pod"]
+c = pod["spec"]["containers"][0]
+open(os.path.join(work, "hook-script.sh"), "w").write(c["args"][0])
+env = {e["name"]: e["value"] for e in c["env"]}
+cfg = yaml.safe_load(open(kubeconfig))
+cluster = cfg["clusters"][0]["cluster"]
+url = urllib.parse.urlsplit(cluster["server"])
+os.makedirs(os.path.join(work, "sa"), exist_ok=True)
+if cluster.get("certificate-authority-data"):
+    ca = base64.b64decode(cluster["certificate-authority-data"])
+else:
+    ca = open(os.path.join(os.path.dirname(kubeconfig), cluster["certificate-authority"]), "rb").read()
+open(os.path.join(work, "sa", "ca.crt"), "wb").write(ca)
+with open(os.path.join(work, "hook.env"), "w") as f:
+    f.write(f"KUBERNETES_SERVICE_HOST={url.hostname}\nKUBERNETES_SERVICE_PORT={url.port or 443}\n")
+    for k, v in env.items():
+        f.write(f"{k}={v}\n")
+EOF
+    kc create "/api/v1/namespaces/$REL_NS/serviceaccounts" "$WORK/hook-ServiceAccount.json" >/dev/null &&
+        kc create "/apis/rbac.authorization.k8s.io/v1/namespaces/$TEST_NS/roles" "$WORK/hook-Role.json" >/dev/null &&
+        kc create "/apis/rbac.authorization.k8s.io/v1/namespaces/$TEST_NS/rolebindings" "$WORK/hook-RoleBinding.json" >/dev/null &&
+        printf '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}}\n' >"$WORK/tokenrequest.json" &&
+        kc create "/api/v1/namespaces/$REL_NS/serviceaccounts/$HOOK_NAME/token" "$WORK/tokenrequest.json" |
+            python3 -c 'import json, sys; sys.stdout.write(json.load(sys.stdin)["status"]["token"])' >"$WORK/sa/token"
+}
+# run_hook [VAR=VALUE...]: the hook pod's script with its environment (plus overrides).
+run_hook() {
+    local -a envs
+    mapfile -t envs <"$WORK/hook.env"
+    env "${envs[@]}" SA_DIR="$WORK/sa" TMPDIR="$WORK" "$@" sh -ec "$(cat "$WORK/hook-script.sh")"
+}
+hook_passes() { run_hook >"$WORK/hook.out" 2>&1; local rc=$?; cat "$WORK/hook.out"; [[ $rc -eq 0 ]] && grep -q '^ok: ' "$WORK/hook.out"; }
+hook_fails() { # hook_fails PATTERN [VAR=VALUE...]
+    local pattern="$1" rc=0; shift
+    run_hook "$@" >"$WORK/hook.out" 2>&1 || rc=$?
+    cat "$WORK/hook.out"
+    [[ $rc -ne 0 ]] && grep -Eq -- "$pattern" "$WORK/hook.out"
+}
+require "helm test hook: its ServiceAccount, Role and RoleBinding as rendered, and a token for it" prepare_hook
+run_test "helm test hook: the script passes while the webhook mutates (dry-run sandbox has execd-installer)" hook_passes
+run_test "helm test hook: its Role does not allow creating pods in another namespace (403)" \
+    hook_fails "FAIL: .* answered HTTP 403" "TEST_NAMESPACE=$REL_NS"
+run_test "helm test hook: the script fails when the sandbox comes back unmutated" \
+    hook_fails "FAIL: the API server admitted the sandbox pod without execd-installer" "SANDBOX_LABEL=$PREFIX/not-id"
+
 # ------------------------------------------------------------------ failurePolicy Fail
 stop_webhook
+run_test "helm test hook: the script fails while the webhook is down" hook_fails "FAIL: .* answered HTTP (500|403|400)"
 expect_rejected() {
     if create_pod "$TEST_NS" down labelled 2>"$WORK/down.err"; then
         echo "sandbox pod created while the webhook is down"; return 1

