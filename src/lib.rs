@@ -8,6 +8,7 @@
 pub mod certs;
 pub mod cli;
 pub mod config;
+pub mod controller;
 pub(crate) mod duration;
 pub mod lifecycle;
 pub mod mutate;

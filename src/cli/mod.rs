@@ -3,6 +3,7 @@
 
 mod certs;
 mod config;
+mod controller;
 mod diagnose;
 mod offline;
 mod serve;
@@ -36,6 +37,8 @@ pub enum Command {
     Inject(offline::InjectArgs),
     /// Answer an AdmissionReview (JSON) exactly as the server would.
     Review(offline::ReviewArgs),
+    /// Run the lifecycle controller: expiry and platform scheduling.
+    Controller(Box<controller::ControllerArgs>),
     /// Print, as JSON, what the lifecycle controller would do with a Pod.
     Diagnose(diagnose::DiagnoseArgs),
     /// Check a configuration file, or print the built-in one.
@@ -99,6 +102,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Certs(a) => certs::certs(a),
         Command::Inject(a) => offline::inject(a),
         Command::Review(a) => offline::review(a),
+        Command::Controller(a) => controller::controller(*a),
         Command::Diagnose(a) => diagnose::diagnose(a),
         Command::Config(a) => config::config(a),
     }

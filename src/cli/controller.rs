@@ -1,0 +1,151 @@
+//! `controller`: wires flags, logging, the runtime and signals to
+//! [`crate::controller::run`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::controller::{self, ControllerSettings, LeaseSettings};
+
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// Configuration file (YAML), the same file as `serve`'s; its
+    /// `controller:` section is read here. Defaults when omitted.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Admin (plain HTTP: /livez, /readyz, /metrics) listen address.
+    #[arg(long, value_name = "ADDR", default_value = "[::]:8080")]
+    pub admin_addr: SocketAddr,
+    /// The controller's own namespace: its pods are ignored, and the Lease
+    /// lives there unless --lease-namespace says otherwise.
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Name of the coordination.k8s.io/v1 Lease the replicas share.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "sandbox-webhook-controller"
+    )]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: --namespace, else `default`).
+    #[arg(long, value_name = "NS")]
+    pub lease_namespace: Option<String>,
+    /// Seconds a standby waits after the leader's last renewal before it
+    /// takes over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub lease_duration: u64,
+    /// The leader renews this many seconds before its lease would run out.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_grace: u64,
+    /// This replica's identity in the Lease (default: $POD_NAME, else the
+    /// host name and a random suffix).
+    #[arg(long, value_name = "ID", env = "POD_NAME")]
+    pub identity: Option<String>,
+    #[arg(long, value_enum, default_value_t = super::serve::LogFormat::Text)]
+    pub log_format: super::serve::LogFormat,
+}
+
+pub fn controller(args: ControllerArgs) -> ExitCode {
+    init_logging(args.log_format);
+    if args.lease_grace >= args.lease_duration {
+        return fail("--lease-grace must be shorter than --lease-duration");
+    }
+    let namespace = args.namespace.filter(|ns| !ns.is_empty());
+    let identity = match args.identity.filter(|i| !i.is_empty()) {
+        Some(identity) => identity,
+        None => match default_identity() {
+            Ok(identity) => identity,
+            Err(e) => return fail(e),
+        },
+    };
+    let settings = ControllerSettings {
+        config_path: args.config,
+        admin_addr: args.admin_addr,
+        lease: LeaseSettings {
+            name: args.lease_name,
+            namespace: args
+                .lease_namespace
+                .or_else(|| namespace.clone())
+                .unwrap_or_else(|| "default".to_owned()),
+            identity,
+            duration_seconds: args.lease_duration,
+            grace_seconds: args.lease_grace,
+        },
+        own_namespace: namespace,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        let shutdown = shutdown_signal().map_err(|e| format!("cannot listen for signals: {e}"))?;
+        controller::run(settings, shutdown)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+/// The host name and 8 random hex digits, so two replicas on one host (or
+/// a restarted one) never share an identity.
+fn default_identity() -> Result<String, String> {
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for an identity: {e}"))?;
+    let suffix: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "controller".to_owned());
+    Ok(format!("{host}-{suffix}"))
+}
+
+/// The first SIGTERM or SIGINT; a second one exits at once.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!(
+            "shutdown requested: releasing leadership; a second signal exits immediately"
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            std::process::exit(130);
+        });
+    })
+}
+
+/// Like `serve`'s logging (kept separate: that file belongs to the server).
+fn init_logging(format: super::serve::LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        super::serve::LogFormat::Text => builder.try_init(),
+        super::serve::LogFormat::Json => builder.json().with_current_span(false).try_init(),
+    };
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    tracing::error!("{message}");
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}

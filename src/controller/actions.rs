@@ -1,0 +1,250 @@
+//! The controller's only writes to the apiserver: delete a pod or its
+//! owner, set the platform condition, record an Event. Each call is guarded
+//! by the UID it was decided for, so a new object of the same name is never
+//! hit by a stale decision.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, Preconditions,
+};
+use kube::{Client, discovery};
+use serde_json::json;
+use thiserror::Error;
+
+use crate::lifecycle::{Owner, SandboxPod};
+
+/// `reportingController` of every Event (a qualified name, as the Events API
+/// requires).
+pub const REPORTING_CONTROLLER: &str = "opensandbox.io/sandbox-webhook-controller";
+
+/// The Events API refuses a note over 1 kB.
+const MAX_NOTE_BYTES: usize = 1024;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+    #[error("the owner's kind {kind} ({api_version}) is not served by the apiserver: {source}")]
+    Discovery {
+        kind: String,
+        api_version: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// How a write ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// The object is already gone (404).
+    Gone,
+    /// The object now has another UID (409): a new object of the same name.
+    Stale,
+}
+
+fn outcome<T>(result: Result<T, kube::Error>) -> Result<Outcome, kube::Error> {
+    match result {
+        Ok(_) => Ok(Outcome::Done),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Outcome::Gone),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Stale),
+        Err(e) => Err(e),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+pub struct Actions {
+    client: Client,
+    /// `reportingInstance`: this replica's identity.
+    instance: String,
+    /// Owner kinds resolved through discovery, once each.
+    owner_resources: Mutex<HashMap<(String, String), ApiResource>>,
+}
+
+impl Actions {
+    pub fn new(client: Client, instance: String) -> Self {
+        Actions {
+            client,
+            instance,
+            owner_resources: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn pods(&self, pod: &SandboxPod) -> Api<SandboxPod> {
+        Api::namespaced(self.client.clone(), pod.namespace())
+    }
+
+    fn name(pod: &SandboxPod) -> &str {
+        pod.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Deletes the pod only if it still has the UID the decision was made for.
+    pub async fn delete_pod(&self, pod: &SandboxPod) -> Result<Outcome, kube::Error> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        outcome(self.pods(pod).delete(Self::name(pod), &params).await)
+    }
+
+    /// Deletes the pod's controller owner (propagation Background, owner UID
+    /// precondition); its kind's resource is found through discovery.
+    pub async fn delete_owner(
+        &self,
+        pod: &SandboxPod,
+        owner: &Owner,
+    ) -> Result<Outcome, ActionError> {
+        let resource = self.owner_resource(owner).await?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), pod.namespace(), &resource);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(owner.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        Ok(outcome(api.delete(&owner.name, &params).await)?)
+    }
+
+    async fn owner_resource(&self, owner: &Owner) -> Result<ApiResource, ActionError> {
+        let key = (owner.api_version.clone(), owner.kind.clone());
+        if let Some(found) = self.cached(&key) {
+            return Ok(found);
+        }
+        let version = owner
+            .api_version
+            .rsplit_once('/')
+            .map_or(owner.api_version.as_str(), |(_, v)| v);
+        let gvk = GroupVersionKind::gvk(owner.group(), version, &owner.kind);
+        let (resource, _) = discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|source| ActionError::Discovery {
+                kind: owner.kind.clone(),
+                api_version: owner.api_version.clone(),
+                source,
+            })?;
+        if let Ok(mut cache) = self.owner_resources.lock() {
+            cache.insert(key, resource.clone());
+        }
+        Ok(resource)
+    }
+
+    fn cached(&self, key: &(String, String)) -> Option<ApiResource> {
+        self.owner_resources.lock().ok()?.get(key).cloned()
+    }
+
+    /// Sets the controller's condition through the status subresource. The
+    /// patch carries the pod's UID, which the apiserver checks.
+    pub async fn set_condition(
+        &self,
+        pod: &SandboxPod,
+        condition_type: &str,
+        message: &str,
+    ) -> Result<Outcome, kube::Error> {
+        let patch = json!({
+            "metadata": {"uid": pod.metadata.uid},
+            "status": {"conditions": [{
+                "type": condition_type,
+                "status": "True",
+                "reason": "PlatformUnschedulable",
+                "message": message,
+                "lastTransitionTime": Time(Timestamp::now()),
+            }]},
+        });
+        outcome(
+            self.pods(pod)
+                .patch_status(
+                    Self::name(pod),
+                    &PatchParams::default(),
+                    &Patch::Strategic(&patch),
+                )
+                .await,
+        )
+    }
+
+    /// Records an `events.k8s.io/v1` Event about the pod. Create only: the
+    /// controller emits each Event once, so it never needs to patch a series.
+    pub async fn event(
+        &self,
+        pod: &SandboxPod,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Result<(), kube::Error> {
+        let now = Timestamp::now();
+        let name = Self::name(pod);
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(pod.namespace().to_owned()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some(action.to_owned()),
+            reason: Some(reason.to_owned()),
+            note: Some(truncate(note, MAX_NOTE_BYTES).to_owned()),
+            regarding: Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name.to_owned()),
+                namespace: Some(pod.namespace().to_owned()),
+                uid: pod.metadata.uid.clone(),
+                ..ObjectReference::default()
+            }),
+            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+            reporting_instance: Some(truncate(&self.instance, 128).to_owned()),
+            type_: Some(
+                match type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_owned(),
+            ),
+            ..Event::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), pod.namespace());
+        api.create(&PostParams::default(), &event).await.map(|_| ())
+    }
+}
+
+/// At most `max` bytes, cut at a character boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_characters_whole() {
+        assert_eq!(truncate("abc", 5), "abc");
+        assert_eq!(truncate("abcdef", 3), "abc");
+        assert_eq!(truncate("aé", 2), "a");
+    }
+}

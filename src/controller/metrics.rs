@@ -1,0 +1,139 @@
+//! The controller's Prometheus metrics (SPEC 10), served on its admin port.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    pub operation: &'static str,
+}
+
+/// Every `action` label of `sandbox_webhook_expired_total`.
+pub const EXPIRED_ACTIONS: [&str; 3] = ["deleted-pod", "deleted-owner", "left-owned"];
+
+/// Every `operation` label of `sandbox_webhook_controller_api_errors_total`.
+pub const OPERATIONS: [&str; 4] = ["delete-pod", "delete-owner", "patch-status", "create-event"];
+
+pub struct ControllerMetrics {
+    registry: Registry,
+    expired: Family<ActionLabels, Counter>,
+    unschedulable: Counter,
+    leader: Gauge,
+    watched: Gauge,
+    api_errors: Family<OperationLabels, Counter>,
+}
+
+impl ControllerMetrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("sandbox_webhook");
+        let expired = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "expired",
+            "Expired sandboxes handled, by action (deleted-pod, deleted-owner, left-owned)",
+            expired.clone(),
+        );
+        let unschedulable = Counter::default();
+        registry.register(
+            "platform_unschedulable",
+            "Pending sandboxes reported as unschedulable because of their platform",
+            unschedulable.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "controller_leader",
+            "1 while this controller holds the Lease and acts, else 0",
+            leader.clone(),
+        );
+        let watched = Gauge::default();
+        registry.register(
+            "controller_watched_pods",
+            "Sandbox pods in the controller's cache (0 on a standby)",
+            watched.clone(),
+        );
+        let api_errors = Family::<OperationLabels, Counter>::default();
+        registry.register(
+            "controller_api_errors",
+            "Kubernetes API calls that failed and are retried, by operation",
+            api_errors.clone(),
+        );
+        // Every series exists from the start at 0, so a rate or a test sees
+        // an increase rather than a new series.
+        for action in EXPIRED_ACTIONS {
+            let _ = expired.get_or_create(&ActionLabels { action });
+        }
+        for operation in OPERATIONS {
+            let _ = api_errors.get_or_create(&OperationLabels { operation });
+        }
+        ControllerMetrics {
+            registry,
+            expired,
+            unschedulable,
+            leader,
+            watched,
+            api_errors,
+        }
+    }
+
+    pub fn expired(&self, action: &'static str) {
+        self.expired.get_or_create(&ActionLabels { action }).inc();
+    }
+
+    pub fn unschedulable(&self) {
+        self.unschedulable.inc();
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    pub fn set_watched(&self, n: usize) {
+        self.watched.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    pub fn api_error(&self, operation: &'static str) {
+        self.api_errors
+            .get_or_create(&OperationLabels { operation })
+            .inc();
+    }
+
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::with_capacity(2048);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+impl Default for ControllerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_names() {
+        let m = ControllerMetrics::new();
+        m.expired("deleted-owner");
+        m.unschedulable();
+        m.set_leader(true);
+        let text = m.encode().unwrap();
+        assert!(
+            text.contains("sandbox_webhook_expired_total{action=\"deleted-owner\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("sandbox_webhook_expired_total{action=\"left-owned\"} 0"));
+        assert!(text.contains("sandbox_webhook_platform_unschedulable_total 1"));
+        assert!(text.contains("sandbox_webhook_controller_leader 1"));
+    }
+}

@@ -1,0 +1,470 @@
+//! The leader's work loop: one watch on sandbox pods (kube-runtime's
+//! watcher and reflector), a timer per pending expiry, and the writes of
+//! [`Actions`], each in its own task.
+//!
+//! Every decision is `crate::lifecycle::plan` on the cached pod at that
+//! moment. A timer only names a pod; when it fires the pod is read from the
+//! cache again, so a renewal, a deletion or a recreated pod in between is
+//! seen, and the apiserver checks the UID of every write besides.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::time::DelayQueue;
+use tokio_util::time::delay_queue;
+
+use super::actions::{Actions, EventType, Outcome};
+use super::metrics::ControllerMetrics;
+use super::resource::strip;
+use crate::config::Config;
+use crate::lifecycle::{self, ExpiryAction, Removal, SandboxPod};
+
+/// Writes in flight at once. Removals bunch up on whole seconds (expiry
+/// times have no fraction), and the apiserver answers a delete in a few
+/// milliseconds, so 32 keeps a burst of hundreds within a second without
+/// queueing work the apiserver would throttle.
+const MAX_CONCURRENT_WRITES: usize = 32;
+/// A failed write is retried after this, doubling up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// What the loop shares with the tasks it spawns.
+pub struct Shared {
+    pub config: Config,
+    pub own_namespace: Option<String>,
+    pub condition_type: String,
+    pub actions: Actions,
+    pub metrics: Arc<ControllerMetrics>,
+}
+
+type Key = ObjectRef<SandboxPod>;
+
+/// One write (or series of writes) for one pod.
+enum Job {
+    Expire { removal: Removal, at: String },
+    Report { message: String },
+    RemoveUnschedulable { removal: Removal },
+    InvalidExpiry { value: String },
+}
+
+/// What a finished job reports back to the loop.
+struct Done {
+    key: Key,
+    uid: String,
+    mark: Mark,
+    /// `false`: the write failed and is retried.
+    ok: bool,
+}
+
+/// What a job, once done, must not do again for the same pod.
+#[derive(Clone)]
+enum Mark {
+    Expired(String),
+    Reported,
+    RemovedUnschedulable,
+    Invalid(String),
+}
+
+/// Per pod UID: what has been done already. Dropped with the pod.
+#[derive(Default)]
+struct Handled {
+    expired: Option<String>,
+    invalid: Option<String>,
+    reported: bool,
+    removed_unschedulable: bool,
+    retry: Option<Duration>,
+}
+
+struct Loop {
+    shared: Arc<Shared>,
+    store: Store<SandboxPod>,
+    queue: DelayQueue<Key>,
+    timers: HashMap<Key, (delay_queue::Key, DateTime<Utc>)>,
+    in_flight: HashSet<String>,
+    handled: HashMap<String, Handled>,
+    done_tx: mpsc::UnboundedSender<Done>,
+    permits: Arc<Semaphore>,
+}
+
+/// Field selector that keeps the excluded namespaces out of the watch (the
+/// code checks them again).
+pub fn field_selector(config: &Config, own_namespace: Option<&str>) -> String {
+    config
+        .excluded_namespaces
+        .iter()
+        .map(String::as_str)
+        .chain(own_namespace)
+        .map(|ns| format!("metadata.namespace!={ns}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Runs until `stop` resolves (leadership lost or shutdown). Watch errors
+/// are retried with kube-runtime's default backoff and never end the loop.
+pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output = ()>) {
+    let api: Api<SandboxPod> = Api::all(client);
+    let mut config = watcher::Config::default().labels(&shared.config.keys().id);
+    let fields = field_selector(&shared.config, shared.own_namespace.as_deref());
+    if !fields.is_empty() {
+        config = config.fields(&fields);
+    }
+    let (store, writer) = reflector::store();
+    let strip_shared = Arc::clone(&shared);
+    let events = watcher::watcher(api, config)
+        .default_backoff()
+        .modify(move |pod| strip(pod, &strip_shared.config, &strip_shared.condition_type))
+        .reflect(writer);
+    let mut events = std::pin::pin!(events);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let mut state = Loop {
+        shared,
+        store,
+        queue: DelayQueue::new(),
+        timers: HashMap::new(),
+        in_flight: HashSet::new(),
+        handled: HashMap::new(),
+        done_tx,
+        permits: Arc::new(Semaphore::new(MAX_CONCURRENT_WRITES)),
+    };
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stop => break,
+            Some(done) = done_rx.recv() => state.finished(done),
+            Some(fired) = state.queue.next(), if !state.queue.is_empty() => {
+                let key = fired.into_inner();
+                state.timers.remove(&key);
+                if let Some(pod) = state.store.get(&key) {
+                    state.evaluate(&key, &pod);
+                }
+            }
+            event = events.next() => match event {
+                Some(Ok(event)) => state.on_event(event),
+                Some(Err(e)) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                None => break,
+            },
+        }
+    }
+    state.shared.metrics.set_watched(0);
+}
+
+impl Loop {
+    fn on_event(&mut self, event: Event<SandboxPod>) {
+        match event {
+            Event::Apply(pod) | Event::InitApply(pod) => {
+                let key = ObjectRef::from_obj(&pod);
+                // The reflector has stored it already; share that copy.
+                let pod = self.store.get(&key).unwrap_or_else(|| Arc::new(pod));
+                self.evaluate(&key, &pod);
+            }
+            Event::Delete(pod) => {
+                let key = ObjectRef::from_obj(&pod);
+                self.cancel(&key);
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    self.handled.remove(uid);
+                }
+            }
+            Event::Init => {}
+            // Pods deleted while the watch was down have no Delete event;
+            // their timers find nothing in the cache when they fire.
+            Event::InitDone => {}
+        }
+        self.shared.metrics.set_watched(self.store.len());
+    }
+
+    fn cancel(&mut self, key: &Key) {
+        if let Some((timer, _)) = self.timers.remove(key) {
+            self.queue.remove(&timer);
+        }
+    }
+
+    /// Wakes for `key` at `at` (wall clock); an earlier timer for the same pod
+    /// is replaced.
+    fn schedule(&mut self, key: &Key, at: DateTime<Utc>) {
+        if self.timers.get(key).is_some_and(|(_, t)| *t == at) {
+            return;
+        }
+        self.cancel(key);
+        let delay = (at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        let timer = self.queue.insert(key.clone(), delay);
+        self.timers.insert(key.clone(), (timer, at));
+    }
+
+    fn evaluate(&mut self, key: &Key, pod: &Arc<SandboxPod>) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            self.cancel(key);
+            return;
+        }
+        // The job's end re-evaluates the pod from the cache.
+        if self.in_flight.contains(&uid) {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let plan = lifecycle::plan(
+            pod,
+            &shared.config,
+            shared.own_namespace.as_deref(),
+            Utc::now(),
+        );
+        let handled = self.handled.entry(uid.clone()).or_default();
+        let expired_done = handled.expired.clone();
+        let invalid_done = handled.invalid.clone();
+
+        if plan.platform.unschedulable {
+            let reported = handled.reported
+                || lifecycle::platform::already_reported(pod, &shared.condition_type);
+            if !reported {
+                let message = plan.platform.message.unwrap_or_default();
+                self.spawn(key, pod, uid, Job::Report { message });
+                return;
+            }
+            handled.reported = true;
+            if shared.config.controller.platform.delete_unschedulable
+                && !handled.removed_unschedulable
+            {
+                let removal = lifecycle::expiry::removal(pod, &shared.config);
+                self.spawn(key, pod, uid, Job::RemoveUnschedulable { removal });
+                return;
+            }
+        }
+
+        let expiry = plan.expiry;
+        match (expiry.action, expiry.removal, expiry.at) {
+            (ExpiryAction::Invalid, _, _) => {
+                self.cancel(key);
+                let value = expiry.expires_at.unwrap_or_default();
+                if invalid_done.as_ref() != Some(&value) {
+                    self.spawn(key, pod, uid, Job::InvalidExpiry { value });
+                }
+            }
+            (_, Some(removal), Some(at)) => {
+                let value = expiry.expires_at.unwrap_or_default();
+                if !expiry.expired {
+                    self.schedule(key, at);
+                } else if expired_done.as_ref() != Some(&value) {
+                    self.cancel(key);
+                    self.spawn(key, pod, uid, Job::Expire { removal, at: value });
+                }
+            }
+            _ => self.cancel(key),
+        }
+    }
+
+    fn spawn(&mut self, key: &Key, pod: &Arc<SandboxPod>, uid: String, job: Job) {
+        self.in_flight.insert(uid.clone());
+        let shared = Arc::clone(&self.shared);
+        let permits = Arc::clone(&self.permits);
+        let done_tx = self.done_tx.clone();
+        let pod = Arc::clone(pod);
+        let key = key.clone();
+        tokio::spawn(async move {
+            // The semaphore is never closed; a missing permit only means
+            // the write runs unthrottled.
+            let _permit = permits.acquire_owned().await.ok();
+            let (mark, ok) = execute(&shared, &pod, job).await;
+            let _ = done_tx.send(Done { key, uid, mark, ok });
+        });
+    }
+
+    fn finished(&mut self, done: Done) {
+        self.in_flight.remove(&done.uid);
+        let handled = self.handled.entry(done.uid.clone()).or_default();
+        if done.ok {
+            handled.retry = None;
+            match done.mark {
+                Mark::Expired(v) => handled.expired = Some(v),
+                Mark::Invalid(v) => handled.invalid = Some(v),
+                Mark::Reported => handled.reported = true,
+                Mark::RemovedUnschedulable => handled.removed_unschedulable = true,
+            }
+            if let Some(pod) = self.store.get(&done.key) {
+                self.evaluate(&done.key, &pod);
+            }
+        } else {
+            let delay = handled
+                .retry
+                .map_or(FIRST_RETRY, |d| (d * 2).min(MAX_RETRY));
+            handled.retry = Some(delay);
+            let at = Utc::now() + chrono::TimeDelta::from_std(delay).unwrap_or_default();
+            self.cancel(&done.key);
+            self.schedule(&done.key, at);
+        }
+    }
+}
+
+/// Runs one job; `(mark, true)` when it is done (or moot), `false` to retry.
+async fn execute(shared: &Shared, pod: &SandboxPod, job: Job) -> (Mark, bool) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let ns = pod.namespace();
+    match job {
+        Job::Expire { removal, at } => {
+            let ok = remove(shared, pod, &removal, Why::Expired(&at)).await;
+            (Mark::Expired(at), ok)
+        }
+        Job::RemoveUnschedulable { removal } => {
+            let ok = remove(shared, pod, &removal, Why::Unschedulable).await;
+            (Mark::RemovedUnschedulable, ok)
+        }
+        Job::Report { message } => {
+            match shared
+                .actions
+                .set_condition(pod, &shared.condition_type, &message)
+                .await
+            {
+                Ok(Outcome::Done) => {
+                    tracing::info!(namespace = ns, pod = name, message = %message, "platform unschedulable");
+                    shared.metrics.unschedulable();
+                    record(
+                        shared,
+                        pod,
+                        EventType::Warning,
+                        "PlatformUnschedulable",
+                        "Report",
+                        &message,
+                    )
+                    .await;
+                    (Mark::Reported, true)
+                }
+                Ok(_) => (Mark::Reported, true),
+                Err(e) => {
+                    tracing::warn!(namespace = ns, pod = name, error = %e, "cannot set the platform condition; retrying");
+                    shared.metrics.api_error("patch-status");
+                    (Mark::Reported, false)
+                }
+            }
+        }
+        Job::InvalidExpiry { value } => {
+            let key = &shared.config.keys().expires_at;
+            let note = format!(
+                "annotation {key} is '{value}', which is not an RFC 3339 time, so the sandbox never expires; set it to a time such as 2026-01-02T03:04:05Z"
+            );
+            tracing::warn!(namespace = ns, pod = name, value = %value.escape_debug(), "invalid expires-at");
+            let ok = shared
+                .actions
+                .event(pod, EventType::Warning, "InvalidExpiry", "Expire", &note)
+                .await
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "cannot record an Event; retrying");
+                    shared.metrics.api_error("create-event");
+                })
+                .is_ok();
+            (Mark::Invalid(value), ok)
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Why<'a> {
+    Expired(&'a str),
+    Unschedulable,
+}
+
+/// Removes the pod by SPEC 10's owner rules; `false` when a write failed.
+async fn remove(shared: &Shared, pod: &SandboxPod, removal: &Removal, why: Why<'_>) -> bool {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let ns = pod.namespace();
+    let (reason, cause) = match why {
+        Why::Expired(at) => ("SandboxExpired", format!("Sandbox expired at {at}")),
+        Why::Unschedulable => (
+            "SandboxRemoved",
+            "Sandbox cannot be scheduled on its platform (controller.platform.deleteUnschedulable)"
+                .to_owned(),
+        ),
+    };
+    let result = match removal {
+        Removal::DeletePod => shared
+            .actions
+            .delete_pod(pod)
+            .await
+            .map_err(|e| (e.to_string(), "delete-pod")),
+        Removal::DeleteOwner(owner) => shared
+            .actions
+            .delete_owner(pod, owner)
+            .await
+            .map_err(|e| (e.to_string(), "delete-owner")),
+        Removal::LeaveOwned(_) => Ok(Outcome::Done),
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err((error, operation)) => {
+            tracing::warn!(namespace = ns, pod = name, %error, operation, "removal failed; retrying");
+            shared.metrics.api_error(operation);
+            return false;
+        }
+    };
+    if outcome != Outcome::Done {
+        // Gone already, or the name now belongs to a new object: nothing to do.
+        tracing::info!(namespace = ns, pod = name, ?outcome, "removal moot");
+        return true;
+    }
+    let (type_, note) = match removal {
+        Removal::DeletePod => (EventType::Normal, format!("{cause}; deleted the pod.")),
+        Removal::DeleteOwner(o) => (
+            EventType::Normal,
+            format!(
+                "{cause}; deleted its owner {} {} (propagation Background).",
+                o.kind, o.name
+            ),
+        ),
+        Removal::LeaveOwned(o) => {
+            if matches!(why, Why::Unschedulable) {
+                return true;
+            }
+            (
+                EventType::Warning,
+                format!(
+                    "{cause}, but its owner {} {} is not a kind the controller deletes, so the pod is left running: delete the {} yourself, or add {} to controller.expiry.deleteOwnerKinds.",
+                    o.kind,
+                    o.name,
+                    o.kind,
+                    o.kind_group()
+                ),
+            )
+        }
+    };
+    if let Why::Expired(at) = why {
+        let delay_ms = lifecycle::expiry::parse_expires_at(at)
+            .map(|t| (Utc::now() - t).num_milliseconds())
+            .unwrap_or_default();
+        tracing::info!(
+            namespace = ns,
+            pod = name,
+            action = removal.metric_label(),
+            expires_at = at,
+            delay_ms,
+            "sandbox expired"
+        );
+        shared.metrics.expired(removal.metric_label());
+    }
+    record(shared, pod, type_, reason, "Delete", &note).await;
+    true
+}
+
+/// An Event that cannot be recorded is logged and counted, not retried: the
+/// removal it describes has happened.
+async fn record(
+    shared: &Shared,
+    pod: &SandboxPod,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    if let Err(e) = shared.actions.event(pod, type_, reason, action, note).await {
+        tracing::warn!(error = %e, reason, "cannot record an Event");
+        shared.metrics.api_error("create-event");
+    }
+}
