@@ -38,9 +38,18 @@ def run_checks(what, fn):
 with open(PATH, encoding="utf-8") as f:
     docs = [d for d in yaml.safe_load_all(f) if d]
 
+# The lifecycle controller's objects (templates/controller-*.yaml) are checked
+# by case_controller; every other check is about the webhook's.
+CONTROLLER = "lifecycle-controller"
+controller_docs = [d for d in docs
+                   if (d.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/component") == CONTROLLER]
+docs = [d for d in docs if d not in controller_docs]
 by_kind = {}
 for d in docs:
     by_kind.setdefault(d["kind"], []).append(d)
+ctl_by_kind = {}
+for d in controller_docs:
+    ctl_by_kind.setdefault(d["kind"], []).append(d)
 
 
 def is_test_hook(o):
@@ -479,7 +488,81 @@ def case_netpol_monitor():
               "kubernetes.io/metadata.name": "monitoring"}}}], np_["ingress"])
 
 
-CASES = {"prometheusrule": case_prometheusrule, "netpol-monitor": case_netpol_monitor, "hostnet": case_hostnet, "gke": case_gke,
+def ctl_one(kind):
+    objs = ctl_by_kind.get(kind, [])
+    if len(objs) != 1:
+        raise AssertionError(f"expected exactly one controller {kind}, found {len(objs)}")
+    return objs[0]
+
+
+def case_controller():
+    """The lifecycle controller (SPEC 10): hardening like the webhook's, its
+    own selector, exactly SPEC 10's RBAC, config, PDB, metrics Service."""
+    webhook = one("Deployment")["spec"]["template"]["spec"]
+    dep = ctl_one("Deployment")
+    spec = dep["spec"]
+    pod = spec["template"]["spec"]
+    c = pod["containers"][0]
+    check("controller: 2 replicas", spec["replicas"] == 2, spec["replicas"])
+    check("controller: same pod securityContext as the webhook", pod["securityContext"] == webhook["securityContext"])
+    check("controller: same container securityContext as the webhook",
+          c["securityContext"] == webhook["containers"][0]["securityContext"])
+    check("controller: no host access", not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+          and all("hostPath" not in v for v in pod["volumes"]))
+    check("controller: mounts its token (it calls the API)", pod.get("automountServiceAccountToken") is True)
+    check("controller: args", c["args"][0] == "controller"
+          and "--config=/etc/sandbox-webhook/config/config.yaml" in c["args"], c["args"])
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    check("controller: POD_NAMESPACE and POD_NAME from the downward API",
+          env.get("POD_NAMESPACE") == "metadata.namespace" and env.get("POD_NAME") == "metadata.name", env)
+    webhook_sel = one("Deployment")["spec"]["selector"]["matchLabels"]
+    labels = spec["template"]["metadata"]["labels"]
+    check("controller pods are not selected by the webhook's selector",
+          not all(labels.get(k) == v for k, v in webhook_sel.items()), (webhook_sel, labels))
+    sa = ctl_one("ServiceAccount")
+    check("controller: its own ServiceAccount", pod["serviceAccountName"] == sa["metadata"]["name"]
+          and pod["serviceAccountName"] != webhook["serviceAccountName"])
+    rules = ctl_one("ClusterRole")["rules"]
+    got = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in rules)
+    want = sorted([(("",), ("pods",), ("get", "list", "watch", "delete")),
+                   (("",), ("pods/status",), ("patch",)),
+                   (("events.k8s.io",), ("events",), ("create",)),
+                   (("agents.x-k8s.io",), ("sandboxes",), ("delete",)),
+                   (("batch",), ("jobs",), ("delete",)),
+                   (("sandbox.opensandbox.io",), ("batchsandboxes",), ("delete",))])
+    check("controller: ClusterRole is exactly SPEC 10's verbs", got == want, got)
+    binding = ctl_one("ClusterRoleBinding")
+    check("controller: ClusterRoleBinding binds its ServiceAccount",
+          binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NS}])
+    role = ctl_one("Role")
+    check("controller: Role covers only leases", all(r["resources"] == ["leases"] for r in role["rules"]), role)
+    cfg = yaml.safe_load(ctl_one("ConfigMap")["data"]["config.yaml"])
+    check("controller: config.yaml has prefix, excludedNamespaces and controller",
+          set(cfg) == {"prefix", "excludedNamespaces", "controller"}
+          and cfg["controller"]["platform"] == {"deleteUnschedulable": False}, cfg)
+    check("controller: PDB maxUnavailable 1", ctl_one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1)
+    svc = ctl_one("Service")
+    check("controller: metrics Service selects the controller pods",
+          all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()), svc["spec"]["selector"])
+    check("controller: no ValidatingAdmissionPolicy unless the API serves it",
+          "ValidatingAdmissionPolicy" not in ctl_by_kind, list(ctl_by_kind))
+
+
+def case_controller_vap():
+    policy = ctl_one("ValidatingAdmissionPolicy")
+    binding = ctl_one("ValidatingAdmissionPolicyBinding")
+    check("renewal policy: UPDATE of pods", policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE"])
+    check("renewal policy: binding denies", binding["spec"]["validationActions"] == ["Deny"]
+          and binding["spec"]["policyName"] == policy["metadata"]["name"])
+
+
+def case_controller_off():
+    check("controller.enabled=false renders no controller object", not controller_docs,
+          [d["kind"] for d in controller_docs])
+
+
+CASES = {"controller": case_controller, "controller-vap": case_controller_vap, "controller-off": case_controller_off,
+         "prometheusrule": case_prometheusrule, "netpol-monitor": case_netpol_monitor, "hostnet": case_hostnet, "gke": case_gke,
          "helm": case_helm, "certManager": case_certmanager, "existingSecret": case_existing, "url": case_url,
          "all": case_all, "prefix": case_prefix, "single": case_single, "netpol": case_netpol_default}
 run_checks(f"{CASE}: checks ran to completion", CASES[CASE])

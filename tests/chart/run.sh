@@ -137,6 +137,13 @@ render() { # render OUT ARGS...
 }
 run_test "helm template (mode helm)" render "$WORK/helm.yaml" "${MODE_HELM[@]}"
 check_rendered helm "$WORK/helm.yaml" "$NS"
+check_rendered controller "$WORK/helm.yaml" "$NS"
+run_test "helm template (the API serves ValidatingAdmissionPolicy)" render "$WORK/vap.yaml" "${MODE_HELM[@]}" \
+    --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
+check_rendered controller-vap "$WORK/vap.yaml" "$NS"
+run_test "helm template (controller.enabled=false)" render "$WORK/no-controller.yaml" "${MODE_HELM[@]}" \
+    --set controller.enabled=false
+check_rendered controller-off "$WORK/no-controller.yaml" "$NS"
 run_test "helm template (mode certManager)" render "$WORK/cm.yaml" "${MODE_CM[@]}"
 check_rendered certManager "$WORK/cm.yaml" "$NS"
 run_test "helm template (mode existingSecret)" render "$WORK/existing.yaml" "${MODE_EXISTING[@]}"
@@ -349,7 +356,8 @@ if [[ -n "$bin" ]] && "$bin" inject --help >/dev/null 2>&1; then
         python3 -c '
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d["kind"] == "ConfigMap":
+    component = (d or {}).get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component")
+    if d and d["kind"] == "ConfigMap" and component != "lifecycle-controller":
         open(sys.argv[2], "w").write(d["data"]["config.yaml"])' "$1" "$2"
     }
     sandbox_pod() { # sandbox_pod PREFIX [network-policy] > pod.yaml
@@ -438,8 +446,10 @@ leaf_keys() { # leaf_keys FILE: dotted paths of values.yaml, maps with entries e
     python3 - "$1" <<'EOF'
 import sys, yaml
 def walk(v, p):
-    if isinstance(v, dict) and v and p not in ("podSecurityContext", "securityContext", "resources", "updateStrategy",
-                                             "livenessProbe", "readinessProbe", "nodeSelector"):
+    # By the last path component, so controller.resources is one value too.
+    if isinstance(v, dict) and v and p.split(".")[-1] not in (
+            "podSecurityContext", "securityContext", "resources", "updateStrategy",
+            "livenessProbe", "readinessProbe", "nodeSelector"):
         for k, x in v.items():
             yield from walk(x, f"{p}.{k}" if p else k)
     else:
