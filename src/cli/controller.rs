@@ -147,5 +147,5 @@ fn init_logging(format: super::serve::LogFormat) {
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     tracing::error!("{message}");
     eprintln!("error: {message}");
-    ExitCode::FAILURE
+    ExitCode::from(super::exit::ERROR_CODE)
 }

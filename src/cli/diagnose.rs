@@ -78,6 +78,5 @@ fn read_input(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(2)
+    super::exit::error(message)
 }
