@@ -180,13 +180,15 @@ sys.exit(1 if hooks else 0)'"
 pod_template() {
     python3 -c '
 import json, sys, yaml
-(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"
+          and d["metadata"]["labels"].get("app.kubernetes.io/component") != "lifecycle-controller"]
 print(json.dumps(dep["spec"]["template"], sort_keys=True))' "$1"
 }
 selector_checksum() {
     python3 -c '
 import sys, yaml
-(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"
+          and d["metadata"]["labels"].get("app.kubernetes.io/component") != "lifecycle-controller"]
 print(dep["spec"]["template"]["metadata"]["annotations"]["checksum/selector"])' "$1"
 }
 render "$WORK/sum-base.yaml"

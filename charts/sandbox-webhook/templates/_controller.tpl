@@ -12,16 +12,30 @@ app.kubernetes.io/name: {{ printf "%s-controller" (include "sandbox-webhook.name
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/*
+Like sandbox-webhook.labels: one map, so commonLabels repeating a chart label
+is one key and the selector labels win.
+*/}}
+{{- define "sandbox-webhook.controllerStandardLabels" -}}
+{{- $labels := include "sandbox-webhook.standardLabels" . | fromYaml -}}
+{{- $_ := set $labels "app.kubernetes.io/component" "lifecycle-controller" -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
 {{- define "sandbox-webhook.controllerLabels" -}}
-helm.sh/chart: {{ include "sandbox-webhook.chart" . }}
-{{ include "sandbox-webhook.controllerSelectorLabels" . }}
-app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
-app.kubernetes.io/component: lifecycle-controller
-app.kubernetes.io/part-of: opensandbox
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $labels := include "sandbox-webhook.controllerSelectorLabels" . | fromYaml -}}
+{{- $labels = merge $labels (dict "helm.sh/chart" (include "sandbox-webhook.chart" .)) (.Values.commonLabels | default dict) (include "sandbox-webhook.controllerStandardLabels" . | fromYaml) -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
+{{/*
+Pod template labels: no helm.sh/chart (a chart bump alone must not roll the
+pods), the mesh opt-out like every pod of the chart.
+*/}}
+{{- define "sandbox-webhook.controllerPodLabels" -}}
+{{- $labels := include "sandbox-webhook.controllerSelectorLabels" . | fromYaml -}}
+{{- $labels = merge $labels (.Values.commonLabels | default dict) (include "sandbox-webhook.meshOptOutLabels" . | fromYaml | default dict) (include "sandbox-webhook.controllerStandardLabels" . | fromYaml) -}}
+{{- toYaml $labels -}}
 {{- end -}}
 
 {{- define "sandbox-webhook.controllerServiceAccountName" -}}
