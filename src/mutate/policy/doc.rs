@@ -70,47 +70,37 @@ pub(super) struct RuleDoc<'a> {
     pub(super) unknown: Option<Cow<'a, str>>,
 }
 
-/// Reads the fields of one object into `T`.
+/// Reads the fields of one object into `T`; the first unknown key is kept.
 trait Fields<'de>: Default {
     fn field<A: MapAccess<'de>>(&mut self, key: Cow<'de, str>, map: &mut A)
     -> Result<(), A::Error>;
 }
 
-impl<'de> Fields<'de> for PolicyDoc<'de> {
-    fn field<A: MapAccess<'de>>(
-        &mut self,
-        key: Cow<'de, str>,
-        map: &mut A,
-    ) -> Result<(), A::Error> {
-        match key.as_ref() {
-            "defaultAction" => self.default_action = Some(map.next_value()?),
-            "egress" => self.egress = Some(map.next_value()?),
-            _ => {
-                map.next_value::<Value>()?;
-                self.unknown.get_or_insert(key);
+/// One `Fields` impl per document: JSON key => field, any other key is
+/// read (so syntax errors still count) and the first one remembered.
+macro_rules! fields {
+    ($doc:ident { $($key:literal => $field:ident),+ }) => {
+        impl<'de> Fields<'de> for $doc<'de> {
+            fn field<A: MapAccess<'de>>(
+                &mut self,
+                key: Cow<'de, str>,
+                map: &mut A,
+            ) -> Result<(), A::Error> {
+                match key.as_ref() {
+                    $($key => self.$field = Some(map.next_value()?),)+
+                    _ => {
+                        map.next_value::<Value>()?;
+                        self.unknown.get_or_insert(key);
+                    }
+                }
+                Ok(())
             }
         }
-        Ok(())
-    }
+    };
 }
 
-impl<'de> Fields<'de> for RuleDoc<'de> {
-    fn field<A: MapAccess<'de>>(
-        &mut self,
-        key: Cow<'de, str>,
-        map: &mut A,
-    ) -> Result<(), A::Error> {
-        match key.as_ref() {
-            "action" => self.action = Some(map.next_value()?),
-            "target" => self.target = Some(map.next_value()?),
-            _ => {
-                map.next_value::<Value>()?;
-                self.unknown.get_or_insert(key);
-            }
-        }
-        Ok(())
-    }
-}
+fields!(PolicyDoc { "defaultAction" => default_action, "egress" => egress });
+fields!(RuleDoc { "action" => action, "target" => target });
 
 impl<'de, T: Fields<'de>> Deserialize<'de> for Node<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
