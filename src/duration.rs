@@ -84,7 +84,9 @@ pub fn parse_positive(text: &str) -> Result<Duration, DurationError> {
 
 /// Whole seconds, without the `ms` unit (the sandbox timeout).
 pub fn parse_seconds(text: &str) -> Result<u64, DurationError> {
-    if text.trim().to_ascii_lowercase().ends_with("ms") {
+    // `ms` is the smallest unit, so if present it comes last.
+    let t = text.trim().as_bytes();
+    if t.len() >= 2 && t[t.len() - 2..].eq_ignore_ascii_case(b"ms") {
         return Err(DurationError::NotWholeSeconds(text.to_owned()));
     }
     let ms = millis(text)?;

@@ -330,41 +330,41 @@ impl Execd<'_> {
     pub fn write_main(&self, patch: &mut PatchBuilder) {
         let m = &self.main;
         let idx = m.index.to_string();
-        let at = |rest: &[&'static str]| {
-            let mut p = vec!["spec", "containers", idx.as_str()];
-            p.extend_from_slice(rest);
-            p
-        };
+        // Paths are arrays on the stack: this runs on every admission.
+        let c = ["spec", "containers", idx.as_str()];
         match &m.command {
             CommandChange::Keep => {}
-            CommandChange::Prepend => patch.add(&at(&["command", "0"]), BOOTSTRAP),
-            CommandChange::Set(command) => patch.add(&at(&["command"]), command),
+            CommandChange::Prepend => patch.add(&[c[0], c[1], c[2], "command", "0"], BOOTSTRAP),
+            CommandChange::Set(command) => patch.add(&[c[0], c[1], c[2], "command"], command),
         }
-        patch.append(&at(&["env"]), m.env.list_exists, &m.env.item);
+        patch.append(&[c[0], c[1], c[2], "env"], m.env.list_exists, &m.env.item);
         if let Some(mount) = &m.mount {
             patch.append(
-                &at(&["volumeMounts"]),
+                &[c[0], c[1], c[2], "volumeMounts"],
                 mount.list_exists,
                 std::slice::from_ref(&mount.item),
             );
         }
+        let Some(at) = &m.drop_net_admin else {
+            return;
+        };
         let cap = json!(NET_ADMIN);
-        match m.drop_net_admin {
-            None => {}
-            Some(DropAt::SecurityContext) => patch.add(
-                &at(&["securityContext"]),
+        let sc = "securityContext";
+        match at {
+            DropAt::SecurityContext => patch.add(
+                &[c[0], c[1], c[2], sc],
                 &json!({"capabilities": {"drop": [cap]}}),
             ),
-            Some(DropAt::Capabilities) => patch.add(
-                &at(&["securityContext", "capabilities"]),
+            DropAt::Capabilities => patch.add(
+                &[c[0], c[1], c[2], sc, "capabilities"],
                 &json!({"drop": [cap]}),
             ),
-            Some(DropAt::DropList) => patch.add(
-                &at(&["securityContext", "capabilities", "drop"]),
+            DropAt::DropList => patch.add(
+                &[c[0], c[1], c[2], sc, "capabilities", "drop"],
                 &json!([cap]),
             ),
-            Some(DropAt::DropItem) => {
-                patch.add(&at(&["securityContext", "capabilities", "drop", "-"]), &cap);
+            DropAt::DropItem => {
+                patch.add(&[c[0], c[1], c[2], sc, "capabilities", "drop", "-"], &cap);
             }
         }
     }
