@@ -711,6 +711,57 @@ async fn invalid_renewal_is_denied_by_the_policy(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// `controller.platform.deleteUnschedulable: true`: the reported pod is then
+/// removed by the expiry rules. Restarts both replicas with that file.
+async fn delete_unschedulable_removes_the_pod(env: &mut Env) -> Result<()> {
+    std::fs::write(
+        &env.config,
+        "controller: {platform: {deleteUnschedulable: true}}\n",
+    )?;
+    for c in &mut env.controllers {
+        c.kill();
+    }
+    for c in &mut env.controllers {
+        c.restart()?;
+    }
+    env.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
+        .await?;
+    let ns = "e2e-ctl-platform-delete";
+    namespace(&env.client, ns).await?;
+    let pods = env.pods(ns);
+    let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
+    pods.create(
+        &pp(),
+        &sandbox("arm-gone", json!({}), json!({}), json!({}), arm)?,
+    )
+    .await?;
+    schedule_failure(&pods, "arm-gone", SCHEDULER_MESSAGE).await?;
+    wait_gone(&pods, "arm-gone", Duration::from_secs(15)).await?;
+    let warned = events(
+        &env.client,
+        ns,
+        "arm-gone",
+        "PlatformUnschedulable",
+        1,
+        Duration::from_secs(5),
+    )
+    .await?;
+    check(warned.len() == 1, "reported before it was removed")?;
+    let removed = events(
+        &env.client,
+        ns,
+        "arm-gone",
+        "SandboxRemoved",
+        1,
+        Duration::from_secs(5),
+    )
+    .await?;
+    check(
+        removed.len() == 1,
+        format!("{} SandboxRemoved events, expected 1", removed.len()),
+    )
+}
+
 async fn setup(cluster: &Cluster, work: &std::path::Path) -> Result<Env> {
     let client = cluster.client().await?;
     namespace(&client, HOME).await?;
@@ -807,6 +858,7 @@ fn main() -> std::process::ExitCode {
         scenario!(results, &env, invalid_renewal_is_denied_by_the_policy);
         scenario!(results, &mut env, standby_takes_over_when_the_leader_dies);
         scenario!(results, &mut env, sigterm_releases_the_lease);
+        scenario!(results, &mut env, delete_unschedulable_removes_the_pod);
         results
     });
     drop(cluster);
