@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The lifecycle controller under load, against the e2e control plane
+# (tests/e2e/cluster.sh): PODS sandbox pods whose expiry times are spread over
+# SPREAD seconds; prints the removal delay (p50/p99/max), the controller's
+# RSS (idle, PODS cached, peak) and the API calls it made
+# (apiserver_request_total). A benchmark, not a test: it fails only on errors.
+#
+#   bench/controller.sh [PODS [SPREAD_S [LEAD_S]]]     defaults 5000 60 45
+#
+# Release build; everything runs on 127.0.0.1 and is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PODS="${1:-5000}" SPREAD="${2:-60}" LEAD="${3:-45}"
+WORK="$(mktemp -d)"
+CTL_PID=""
+cleanup() {
+    [[ -n "$CTL_PID" ]] && kill "$CTL_PID" 2>/dev/null || true
+    tests/e2e/cluster.sh stop "$WORK/cluster" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+nice cargo build --release --bin sandbox-webhook --example controller_bench >&2
+BIN="${CARGO_TARGET_DIR:-target}/release/sandbox-webhook"
+BENCH="${CARGO_TARGET_DIR:-target}/release/examples/controller_bench"
+
+tests/e2e/cluster.sh start "$WORK/cluster" >/dev/null
+KUBECONFIG="$WORK/cluster/kubeconfig"
+ADMIN="127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+KUBECONFIG="$KUBECONFIG" RUST_LOG=warn "$BIN" controller --admin-addr "$ADMIN" --namespace default \
+    --identity bench >"$WORK/controller.log" 2>&1 &
+CTL_PID=$!
+for _ in $(seq 1 300); do
+    curl -sf "http://$ADMIN/metrics" 2>/dev/null | grep -q '^sandbox_webhook_controller_leader 1' && break
+    sleep 0.1
+done
+curl -sf "http://$ADMIN/metrics" | grep -q '^sandbox_webhook_controller_leader 1' || { echo "controller never led" >&2; exit 1; }
+echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BENCH" "$KUBECONFIG" "$CTL_PID" "$ADMIN" "$PODS" "$SPREAD" "$LEAD"
+echo "controller: $(curl -sf "http://$ADMIN/metrics" | grep -E '^sandbox_webhook_(expired_total|controller_api_errors_total)' | tr '\n' ' ')"

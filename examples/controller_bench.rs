@@ -1,0 +1,280 @@
+//! The lifecycle controller under load (bench/controller.sh runs it against
+//! the e2e apiserver; the figures are in docs/performance.md): N sandbox pods
+//! whose whole-second expiry times are spread over S seconds, and
+//!
+//! - the removal delay after expiry, as this program's own watch sees the
+//!   DELETED event (p50/p99/max; it includes the watch's delivery time);
+//! - the controller's RSS idle, with all N pods cached, and its peak;
+//! - the API calls made during the run, from the apiserver's
+//!   `apiserver_request_total`, minus the calls this program makes itself.
+//!
+//! Usage: controller_bench KUBECONFIG CONTROLLER_PID CONTROLLER_ADMIN_ADDR [PODS] [SPREAD_S] [LEAD_S]
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use futures_util::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use kube::{Client, Config};
+use serde_json::json;
+
+type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
+
+const NS: &str = "bench";
+const CONCURRENCY: usize = 16;
+
+fn rss_kib(pid: u32, field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .ok_or("no such field")?;
+    Ok(line.split_whitespace().nth(1).ok_or("bad line")?.parse()?)
+}
+
+fn http_get(addr: &str, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+fn controller_metric(addr: &str, name: &str) -> f64 {
+    http_get(addr, "/metrics")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+/// `apiserver_request_total` summed by (verb, resource, subresource).
+async fn request_totals(client: &Client) -> Result<BTreeMap<(String, String, String), f64>> {
+    let req = axum::http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    let mut totals = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let key = (label("verb"), label("resource"), label("subresource"));
+        *totals.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(totals)
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        return Err("usage: controller_bench KUBECONFIG CONTROLLER_PID ADMIN_ADDR [PODS] [SPREAD_S] [LEAD_S]".into());
+    }
+    let pid: u32 = args[2].parse()?;
+    let admin = args[3].clone();
+    let n: usize = args.get(4).map_or(Ok(5000), |a| a.parse())?;
+    let spread: i64 = args.get(5).map_or(Ok(60), |a| a.parse())?;
+    let lead: i64 = args.get(6).map_or(Ok(45), |a| a.parse())?;
+
+    let kubeconfig = Kubeconfig::read_from(&args[1])?;
+    let client = Client::try_from(
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
+    )?;
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+
+    let idle_rss = rss_kib(pid, "VmRSS:")?;
+    let before = request_totals(&client).await?;
+
+    // Our own watch records when each pod's DELETED event arrives.
+    let deleted: std::sync::Arc<std::sync::Mutex<HashMap<String, DateTime<Utc>>>> =
+        Default::default();
+    let recorder = {
+        let deleted = deleted.clone();
+        let stream = watcher::watcher(pods.clone(), watcher::Config::default());
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(event)) = stream.next().await {
+                if let watcher::Event::Delete(pod) = event
+                    && let (Some(name), Ok(mut map)) = (pod.metadata.name, deleted.lock())
+                {
+                    map.insert(name, Utc::now());
+                }
+            }
+        })
+    };
+
+    let start = Utc::now();
+    let base = DateTime::parse_from_rfc3339(
+        &(start + TimeDelta::seconds(lead)).to_rfc3339_opts(SecondsFormat::Secs, true),
+    )?
+    .with_timezone(&Utc);
+    let expiry = |i: usize| base + TimeDelta::seconds(i as i64 * spread / n as i64);
+    let created = Instant::now();
+    stream::iter(0..n)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("p-{i}"), "labels": {"opensandbox.io/id": format!("p-{i}")},
+                        "annotations": {"opensandbox.io/expires-at": expiry(i).to_rfc3339_opts(SecondsFormat::Secs, true)}},
+                    "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36", "command": ["sleep", "3600"]}]},
+                }))?;
+                pods.create(&PostParams::default(), &pod).await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let create_secs = created.elapsed().as_secs_f64();
+    let ready_before_expiry = Utc::now() < base;
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while controller_metric(&admin, "sandbox_webhook_controller_watched_pods") < n as f64
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cached = controller_metric(&admin, "sandbox_webhook_controller_watched_pods");
+    let full_rss = rss_kib(pid, "VmRSS:")?;
+
+    let end = base + TimeDelta::seconds(spread + 60);
+    while deleted.lock().map(|m| m.len()).unwrap_or(0) < n && Utc::now() < end {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = request_totals(&client).await?;
+    let peak_rss = rss_kib(pid, "VmHWM:")?;
+    let end_rss = rss_kib(pid, "VmRSS:")?;
+    recorder.abort();
+
+    let map = deleted.lock().map(|m| m.clone()).unwrap_or_default();
+    let mut delays: Vec<i64> = (0..n)
+        .filter_map(|i| Some((*map.get(&format!("p-{i}"))? - expiry(i)).num_milliseconds()))
+        .collect();
+    delays.sort_unstable();
+    let early = delays.iter().filter(|d| **d < 0).count();
+
+    println!(
+        "pods: {n}, expiries spread over {spread} s from {}",
+        base.to_rfc3339_opts(SecondsFormat::Secs, true)
+    );
+    println!(
+        "created in {create_secs:.1} s ({:.0}/s); all created before the first expiry: {ready_before_expiry}",
+        n as f64 / create_secs
+    );
+    println!("controller cache: {cached} pods");
+    println!(
+        "removed: {} of {n}; removed before expiry: {early}",
+        delays.len()
+    );
+    println!(
+        "removal delay after expiry (watch-observed): p50 {} ms, p99 {} ms, max {} ms",
+        percentile(&delays, 0.50),
+        percentile(&delays, 0.99),
+        delays.last().copied().unwrap_or(0)
+    );
+    println!(
+        "controller RSS: idle {:.1} MiB, {n} pods cached {:.1} MiB, peak {:.1} MiB, after {:.1} MiB",
+        idle_rss as f64 / 1024.0,
+        full_rss as f64 / 1024.0,
+        peak_rss as f64 / 1024.0,
+        end_rss as f64 / 1024.0
+    );
+    // This program's own calls: one namespace POST, N pod POSTs, and its
+    // watch (one LIST and one WATCH); the rest is the controller's.
+    let mut ours: HashMap<(&str, &str), f64> = HashMap::new();
+    ours.insert(("POST", "namespaces"), 1.0);
+    ours.insert(("POST", "pods"), n as f64);
+    ours.insert(("LIST", "pods"), 1.0);
+    ours.insert(("WATCH", "pods"), 1.0);
+    println!(
+        "controller API calls during the run (apiserver_request_total delta minus this program's):"
+    );
+    for ((verb, resource, sub), v) in &after {
+        let delta = v - before
+            .get(&(verb.clone(), resource.clone(), sub.clone()))
+            .copied()
+            .unwrap_or(0.0);
+        let mine = if sub.is_empty() {
+            ours.get(&(verb.as_str(), resource.as_str()))
+                .copied()
+                .unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        let theirs = delta - mine;
+        if theirs >= 0.5 && !resource.is_empty() {
+            let what = if sub.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{sub}")
+            };
+            println!("  {verb:<6} {what:<24} {theirs:.0}");
+        }
+    }
+    // The controller's watch began before the window above; on this fresh
+    // apiserver the only pod readers are the controller and this program.
+    println!(
+        "pods reads since the apiserver started (the controller's and this program's, one each expected):"
+    );
+    for verb in ["LIST", "WATCH", "GET"] {
+        let total = after
+            .get(&(verb.to_owned(), "pods".to_owned(), String::new()))
+            .copied()
+            .unwrap_or(0.0);
+        println!("  {verb:<6} pods {total:.0}");
+    }
+    // A watch is counted in apiserver_request_total only when it ends; the
+    // open ones are in apiserver_longrunning_requests.
+    let req = axum::http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    let open: f64 = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{")
+                && l.contains("resource=\"pods\"")
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    println!("  open WATCH pods {open:.0}");
+    Ok(())
+}
