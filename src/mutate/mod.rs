@@ -1,6 +1,26 @@
 //! The mutation core: a pod, the configuration and the clock in; a JSON
 //! patch, a skip or a denial out. Nothing here does I/O.
 
+/// The `Visitor` methods for booleans and numbers, each returning `$value`
+/// with the visited value bound to `$v`. Defined before the modules so that
+/// the hand-written readers of `pod` and `policy` share it.
+macro_rules! non_string_scalars {
+    (|$v:ident| $value:expr) => {
+        fn visit_bool<E: de::Error>(self, $v: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E: de::Error>(self, $v: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E: de::Error>(self, $v: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: de::Error>(self, $v: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
 mod denial;
 mod egress;
 mod execd;

@@ -163,18 +163,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for SelectorValue<'a> {
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
                 Ok(SelectorValue::Text(None))
             }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Other(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Other(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Other(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Other(v.to_string()))
-            }
+            non_string_scalars!(|v| SelectorValue::Other(v.to_string()));
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(SelectorValue::Other("a list".to_owned()))
@@ -219,18 +208,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for NodeSelector<'a> {
             fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
                 Ok(NodeSelector::NotAMap)
             }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(NodeSelector::NotAMap)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(NodeSelector::NotAMap)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(NodeSelector::NotAMap)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(NodeSelector::NotAMap)
-            }
+            non_string_scalars!(|_v| NodeSelector::NotAMap);
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }

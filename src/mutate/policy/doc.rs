@@ -9,24 +9,6 @@ use serde_json::Value;
 
 use crate::mutate::pod::Text;
 
-/// The visitor methods for booleans and numbers, all mapped to one value.
-macro_rules! non_string_scalars {
-    ($other:expr) => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($other())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($other())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($other())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($other())
-        }
-    };
-}
-
 // --- the borrowed document ------------------------------------------------
 //
 // Every visitor below accepts any JSON value, so the only errors serde_json
@@ -127,7 +109,7 @@ impl<'de, T: Fields<'de>> Deserialize<'de> for Node<T> {
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
                 Ok(Node::Other)
             }
-            non_string_scalars!(|| Node::Other);
+            non_string_scalars!(|_v| Node::Other);
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }
@@ -158,7 +140,7 @@ impl<'de> Deserialize<'de> for Scalar<'de> {
                 Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
                 Ok(Scalar::Other)
             }
-            non_string_scalars!(|| Scalar::Other);
+            non_string_scalars!(|_v| Scalar::Other);
         }
         d.deserialize_any(V)
     }
@@ -189,7 +171,7 @@ impl<'de> Deserialize<'de> for Rules<'de> {
             fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
                 Ok(Rules::Other)
             }
-            non_string_scalars!(|| Rules::Other);
+            non_string_scalars!(|_v| Rules::Other);
         }
         d.deserialize_any(V)
     }
