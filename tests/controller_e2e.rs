@@ -163,9 +163,20 @@ async fn renewed_pod_survives_its_old_time(env: &Env) -> Result<()> {
     while Utc::now() < old + TimeDelta::milliseconds(1500) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let renewed = pods
+        .get_opt("renewed")
+        .await?
+        .ok_or("the renewed pod was deleted at its old time")?;
+    let at_old = env.diagnose(&renewed, old)?;
     check(
-        pods.get_opt("renewed").await?.is_some(),
-        "the renewed pod was deleted at its old time",
+        at_old["expiry"]["expired"] == json!(false),
+        format!("diagnose at the old time: {at_old}"),
+    )?;
+    let at_new = env.diagnose(&renewed, new)?;
+    check(
+        at_new["expiry"]
+            == json!({"expiresAt": rfc3339(new), "expired": true, "action": "delete-pod"}),
+        format!("diagnose at the new time: {at_new}"),
     )?;
     gone_on_time(&pods, "renewed", new).await.map(|_| ())
 }
@@ -551,11 +562,17 @@ async fn standby_takes_over_when_the_leader_dies(env: &mut Env) -> Result<()> {
     let killed = Instant::now();
     let pods = env.pods(ns);
     let at = in_seconds(1);
-    pods.create(
-        &pp(),
-        &sandbox("failover", json!({}), expires_at(at), json!({}), json!({}))?,
-    )
-    .await?;
+    let failover = pods
+        .create(
+            &pp(),
+            &sandbox("failover", json!({}), expires_at(at), json!({}), json!({}))?,
+        )
+        .await?;
+    let d = env.diagnose(&failover, at)?;
+    check(
+        d["expiry"]["action"] == json!("delete-pod"),
+        format!("diagnose: {d}"),
+    )?;
     let limit = Duration::from_secs(LEASE_SECONDS + 3);
     while !env.controllers[standby].is_leader() {
         check(

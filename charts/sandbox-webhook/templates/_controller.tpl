@@ -41,3 +41,17 @@ pods), the mesh opt-out like every pod of the chart.
 {{- define "sandbox-webhook.controllerServiceAccountName" -}}
 {{- default (include "sandbox-webhook.controllerFullname" .) .Values.controller.serviceAccount.name -}}
 {{- end -}}
+
+{{/*
+Names of the controller's cluster-scoped objects (ClusterRole, its binding,
+the renewal policy and its binding) carry the release namespace, like the
+webhook configuration's, so one release name can be installed in two
+namespaces.
+*/}}
+{{- define "sandbox-webhook.controllerClusterName" -}}
+{{- printf "%s-%s" (include "sandbox-webhook.controllerFullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sandbox-webhook.renewalPolicyName" -}}
+{{- printf "%s-expires-at-%s" (include "sandbox-webhook.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
