@@ -245,6 +245,10 @@ pub fn metric_value(text: &str, name_and_labels: &str) -> Option<f64> {
 // ---------------------------------------------------------------------------
 // Kubernetes helpers
 
+pub fn pp() -> PostParams {
+    PostParams::default()
+}
+
 pub async fn namespace(client: &Client, name: &str) -> Result<()> {
     let ns: Namespace = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},

@@ -1,0 +1,188 @@
+//! Platform scheduling: the condition, the Event, deleteUnschedulable.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::harness::*;
+use crate::{CAPACITY_MESSAGE, Env, SCHEDULER_MESSAGE};
+
+pub(crate) fn condition<'a>(
+    pod: &'a Pod,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+pub(crate) async fn schedule_failure(pods: &Api<Pod>, name: &str, message: &str) -> Result<()> {
+    let status = json!({"status": {"conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+        "lastTransitionTime": rfc3339(Utc::now()),
+    }]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn unschedulable_platform_is_reported(env: &Env) -> Result<()> {
+    let ns = "e2e-ctl-platform";
+    namespace(&env.client, ns).await?;
+    let before = env
+        .leader()?
+        .metric("sandbox_webhook_platform_unschedulable_total")?;
+    let pods = env.pods(ns);
+    let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
+    for name in ["arm", "cpu"] {
+        pods.create(
+            &pp(),
+            &sandbox(name, json!({}), json!({}), json!({}), arm.clone())?,
+        )
+        .await?;
+    }
+    schedule_failure(&pods, "arm", SCHEDULER_MESSAGE).await?;
+    schedule_failure(&pods, "cpu", CAPACITY_MESSAGE).await?;
+    let ct = format!("{P}/PlatformUnschedulable");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let reported = loop {
+        let pod = pods.get("arm").await?;
+        if condition(&pod, &ct).is_some() {
+            break pod;
+        }
+        check(
+            Instant::now() < deadline,
+            "no PlatformUnschedulable condition within 10s",
+        )?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let c = condition(&reported, &ct).ok_or("condition")?;
+    check(
+        c.status == "True" && c.reason.as_deref() == Some("PlatformUnschedulable"),
+        format!("condition: {c:?}"),
+    )?;
+    check(
+        c.message.as_deref() == Some(SCHEDULER_MESSAGE),
+        "the condition carries the scheduler's whole message",
+    )?;
+    let warned = events(
+        &env.client,
+        ns,
+        "arm",
+        "PlatformUnschedulable",
+        1,
+        Duration::from_secs(5),
+    )
+    .await?;
+    check(
+        warned.first().and_then(|e| e.type_.as_deref()) == Some("Warning"),
+        "a Warning Event",
+    )?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let warned = events(
+        &env.client,
+        ns,
+        "arm",
+        "PlatformUnschedulable",
+        2,
+        Duration::ZERO,
+    )
+    .await?;
+    check(
+        warned.len() == 1,
+        format!(
+            "{} PlatformUnschedulable events, expected exactly 1",
+            warned.len()
+        ),
+    )?;
+    let cpu = pods.get("cpu").await?;
+    check(
+        condition(&cpu, &ct).is_none(),
+        "Insufficient cpu is not a platform problem",
+    )?;
+    let none = events(
+        &env.client,
+        ns,
+        "cpu",
+        "PlatformUnschedulable",
+        1,
+        Duration::ZERO,
+    )
+    .await?;
+    check(none.is_empty(), "no Event for the capacity pod")?;
+    let after = env
+        .leader()?
+        .metric("sandbox_webhook_platform_unschedulable_total")?;
+    check(
+        after == before + 1.0,
+        format!("platform_unschedulable_total went {before} -> {after}"),
+    )?;
+    let d = env.diagnose(&pods.get("arm").await?, Utc::now())?;
+    check(
+        d["platform"]
+            == json!({"hasPlatform": true, "hasNonPlatform": false, "unschedulable": true, "message": SCHEDULER_MESSAGE}),
+        format!("diagnose arm: {d}"),
+    )?;
+    let d = env.diagnose(&cpu, Utc::now())?;
+    check(
+        d["platform"]["unschedulable"] == json!(false),
+        format!("diagnose cpu: {d}"),
+    )
+}
+
+/// `controller.platform.deleteUnschedulable: true`: the reported pod is then
+/// removed by the expiry rules. Restarts both replicas with that file.
+pub(crate) async fn delete_unschedulable_removes_the_pod(env: &mut Env) -> Result<()> {
+    std::fs::write(
+        &env.config,
+        "controller: {platform: {deleteUnschedulable: true}}\n",
+    )?;
+    for c in &mut env.controllers {
+        c.kill();
+    }
+    for c in &mut env.controllers {
+        c.restart()?;
+    }
+    env.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
+        .await?;
+    let ns = "e2e-ctl-platform-delete";
+    namespace(&env.client, ns).await?;
+    let pods = env.pods(ns);
+    let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
+    pods.create(
+        &pp(),
+        &sandbox("arm-gone", json!({}), json!({}), json!({}), arm)?,
+    )
+    .await?;
+    schedule_failure(&pods, "arm-gone", SCHEDULER_MESSAGE).await?;
+    wait_gone(&pods, "arm-gone", Duration::from_secs(15)).await?;
+    let warned = events(
+        &env.client,
+        ns,
+        "arm-gone",
+        "PlatformUnschedulable",
+        1,
+        Duration::from_secs(5),
+    )
+    .await?;
+    check(warned.len() == 1, "reported before it was removed")?;
+    let removed = events(
+        &env.client,
+        ns,
+        "arm-gone",
+        "SandboxRemoved",
+        1,
+        Duration::from_secs(5),
+    )
+    .await?;
+    check(
+        removed.len() == 1,
+        format!("{} SandboxRemoved events, expected 1", removed.len()),
+    )
+}
