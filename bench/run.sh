@@ -89,7 +89,7 @@ start_server() { # name port admin_port [flags…]
   shift 3
   RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve \
     --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" \
-    --addr "127.0.0.1:$port" --admin-addr "127.0.0.1:$admin" "$@" \
+    --addr "127.0.0.1:$port" --admin-addr "127.0.0.1:$admin" --shutdown-delay 0s "$@" \
     >>"$WORK/$name.log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")

@@ -19,7 +19,7 @@ use crate::config::Config;
 #[derive(Debug, Parser)]
 #[command(
     name = "sandbox-webhook",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SANDBOX_WEBHOOK_REVISION"), ")"),
     about = "Mutating admission webhook for OpenSandbox sandbox pods"
 )]
 pub struct Args {

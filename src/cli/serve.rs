@@ -4,12 +4,11 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::ValueEnum;
 
 use crate::certs;
-use crate::server::{self, Handler, ServerConfig, TlsFiles};
+use crate::server::{self, Handler, ServerSettings, TlsFiles, Tuning};
 
 /// Where `serve --dev` writes its throwaway certificates (git-ignored).
 const DEV_CERT_DIR: &str = "certs/dev";
@@ -44,19 +43,9 @@ pub struct ServeArgs {
     /// localhost, 127.0.0.1 and ::1 under certs/dev/ and serve with it.
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     pub dev: bool,
-    /// Maximum concurrent TLS connections.
-    #[arg(long, value_name = "N", default_value_t = 1024,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_connections: u32,
-    /// Deadline for one admission request (body included), e.g. 5s.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::duration::parse_positive)]
-    pub request_timeout: Duration,
-    /// How long shutdown waits for in-flight requests, e.g. 15s.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::duration::parse_positive)]
-    pub shutdown_timeout: Duration,
-    /// How often certificate, client CA and config files are polled.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::duration::parse_positive, hide = true)]
-    pub reload_interval: Duration,
+    /// Limits and timeouts.
+    #[command(flatten)]
+    pub tuning: Tuning,
     /// Async runtime worker threads; by default one per CPU this process may
     /// run on (its affinity mask and cgroup CPU quota included).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -123,15 +112,13 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         // clap enforces `required_unless_present = "dev"`.
         _ => return fail("--tls-cert and --tls-key are required (or use --dev)"),
     };
-    let mut settings = ServerConfig::new(tls);
+    raise_fd_limit(&args.tuning);
+    let mut settings = ServerSettings::new(tls);
     settings.addr = args.addr;
     settings.admin_addr = args.admin_addr;
     settings.config_path = args.config;
     settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
-    settings.reload_interval = args.reload_interval;
-    settings.request_timeout = args.request_timeout;
-    settings.shutdown_timeout = args.shutdown_timeout;
-    settings.max_connections = args.max_connections as usize;
+    settings.tuning = args.tuning;
     if args.null_handler {
         tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
         settings.handler = Handler::Null;
@@ -155,6 +142,21 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
+    }
+}
+
+/// Both connection caps, plus room for files and the runtime, must fit in
+/// the open-files limit, or accepts fail with EMFILE before a cap is reached.
+fn raise_fd_limit(tuning: &Tuning) {
+    let needed = u64::from(tuning.max_connections) + u64::from(tuning.admin_max_connections) + 64;
+    match server::raise_fd_limit() {
+        Ok(limit) if limit < needed => tracing::warn!(
+            limit,
+            needed,
+            "the open-files limit is below the connection caps; lower --max-connections or raise the limit"
+        ),
+        Ok(limit) => tracing::debug!(limit, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-files limit"),
     }
 }
 

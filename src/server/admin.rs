@@ -1,8 +1,13 @@
 //! The plain-HTTP admin port: liveness, readiness and metrics. It carries no
-//! admission traffic, so it needs neither TLS nor the admission limits.
+//! admission traffic, so it needs no TLS, but it is bounded like the
+//! admission port (SPEC 9): its own small connection cap, at which the
+//! oldest admin connection makes room (so a flood of idle connections can
+//! neither lock out the kubelet's probes nor exhaust file descriptors), the
+//! same head, idle and write timeouts, and a short request deadline.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -10,12 +15,26 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::HttpError;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::conn::{ConnSettings, http_builder};
+use super::http::HttpError;
+use super::listener::{Evict, Limits, accept_until};
 use super::metrics::Metrics;
+use super::settings::Tuning;
+use super::shutdown::{Readiness, drain, stopped};
+
+/// Admin handlers answer from memory; anything slower is stuck.
+const ADMIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapers may hold keep-alive connections; shutdown does not wait on them
+/// long.
+const ADMIN_DRAIN: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub(crate) struct AdminState {
-    pub ready: Arc<AtomicBool>,
+    pub ready: Readiness,
     pub metrics: Arc<Metrics>,
 }
 
@@ -27,6 +46,51 @@ pub(crate) fn router(state: AdminState) -> Router {
         .fallback(|| async { HttpError::NotFound })
         .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "GET" } })
         .with_state(state)
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ADMIN_REQUEST_TIMEOUT,
+        ))
+}
+
+/// Serves the admin port until `stop` turns true, then closes its
+/// connections (briefly draining them).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: AdminState,
+    tuning: Tuning,
+    mut stop: watch::Receiver<bool>,
+) {
+    let metrics = state.metrics.clone();
+    let limits = Limits {
+        name: "admin",
+        cap: usize::try_from(tuning.admin_max_connections).unwrap_or(usize::MAX),
+        evict: Evict::Oldest,
+    };
+    let conn = Arc::new(ConnSettings {
+        http: http_builder(&tuning),
+        service: TowerToHyperService::new(router(state)),
+        tuning,
+    });
+    let (conn_stop, conn_stopped) = watch::channel(false);
+    let mut stop_accepting = stop.clone();
+    let mut connections = accept_until(
+        &listener,
+        &limits,
+        &metrics,
+        async move { stopped(&mut stop_accepting).await },
+        |stream, peer: SocketAddr, state| {
+            let conn = conn.clone();
+            let mut stop = conn_stopped.clone();
+            async move {
+                let _ = stream.set_nodelay(true);
+                conn.serve_http(stream, state, peer, &mut stop).await;
+            }
+        },
+    )
+    .await;
+    drop(listener);
+    drain(&mut connections, &conn_stop, ADMIN_DRAIN).await;
+    stopped(&mut stop).await;
 }
 
 async fn livez() -> &'static str {
@@ -34,7 +98,7 @@ async fn livez() -> &'static str {
 }
 
 async fn readyz(State(state): State<AdminState>) -> Response {
-    if state.ready.load(Ordering::Acquire) {
+    if state.ready.get() {
         "ok\n".into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()

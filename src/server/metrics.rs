@@ -28,6 +28,26 @@ pub struct SkipLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub revision: &'static str,
+}
+
+/// The crate version and the git revision it was built from (`build.rs`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const REVISION: &str = env!("SANDBOX_WEBHOOK_REVISION");
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -50,6 +70,16 @@ pub struct Metrics {
     panics: Counter,
     pub(crate) cert_reloads: ReloadCounter,
     pub(crate) config_reloads: ReloadCounter,
+    /// 1 while the configuration in use is the file's current content, 0
+    /// after a reload was rejected (the previous configuration is kept).
+    pub(crate) config_last_reload_success: Gauge,
+    /// `notAfter` of the serving certificate in use, in Unix seconds.
+    pub(crate) certificate_expiry: Gauge,
+    /// Request body bytes buffered right now (bounded by the body budget).
+    pub(crate) body_buffered: Gauge,
+    handshake_failures: Family<ReasonLabels, Counter>,
+    open_connections: Family<ListenerLabels, Gauge>,
+    evictions: Family<ListenerLabels, Counter>,
 }
 
 impl Metrics {
@@ -100,6 +130,57 @@ impl Metrics {
             "Reloads of the configuration file, by result",
             config_reloads.clone(),
         );
+        let config_last_reload_success = Gauge::default();
+        registry.register(
+            "config_last_reload_success",
+            "1 if the last configuration load or reload succeeded, 0 if it was rejected and the previous configuration is still in use",
+            config_last_reload_success.clone(),
+        );
+        config_last_reload_success.set(1);
+        let certificate_expiry = Gauge::default();
+        registry.register_with_unit(
+            "certificate_expiry_timestamp",
+            "Expiry (notAfter) of the serving certificate in use, as a Unix time",
+            Unit::Seconds,
+            certificate_expiry.clone(),
+        );
+        let body_buffered = Gauge::default();
+        registry.register_with_unit(
+            "request_body_buffered",
+            "Request body bytes buffered right now, across connections (bounded by --max-buffered-bytes)",
+            Unit::Bytes,
+            body_buffered.clone(),
+        );
+        let handshake_failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes on the admission port that failed, by reason (peer_rejected_certificate is the symptom of a wrong caBundle)",
+            handshake_failures.clone(),
+        );
+        let open_connections = Family::<ListenerLabels, Gauge>::default();
+        registry.register(
+            "open_connections",
+            "Connections open, by listener (admission, admin)",
+            open_connections.clone(),
+        );
+        let evictions = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "connections_evicted",
+            "Connections closed at the connection cap to make room for a new one, by listener",
+            evictions.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "build_info",
+            "Always 1; the labels say which build is running",
+            build_info.clone(),
+        );
+        build_info
+            .get_or_create(&BuildLabels {
+                version: VERSION,
+                revision: REVISION,
+            })
+            .set(1);
 
         // Every series that can appear exists from the start at 0, so a
         // dashboard (or a test) sees an increase rather than a new series.
@@ -112,6 +193,14 @@ impl Metrics {
             let _ = family.get_or_create(&SUCCESS);
             let _ = family.get_or_create(&FAILURE);
         }
+        for reason in crate::server::conn::HANDSHAKE_FAILURE_REASONS {
+            let _ = handshake_failures.get_or_create(&ReasonLabels { reason });
+        }
+        for listener in ["admission", "admin"] {
+            let labels = ListenerLabels { listener };
+            let _ = open_connections.get_or_create(&labels);
+            let _ = evictions.get_or_create(&labels);
+        }
 
         Metrics {
             registry,
@@ -122,7 +211,32 @@ impl Metrics {
             panics,
             cert_reloads,
             config_reloads,
+            config_last_reload_success,
+            certificate_expiry,
+            body_buffered,
+            handshake_failures,
+            open_connections,
+            evictions,
         }
+    }
+
+    pub fn handshake_failed(&self, reason: &'static str) {
+        self.handshake_failures
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// The open-connections gauge of one listener.
+    pub fn open_connections(&self, listener: &'static str) -> Gauge {
+        self.open_connections
+            .get_or_create(&ListenerLabels { listener })
+            .clone()
+    }
+
+    pub fn evicted(&self, listener: &'static str) {
+        self.evictions
+            .get_or_create(&ListenerLabels { listener })
+            .inc();
     }
 
     pub fn admission(&self, operation: &str, outcome: Outcome, elapsed: Duration) {

@@ -13,6 +13,8 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+use prometheus_client::metrics::gauge::Gauge;
+
 use super::metrics::{FAILURE, ReloadCounter, SUCCESS};
 
 #[derive(Debug, Error)]
@@ -47,6 +49,8 @@ pub struct Watch {
     pub initial: Vec<Vec<u8>>,
     pub interval: Duration,
     pub counter: ReloadCounter,
+    /// Set to 1 after a good reload and 0 after a rejected one.
+    pub last_success: Option<Gauge>,
 }
 
 /// Polls `watch.paths` every `watch.interval`; when any content differs from
@@ -65,8 +69,15 @@ where
             initial,
             interval,
             counter,
+            last_success,
         } = watch;
+        let status = |ok: bool| {
+            if let Some(gauge) = &last_success {
+                gauge.set(i64::from(ok));
+            }
+        };
         let mut seen = initial;
+        let mut seen_ok = true;
         let mut unreadable = false;
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -80,23 +91,33 @@ where
                     if !unreadable {
                         tracing::warn!(what, error = %e, "reload failed, keeping the previous version");
                         counter.get_or_create(&FAILURE).inc();
+                        status(false);
                         unreadable = true;
                     }
                     continue;
                 }
             };
-            unreadable = false;
             if current == seen {
+                if unreadable {
+                    // Readable again, unchanged: in use if it was accepted.
+                    status(seen_ok);
+                    unreadable = false;
+                }
                 continue;
             }
+            unreadable = false;
             match apply(&current) {
                 Ok(()) => {
                     tracing::info!(what, files = ?paths, "reloaded");
                     counter.get_or_create(&SUCCESS).inc();
+                    seen_ok = true;
+                    status(true);
                 }
                 Err(e) => {
                     tracing::warn!(what, error = %e, "reload rejected, keeping the previous version");
                     counter.get_or_create(&FAILURE).inc();
+                    seen_ok = false;
+                    status(false);
                 }
             }
             seen = current;

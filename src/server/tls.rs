@@ -24,7 +24,7 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use super::metrics::ReloadCounter;
+use super::metrics::Metrics;
 use super::reload::{self, ReadError, Watch};
 
 /// The files the TLS listener serves from.
@@ -80,6 +80,8 @@ pub(crate) struct Tls {
     files: TlsFiles,
     initial_pair: Vec<Vec<u8>>,
     initial_ca: Vec<Vec<u8>>,
+    /// `notAfter` of the serving certificate loaded at start-up.
+    pub expiry: Option<i64>,
 }
 
 impl Tls {
@@ -91,6 +93,7 @@ impl Tls {
         let pair_paths = [files.cert.clone(), files.key.clone()];
         let initial_pair = reload::read_all(&pair_paths).await?;
         let key = certified_key(&initial_pair, &files, &provider)?;
+        let expiry = not_after(&key);
         let resolver = Arc::new(CertResolver {
             current: ArcSwap::from_pointee(key),
         });
@@ -126,6 +129,7 @@ impl Tls {
             files,
             initial_pair,
             initial_ca,
+            expiry,
         })
     }
 
@@ -133,8 +137,10 @@ impl Tls {
     pub fn spawn_reloaders(
         &self,
         interval: Duration,
-        counter: &ReloadCounter,
+        metrics: &Arc<Metrics>,
     ) -> Vec<JoinHandle<()>> {
+        let counter = &metrics.cert_reloads;
+        let expiry = metrics.certificate_expiry.clone();
         let mut tasks = Vec::with_capacity(2);
         let (resolver, provider, files) = (
             self.resolver.clone(),
@@ -148,9 +154,13 @@ impl Tls {
                 initial: self.initial_pair.clone(),
                 interval,
                 counter: counter.clone(),
+                last_success: None,
             },
             move |contents| {
                 let key = certified_key(contents, &files, &provider)?;
+                if let Some(t) = not_after(&key) {
+                    expiry.set(t);
+                }
                 resolver.current.store(Arc::new(key));
                 Ok::<_, TlsError>(())
             },
@@ -165,6 +175,7 @@ impl Tls {
                     initial: self.initial_ca.clone(),
                     interval,
                     counter: counter.clone(),
+                    last_success: None,
                 },
                 move |contents| {
                     let next = client_verifier(&contents[0], &ca_path, &provider)?;
@@ -220,6 +231,13 @@ fn certified_key(
             source,
         }),
     }
+}
+
+/// The leaf certificate's `notAfter`, as Unix seconds.
+fn not_after(key: &CertifiedKey) -> Option<i64> {
+    let leaf = key.cert.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 fn pem_certs(pem: &[u8], path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {

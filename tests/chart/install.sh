@@ -223,7 +223,7 @@ start_webhook() {
         [[ "$PORT" != "$ADMIN_PORT" ]] || continue
         RUST_LOG=info "$BIN" serve --config "$WORK/config.yaml" \
             --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" \
-            --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" --namespace "$REL_NS" \
+            --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" --namespace "$REL_NS" --shutdown-delay 0s \
             </dev/null >>"$WORK/webhook.log" 2>&1 &
         WEBHOOK_PID=$!
         for _ in $(seq 1 200); do

@@ -1,0 +1,475 @@
+//! One connection: TLS handshake (admission port only), then HTTP/1.1 with
+//! the per-connection bounds of SPEC 9.
+//!
+//! - A new connection gets [`Tuning::head_timeout`] for its handshake plus
+//!   its first request head; a later request gets it from the first byte of
+//!   its head. A client that trickles header bytes is cut off there.
+//! - Between requests only the idle timeout runs (hyper's header timer,
+//!   which starts as soon as hyper waits for a head).
+//! - A response write that makes no progress for [`Tuning::write_timeout`]
+//!   closes the connection (a client that pipelines and never reads).
+//!
+//! [`ConnIo`] enforces the head deadline and the write timeout beneath
+//! hyper; [`Tracked`] tells it where requests begin and end.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Sleep;
+
+use super::log::RateLimit;
+use super::metrics::Metrics;
+use super::settings::Tuning;
+use super::shutdown::stopped;
+
+/// Where a connection is in its request cycle, shared by [`ConnIo`] (which
+/// sees bytes) and [`Tracked`] (which sees requests).
+pub(crate) struct ConnState {
+    accepted: Instant,
+    phase: AtomicU8,
+    /// Milliseconds after `accepted` at which the current head began.
+    head_started_ms: AtomicU64,
+}
+
+/// Waiting for a head with only the idle timeout running.
+const IDLE: u8 = 0;
+/// A head is arriving: the head deadline runs.
+const HEAD: u8 = 1;
+/// A request is being handled (its own deadline runs in the handler).
+const REQUEST: u8 = 2;
+/// Set once a first request head has arrived; never reset.
+const ESTABLISHED: u8 = 4;
+
+impl ConnState {
+    /// A new connection's first head (and handshake) deadline runs from now.
+    pub fn new() -> Arc<Self> {
+        Arc::new(ConnState {
+            accepted: Instant::now(),
+            phase: AtomicU8::new(HEAD),
+            head_started_ms: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether the connection has sent a request head: such connections
+    /// are the apiserver's (or at least a real client's) and are not
+    /// evicted to make room.
+    pub fn established(&self) -> bool {
+        self.phase.load(Ordering::Acquire) & ESTABLISHED != 0
+    }
+
+    pub fn head_deadline(&self, timeout: Duration) -> Instant {
+        self.accepted
+            + Duration::from_millis(self.head_started_ms.load(Ordering::Acquire))
+            + timeout
+    }
+
+    fn phase(&self) -> u8 {
+        self.phase.load(Ordering::Acquire) & !ESTABLISHED
+    }
+
+    fn set_phase(&self, phase: u8) {
+        let established = self.phase.load(Ordering::Acquire) & ESTABLISHED;
+        self.phase.store(phase | established, Ordering::Release);
+    }
+
+    fn head_began(&self) {
+        let ms = u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.head_started_ms.store(ms, Ordering::Release);
+        self.set_phase(HEAD);
+    }
+
+    fn request_began(&self) {
+        self.phase.store(REQUEST | ESTABLISHED, Ordering::Release);
+    }
+}
+
+/// The transport beneath hyper, with the head deadline and write timeout.
+pub(crate) struct ConnIo<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    head_timeout: Duration,
+    write_timeout: Duration,
+    read_timer: Option<Pin<Box<Sleep>>>,
+    write_timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> ConnIo<T> {
+    pub fn new(inner: T, state: Arc<ConnState>, tuning: &Tuning) -> Self {
+        ConnIo {
+            inner,
+            state,
+            head_timeout: tuning.head_timeout,
+            write_timeout: tuning.write_timeout,
+            read_timer: None,
+            write_timer: None,
+        }
+    }
+}
+
+fn timed_out(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, what.to_owned())
+}
+
+/// Polls `timer`, (re)armed for `deadline`; ready once it has passed.
+fn expired(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant, cx: &mut Context<'_>) -> bool {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let sleep = match timer {
+        Some(sleep) => {
+            if sleep.deadline() != deadline {
+                sleep.as_mut().reset(deadline);
+            }
+            sleep
+        }
+        None => timer.insert(Box::pin(tokio::time::sleep_until(deadline))),
+    };
+    sleep.as_mut().poll(cx).is_ready()
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let phase = this.state.phase();
+        let filled = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if phase == IDLE && buf.filled().len() > filled {
+                    this.state.head_began();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending if phase == HEAD => {
+                let deadline = this.state.head_deadline(this.head_timeout);
+                if expired(&mut this.read_timer, deadline, cx) {
+                    return Poll::Ready(Err(timed_out("request head not received in time")));
+                }
+                Poll::Pending
+            }
+            Poll::Pending => {
+                this.read_timer = None;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> ConnIo<T> {
+    /// Runs a write-side poll under the write timeout: the clock starts when
+    /// the transport first cannot take more and stops at any progress.
+    fn write_op<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(Pin<&mut T>, &mut Context<'_>) -> Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        match op(Pin::new(&mut self.inner), cx) {
+            Poll::Ready(result) => {
+                self.write_timer = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                let deadline = match &self.write_timer {
+                    Some(sleep) => sleep.deadline().into_std(),
+                    None => Instant::now() + self.write_timeout,
+                };
+                if expired(&mut self.write_timer, deadline, cx) {
+                    return Poll::Ready(Err(timed_out("response not read by the client in time")));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.write_op(cx, |io, cx| io.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.write_op(cx, |io, cx| io.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.write_op(cx, AsyncWrite::poll_flush)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.write_op(cx, AsyncWrite::poll_shutdown)
+    }
+}
+
+/// A hyper service that marks where each request begins and ends in the
+/// connection's [`ConnState`].
+#[derive(Clone)]
+pub(crate) struct Tracked<S> {
+    inner: S,
+    state: Arc<ConnState>,
+}
+
+/// Returns the connection to [`IDLE`] when the response is ready (or the
+/// request is dropped); the next head's bytes then start its deadline.
+struct RequestGuard(Arc<ConnState>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.0.set_phase(IDLE);
+    }
+}
+
+pin_project_lite::pin_project! {
+    pub(crate) struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        guard: RequestGuard,
+    }
+}
+
+impl<F: Future> Future for TrackedFuture<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let out = ready!(this.inner.poll(cx));
+        this.guard.0.set_phase(IDLE);
+        Poll::Ready(out)
+    }
+}
+
+impl<S> hyper::service::Service<hyper::Request<Incoming>> for Tracked<S>
+where
+    S: hyper::service::Service<hyper::Request<Incoming>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = TrackedFuture<S::Future>;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        self.state.request_began();
+        TrackedFuture {
+            inner: self.inner.call(request),
+            guard: RequestGuard(self.state.clone()),
+        }
+    }
+}
+
+/// What every connection of one listener shares.
+pub(crate) struct ConnSettings<S> {
+    pub http: hyper::server::conn::http1::Builder,
+    pub service: S,
+    pub tuning: Tuning,
+}
+
+/// hyper's read buffer holds request heads (bodies stream through it to the
+/// handler, which accounts for them in the body budget). Its default of
+/// about 400 KiB per connection would let 1,024 connections pin 400 MiB;
+/// 16 KiB is four times the largest head the apiserver sends.
+const MAX_HTTP_BUF: usize = 16 * 1024;
+
+pub(crate) fn http_builder(tuning: &Tuning) -> hyper::server::conn::http1::Builder {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(tuning.idle_timeout)
+        .max_buf_size(MAX_HTTP_BUF)
+        .keep_alive(true);
+    http
+}
+
+impl<S> ConnSettings<S>
+where
+    S: hyper::service::Service<hyper::Request<Incoming>, Response = axum::response::Response>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: std::error::Error + Send + Sync + 'static,
+{
+    /// HTTP/1.1 until the client closes, a bound fires, or shutdown asks the
+    /// connection to finish its current request.
+    pub async fn serve_http<T>(
+        &self,
+        io: T,
+        state: Arc<ConnState>,
+        peer: SocketAddr,
+        stop: &mut watch::Receiver<bool>,
+    ) where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = TokioIo::new(ConnIo::new(io, state.clone(), &self.tuning));
+        let service = Tracked {
+            inner: self.service.clone(),
+            state,
+        };
+        let connection = self.http.serve_connection(io, service);
+        let mut connection = std::pin::pin!(connection);
+        let result = tokio::select! {
+            result = connection.as_mut() => result,
+            () = stopped(stop) => {
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// The admission port's TLS side of a connection.
+pub(crate) struct TlsSide {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub metrics: Arc<Metrics>,
+    pub log_limit: RateLimit,
+}
+
+impl TlsSide {
+    /// Handshake within the connection's head deadline; `None` when it
+    /// failed (logged, rate-limited, and counted by reason).
+    pub async fn handshake(
+        &self,
+        stream: TcpStream,
+        state: &ConnState,
+        head_timeout: Duration,
+        peer: SocketAddr,
+    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+        // Admission responses are small and latency-bound.
+        let _ = stream.set_nodelay(true);
+        let deadline = tokio::time::Instant::from_std(state.head_deadline(head_timeout));
+        let (reason, error) =
+            match tokio::time::timeout_at(deadline, self.acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => return Some(tls),
+                Ok(Err(e)) => (handshake_failure_reason(&e), e.to_string()),
+                Err(_) => ("timeout", "no TLS handshake within the deadline".to_owned()),
+            };
+        self.metrics.handshake_failed(reason);
+        if let Some(suppressed) = self.log_limit.check() {
+            tracing::warn!(
+                %peer, reason, error = %super::log::Clean(&error), suppressed,
+                "TLS handshake failed (a wrong caBundle in the webhook configuration shows as \
+                 peer_rejected_certificate)"
+            );
+        }
+        None
+    }
+}
+
+/// A fixed label for a failed handshake, so a client cannot mint series.
+pub(crate) fn handshake_failure_reason(e: &io::Error) -> &'static str {
+    use rustls::AlertDescription as A;
+    if let Some(tls) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        return match tls {
+            rustls::Error::AlertReceived(
+                A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::CertificateExpired
+                | A::UnsupportedCertificate
+                | A::AccessDenied,
+            ) => "peer_rejected_certificate",
+            rustls::Error::AlertReceived(_) => "alert",
+            rustls::Error::NoCertificatesPresented => "no_client_certificate",
+            rustls::Error::InvalidCertificate(_) => "invalid_client_certificate",
+            rustls::Error::PeerIncompatible(_) | rustls::Error::NoApplicationProtocol => {
+                "incompatible"
+            }
+            _ => "protocol",
+        };
+    }
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe => "eof",
+        io::ErrorKind::InvalidData => "protocol",
+        _ => "io",
+    }
+}
+
+/// Every reason [`handshake_failure_reason`] and the listener can report,
+/// so that each series exists from the start.
+pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 9] = [
+    "timeout",
+    "eof",
+    "peer_rejected_certificate",
+    "alert",
+    "no_client_certificate",
+    "invalid_client_certificate",
+    "incompatible",
+    "protocol",
+    "io",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_failures_are_classified() {
+        let tls = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
+        assert_eq!(
+            handshake_failure_reason(&tls(rustls::Error::AlertReceived(
+                rustls::AlertDescription::UnknownCA
+            ))),
+            "peer_rejected_certificate"
+        );
+        assert_eq!(
+            handshake_failure_reason(&tls(rustls::Error::NoCertificatesPresented)),
+            "no_client_certificate"
+        );
+        assert_eq!(
+            handshake_failure_reason(&tls(rustls::Error::InvalidMessage(
+                rustls::InvalidMessage::InvalidContentType
+            ))),
+            "protocol"
+        );
+        assert_eq!(
+            handshake_failure_reason(&io::Error::from(io::ErrorKind::UnexpectedEof)),
+            "eof"
+        );
+        for reason in [handshake_failure_reason(&io::Error::other("x")), "timeout"] {
+            assert!(HANDSHAKE_FAILURE_REASONS.contains(&reason));
+        }
+    }
+
+    #[test]
+    fn phases() {
+        let s = ConnState::new();
+        assert_eq!(s.phase(), HEAD);
+        assert!(!s.established());
+        s.request_began();
+        assert!(s.established());
+        s.set_phase(IDLE);
+        assert_eq!(s.phase(), IDLE);
+        assert!(s.established(), "established is never reset");
+        s.head_began();
+        assert_eq!(s.phase(), HEAD);
+    }
+}

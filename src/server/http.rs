@@ -1,0 +1,345 @@
+//! The admission port's HTTP layer: `POST /mutate` and its errors.
+//!
+//! Read the body within the shared budget, call the pure
+//! [`review::review`], log, count, answer. Every failure is an [`HttpError`]
+//! mapped to a status in one place, with a JSON body.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use thiserror::Error;
+use tower_http::catch_panic::{CatchPanicLayer, ResponseForPanic};
+
+use crate::config::Config;
+use crate::mutate::{Context, TokenSource};
+use crate::review::{self, Outcome, ReviewError, Reviewed};
+
+use super::budget::{BodyBudget, BodyError};
+use super::log::Clean;
+use super::metrics::Metrics;
+use super::settings::{Clock, Handler, MAX_BODY_BYTES};
+
+/// Everything that goes wrong with one HTTP request, mapped to a status in
+/// one place ([`HttpError::status`]) and answered as
+/// `{"error": "...", "status": N}`.
+#[derive(Debug, Error)]
+pub enum HttpError {
+    #[error("request body is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
+    #[error(transparent)]
+    Review(#[from] ReviewError),
+    #[error("cannot read the request body: {0}")]
+    Body(String),
+    #[error("no such path")]
+    NotFound,
+    #[error("method not allowed (use {allow})")]
+    MethodNotAllowed { allow: &'static str },
+    #[error("request not completed within {0:?}")]
+    Deadline(Duration),
+    #[error("internal error")]
+    Internal,
+}
+
+impl HttpError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            HttpError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            HttpError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            HttpError::Review(ReviewError::Encode(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            HttpError::Review(_) | HttpError::Body(_) => StatusCode::BAD_REQUEST,
+            HttpError::NotFound => StatusCode::NOT_FOUND,
+            HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            HttpError::Deadline(_) => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Whether the error is answered only once the whole body was read, so
+    /// that the connection stays usable.
+    fn after_body(&self) -> bool {
+        matches!(self, HttpError::Review(_))
+    }
+}
+
+impl From<BodyError> for HttpError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::TooLarge => HttpError::TooLarge,
+            BodyError::Read(message) => HttpError::Body(message),
+        }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = serde_json::json!({ "error": self.to_string(), "status": status.as_u16() });
+        let after_body = self.after_body();
+        let mut response = (status, axum::Json(body)).into_response();
+        if let HttpError::MethodNotAllowed { allow } = self {
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        if after_body {
+            response.extensions_mut().insert(BodyConsumed);
+        }
+        response
+    }
+}
+
+/// Marks an error response written after the request body was read whole.
+#[derive(Clone, Copy)]
+struct BodyConsumed;
+
+/// Shared by all admission requests.
+pub(crate) struct AppState {
+    pub config: Arc<ArcSwap<Config>>,
+    pub own_namespace: Option<String>,
+    pub tokens: Arc<dyn TokenSource>,
+    pub clock: Clock,
+    pub request_timeout: Duration,
+    pub metrics: Arc<Metrics>,
+    pub handler: Handler,
+    pub budget: BodyBudget,
+}
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    let metrics = state.metrics.clone();
+    Router::new()
+        .route("/mutate", post(mutate))
+        .fallback(|| async { HttpError::NotFound })
+        .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "POST" } })
+        .with_state(state)
+        .layer(CatchPanicLayer::custom(PanicResponse(metrics)))
+        .layer(middleware::from_fn(close_unless_body_read))
+}
+
+/// A response written before the request body was read whole leaves the
+/// rest of that body on the wire, so hyper closes the connection after it.
+/// Saying so with `Connection: close` lets the client (Go's `net/http`, in
+/// the apiserver) open a fresh connection for its next request instead of
+/// sending it on this one and failing with EOF: Go does not retry a POST.
+async fn close_unless_body_read(request: Request, next: Next) -> Response {
+    let has_body = has_body(request.headers());
+    let mut response = next.run(request).await;
+    let read_whole = response.status() == StatusCode::OK
+        || response.extensions().get::<BodyConsumed>().is_some();
+    if has_body && !read_whole {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// `POST /mutate`: read the body, call the pure [`review::review`], log,
+/// count, answer.
+async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let started = Instant::now();
+    let _in_flight = state.metrics.in_flight();
+    let result = match tokio::time::timeout(state.request_timeout, admit(&state, request)).await {
+        Ok(result) => result,
+        Err(_) => Err(HttpError::Deadline(state.request_timeout)),
+    };
+    let elapsed = started.elapsed();
+    match result {
+        Ok(reviewed) => {
+            state
+                .metrics
+                .admission(&reviewed.operation, reviewed.outcome, elapsed);
+            log_admission(&reviewed, elapsed);
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                reviewed.body,
+            )
+                .into_response()
+        }
+        Err(e) => {
+            state.metrics.admission_error(Some(elapsed));
+            let error = e.to_string();
+            tracing::warn!(
+                status = e.status().as_u16(),
+                error = %Clean(&error),
+                duration_us = micros(elapsed),
+                "admission request rejected"
+            );
+            e.into_response()
+        }
+    }
+}
+
+async fn admit(state: &AppState, request: Request) -> Result<Reviewed, HttpError> {
+    let (parts, body) = request.into_parts();
+    if !is_json(&parts.headers) {
+        return Err(HttpError::UnsupportedMediaType);
+    }
+    // Refuse a declared oversize body before reading any of it.
+    let declared = match parts.headers.get(header::CONTENT_LENGTH) {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| HttpError::Body("Content-Length is not a number".into()))?,
+        ),
+        None => None,
+    };
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return Err(HttpError::TooLarge);
+    }
+    let (bytes, _reservation) = state.budget.read(Body::new(body), declared).await?;
+    if state.handler == Handler::Null {
+        return Ok(review::null_reviewed(&bytes)?);
+    }
+    // One atomic load; the guard keeps this request's config alive even if a
+    // reload swaps it meanwhile.
+    let config = state.config.load();
+    let ctx = Context {
+        config: &config,
+        now: (state.clock)(),
+        own_namespace: state.own_namespace.as_deref(),
+        tokens: state.tokens.as_ref(),
+    };
+    Ok(review::review(&bytes, &ctx)?)
+}
+
+/// `application/json`, with or without parameters such as `charset`.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// One line per admission. Every request-derived value goes through
+/// [`Clean`], so a pod name with a newline cannot forge a line; the denial
+/// text is `denial`, not `message`, which JSON logs use for the event itself.
+fn log_admission(r: &Reviewed, elapsed: Duration) {
+    let duration_us = micros(elapsed);
+    let outcome = r.outcome.as_str();
+    let (uid, namespace, name, operation) = (
+        Clean(&r.uid),
+        Clean(&r.namespace),
+        Clean(&r.name),
+        Clean(&r.operation),
+    );
+    match r.outcome {
+        Outcome::Skipped(reason) => tracing::info!(
+            %uid, %namespace, %name, %operation, outcome, reason = reason.as_str(),
+            dry_run = r.dry_run, duration_us, "admission"
+        ),
+        Outcome::Denied(code) => tracing::info!(
+            %uid, %namespace, %name, %operation, outcome, code,
+            denial = %Clean(r.message.as_deref().unwrap_or_default()),
+            dry_run = r.dry_run, duration_us, "admission"
+        ),
+        Outcome::Mutated | Outcome::Unchanged => tracing::info!(
+            %uid, %namespace, %name, %operation, outcome, patch_bytes = r.patch_bytes,
+            dry_run = r.dry_run, duration_us, "admission"
+        ),
+    }
+}
+
+/// Turns a handler panic into a counted 500 with the usual JSON body; the
+/// connection and the process carry on.
+#[derive(Clone)]
+struct PanicResponse(Arc<Metrics>);
+
+impl ResponseForPanic for PanicResponse {
+    type ResponseBody = Body;
+
+    fn response_for_panic(
+        &mut self,
+        err: Box<dyn std::any::Any + Send + 'static>,
+    ) -> axum::http::Response<Body> {
+        let detail = err
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| err.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        tracing::error!(panic = %Clean(detail), "admission handler panicked");
+        self.0.panicked();
+        HttpError::Internal.into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_type_allows_parameters_only_on_json() {
+        let mut h = HeaderMap::new();
+        assert!(!is_json(&h));
+        for (value, ok) in [
+            ("application/json", true),
+            ("application/json; charset=utf-8", true),
+            ("Application/JSON ;charset=UTF-8", true),
+            ("application/jsonx", false),
+            ("text/plain", false),
+            ("application/yaml", false),
+        ] {
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            assert_eq!(is_json(&h), ok, "{value}");
+        }
+    }
+
+    #[test]
+    fn every_error_maps_to_its_status() {
+        assert_eq!(HttpError::TooLarge.status(), 413);
+        assert_eq!(HttpError::UnsupportedMediaType.status(), 415);
+        assert_eq!(HttpError::Review(ReviewError::Empty).status(), 400);
+        assert_eq!(HttpError::Review(ReviewError::NoRequest).status(), 400);
+        let not_utf8 = review::null_review(b"{\"x\":\"\xff\"}").unwrap_err();
+        assert!(matches!(not_utf8, ReviewError::NotUtf8(_)), "{not_utf8}");
+        assert_eq!(HttpError::Review(not_utf8).status(), 400);
+        assert_eq!(
+            HttpError::Review(ReviewError::Encode("x".into())).status(),
+            500
+        );
+        assert_eq!(HttpError::NotFound.status(), 404);
+        assert_eq!(HttpError::MethodNotAllowed { allow: "POST" }.status(), 405);
+        assert_eq!(HttpError::Deadline(Duration::from_secs(5)).status(), 503);
+    }
+
+    #[test]
+    fn only_errors_after_the_whole_body_keep_the_connection() {
+        assert!(HttpError::Review(ReviewError::Empty).after_body());
+        for early in [
+            HttpError::TooLarge,
+            HttpError::UnsupportedMediaType,
+            HttpError::NotFound,
+            HttpError::MethodNotAllowed { allow: "POST" },
+            HttpError::Deadline(Duration::from_secs(5)),
+            HttpError::Body("x".into()),
+            HttpError::Internal,
+        ] {
+            assert!(!early.after_body(), "{early}");
+        }
+    }
+}
