@@ -13,7 +13,7 @@ use rustls::pki_types::ServerName;
 use sandbox_webhook::certs::{Ca, Pair};
 use sandbox_webhook::config::Config;
 use sandbox_webhook::mutate::{Context, RandomTokens, TokenError, TokenSource};
-use sandbox_webhook::server::{Handler, ServeError, Server, ServerConfig, TlsFiles};
+use sandbox_webhook::server::{Handler, ServeError, Server, ServerSettings, TlsFiles};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -122,11 +122,12 @@ impl Pki {
     }
 }
 
-fn settings(tls: TlsFiles) -> ServerConfig {
-    let mut s = ServerConfig::new(tls);
+fn settings(tls: TlsFiles) -> ServerSettings {
+    let mut s = ServerSettings::new(tls);
     s.addr = "127.0.0.1:0".parse().unwrap();
     s.admin_addr = "127.0.0.1:0".parse().unwrap();
-    s.reload_interval = RELOAD;
+    s.tuning.reload_interval = RELOAD;
+    s.tuning.shutdown_delay = Duration::ZERO;
     s.clock = fixed_now;
     s
 }
@@ -163,7 +164,7 @@ impl Running {
     }
 }
 
-async fn start(settings: ServerConfig) -> Running {
+async fn start(settings: ServerSettings) -> Running {
     let server = Server::bind(settings).await.expect("server binds");
     let (addr, admin) = (server.local_addr(), server.admin_addr());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -585,7 +586,7 @@ async fn slow_request_hits_the_deadline() {
     let pki = Pki::new();
     let (_, files) = pki.write_leaf();
     let mut s = settings(files);
-    s.request_timeout = Duration::from_millis(300);
+    s.tuning.request_timeout = Duration::from_millis(300);
     let server = start(s).await;
     let mut stream = tls_connect(server.addr, &pki.ca_pem()).await.unwrap();
     let head = "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod context;
 pub mod metrics;
 pub mod pods;
+pub mod server;
 
 /// The default annotation and label prefix.
 pub const P: &str = "opensandbox.io";
