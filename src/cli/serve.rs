@@ -112,13 +112,14 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         // clap enforces `required_unless_present = "dev"`.
         _ => return fail("--tls-cert and --tls-key are required (or use --dev)"),
     };
-    raise_fd_limit(&args.tuning);
+    let mut tuning = args.tuning;
+    fit_fd_limit(&mut tuning);
     let mut settings = ServerSettings::new(tls);
     settings.addr = args.addr;
     settings.admin_addr = args.admin_addr;
     settings.config_path = args.config;
     settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
-    settings.tuning = args.tuning;
+    settings.tuning = tuning;
     if args.null_handler {
         tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
         settings.handler = Handler::Null;
@@ -146,18 +147,32 @@ pub fn serve(args: ServeArgs) -> ExitCode {
 }
 
 /// Both connection caps, plus room for files and the runtime, must fit in
-/// the open-files limit, or accepts fail with EMFILE before a cap is reached.
-fn raise_fd_limit(tuning: &Tuning) {
-    let needed = u64::from(tuning.max_connections) + u64::from(tuning.admin_max_connections) + 64;
-    match server::raise_fd_limit() {
-        Ok(limit) if limit < needed => tracing::warn!(
-            limit,
-            needed,
-            "the open-files limit is below the connection caps; lower --max-connections or raise the limit"
-        ),
-        Ok(limit) => tracing::debug!(limit, "open-files limit"),
-        Err(e) => tracing::warn!(error = %e, "cannot raise the open-files limit"),
+/// the open-files limit, or accepts fail with EMFILE before the admission
+/// cap is reached and a flood locks clients out instead of being evicted.
+/// The soft limit is raised to the hard one; if that is still too low, the
+/// admission cap is lowered to fit.
+fn fit_fd_limit(tuning: &mut Tuning) {
+    const RESERVE: u64 = 64;
+    let limit = match server::raise_fd_limit() {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the open-files limit");
+            return;
+        }
+    };
+    let admin = u64::from(tuning.admin_max_connections);
+    let needed = u64::from(tuning.max_connections) + admin + RESERVE;
+    if limit >= needed {
+        tracing::debug!(limit, "open-files limit");
+        return;
     }
+    let fits = limit.saturating_sub(admin + RESERVE).max(16);
+    tracing::warn!(
+        limit,
+        max_connections = fits,
+        "the open-files limit is below the connection caps; lowering --max-connections to fit"
+    );
+    tuning.max_connections = u32::try_from(fits).unwrap_or(u32::MAX);
 }
 
 /// Logging is set up by now, so the error goes to the log (JSON when asked
