@@ -1,0 +1,371 @@
+//! Attacks a running `sandbox-webhook serve` on loopback the way a client
+//! that is not the apiserver can (SPEC 9), while a well-behaved probe sends
+//! one review on a fresh TLS connection every 100 ms. Prints one line of
+//! figures per attack, so a build before and after a change can be compared
+//! with the same script (bench/attack.sh runs both).
+//!
+//!   cargo run --release --example attack -- ATTACK ADDR ADMIN_ADDR CA_PEM PID
+//!
+//! ATTACK: raw-tcp | trickle | stalled-bodies | admin-flood | pipeline |
+//! early-close | shutdown. Every loop here is bounded in count and time, and
+//! only loopback addresses are accepted.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const ATTACK_SECONDS: u64 = 8;
+const BODY: usize = 7 * 1024 * 1024;
+
+struct Target {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    pid: u32,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [attack, addr, admin, ca, pid] = args.as_slice() else {
+        return Err("usage: attack ATTACK ADDR ADMIN_ADDR CA_PEM PID".into());
+    };
+    let (addr, admin): (SocketAddr, SocketAddr) = (addr.parse()?, admin.parse()?);
+    if !addr.ip().is_loopback() || !admin.ip().is_loopback() {
+        return Err("only loopback targets".into());
+    }
+    let target = Target {
+        addr,
+        admin,
+        tls: client_config(&std::fs::read(ca)?)?,
+        pid: pid.parse()?,
+    };
+    let rss_before = rss_kib(target.pid);
+    let rss_peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_before));
+    let sampler = {
+        let (peak, pid) = (rss_peak.clone(), target.pid);
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let attacker = match attack.as_str() {
+        "raw-tcp" => tokio::spawn(raw_tcp(target.addr)),
+        "trickle" => tokio::spawn(trickle(target.addr, target.tls.clone())),
+        "stalled-bodies" => tokio::spawn(stalled_bodies(target.addr, target.tls.clone())),
+        "admin-flood" => tokio::spawn(raw_tcp(target.admin)),
+        "pipeline" => tokio::spawn(pipeline(target.addr, target.tls.clone())),
+        "early-close" => {
+            let failures = early_close(target.addr, target.tls.clone()).await;
+            println!(
+                "{attack}: {failures} of 50 reviews after an early 415 failed on the reused connection"
+            );
+            return Ok(());
+        }
+        "shutdown" => {
+            // SAFETY: kill only sends a signal.
+            unsafe { libc::kill(i32::try_from(target.pid)?, libc::SIGTERM) };
+            tokio::spawn(async { String::from("SIGTERM sent at the start") })
+        }
+        other => return Err(format!("unknown attack {other}").into()),
+    };
+    // Let the attack take hold, then probe while it runs.
+    tokio::time::sleep(Duration::from_secs(if attack == "shutdown" {
+        0
+    } else {
+        2
+    }))
+    .await;
+    let probe = probe(&target, Duration::from_secs(ATTACK_SECONDS - 3)).await;
+    let held = attacker.await.unwrap_or_default();
+    sampler.abort();
+    let peak = rss_peak.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "{attack}: probe {} ok / {} failed, p50 {:?}, max {:?}; server RSS {} MiB -> peak {} MiB; {held}",
+        probe.ok,
+        probe.failed,
+        probe.p50,
+        probe.max,
+        rss_before / 1024,
+        peak / 1024
+    );
+    Ok(())
+}
+
+struct Probe {
+    ok: usize,
+    failed: usize,
+    p50: Duration,
+    max: Duration,
+}
+
+/// Fresh-connection reviews every 100 ms; a probe slower than 1 s fails.
+async fn probe(target: &Target, for_: Duration) -> Probe {
+    let body = review_request();
+    let started = Instant::now();
+    let mut times = Vec::new();
+    let mut failed = 0;
+    while started.elapsed() < for_ {
+        let t = Instant::now();
+        let result = tokio::time::timeout(Duration::from_secs(1), async {
+            let mut tls = connect(target.addr, target.tls.clone()).await?;
+            tls.write_all(&body).await?;
+            read_status(&mut tls).await
+        })
+        .await;
+        match result {
+            Ok(Ok(200)) => times.push(t.elapsed()),
+            _ => failed += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    times.sort();
+    Probe {
+        ok: times.len(),
+        failed,
+        p50: times.get(times.len() / 2).copied().unwrap_or_default(),
+        max: times.last().copied().unwrap_or_default(),
+    }
+}
+
+/// 1,100 connections that never send a byte, held for the attack.
+async fn raw_tcp(addr: SocketAddr) -> String {
+    let mut held = Vec::new();
+    for _ in 0..1100 {
+        match tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => held.push(s),
+            _ => break,
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(ATTACK_SECONDS)).await;
+    let mut alive = 0;
+    for s in &mut held {
+        let mut b = [0u8; 1];
+        if tokio::time::timeout(Duration::from_millis(1), s.read(&mut b))
+            .await
+            .is_err()
+        {
+            alive += 1;
+        }
+    }
+    format!("{} opened, {alive} still open at the end", held.len())
+}
+
+/// 1,024 TLS connections that send a request head one byte a second.
+async fn trickle(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> String {
+    let mut tasks = Vec::new();
+    for _ in 0..1024 {
+        let tls = tls.clone();
+        tasks.push(tokio::spawn(async move {
+            let Ok(mut s) = connect(addr, tls).await else {
+                return false;
+            };
+            let started = Instant::now();
+            for b in b"POST /mutate HTTP/1.1\r\nX-Slow: ".iter().cycle() {
+                if started.elapsed() > Duration::from_secs(ATTACK_SECONDS) {
+                    return true;
+                }
+                if s.write_all(&[*b]).await.is_err() || s.flush().await.is_err() {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            true
+        }));
+    }
+    let mut alive = 0;
+    for t in tasks {
+        alive += usize::from(t.await.unwrap_or(false));
+    }
+    format!("{alive} of 1024 tricklers still connected after {ATTACK_SECONDS} s")
+}
+
+/// 32 connections that send all but the last byte of a 7 MiB body.
+async fn stalled_bodies(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> String {
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let tls = tls.clone();
+        tasks.push(tokio::spawn(async move {
+            let Ok(mut s) = connect(addr, tls).await else { return };
+            let head = format!("POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {BODY}\r\n\r\n");
+            let _ = s.write_all(head.as_bytes()).await;
+            let chunk = vec![b' '; 64 * 1024];
+            let deadline = Instant::now() + Duration::from_secs(ATTACK_SECONDS);
+            let mut sent = 0;
+            while sent + chunk.len() < BODY && Instant::now() < deadline {
+                match tokio::time::timeout_at(deadline.into(), s.write_all(&chunk)).await {
+                    Ok(Ok(())) => sent += chunk.len(),
+                    _ => break,
+                }
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    "32 bodies of 7 MiB stalled one byte short".into()
+}
+
+/// One connection that pipelines reviews and never reads the answers.
+async fn pipeline(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> String {
+    let Ok(s) = connect(addr, tls).await else {
+        return "connect failed".into();
+    };
+    let (mut reader, mut writer) = tokio::io::split(s);
+    let one = review_request();
+    let deadline = Instant::now() + Duration::from_secs(ATTACK_SECONDS + 12);
+    let mut written = 0usize;
+    for _ in 0..3000 {
+        match tokio::time::timeout_at(deadline.into(), writer.write_all(&one)).await {
+            Ok(Ok(())) => written += 1,
+            _ => break,
+        }
+    }
+    tokio::time::sleep_until(deadline.into()).await;
+    // Still open if the server's answers are still there to read.
+    let mut b = vec![0u8; 4096];
+    let alive = matches!(
+        tokio::time::timeout(Duration::from_millis(500), reader.read(&mut b)).await,
+        Ok(Ok(n)) if n > 0
+    );
+    format!(
+        "{written} requests pipelined; connection {} after {} s",
+        if alive {
+            "still held"
+        } else {
+            "closed by the server"
+        },
+        ATTACK_SECONDS + 12
+    )
+}
+
+/// On one connection, reused unless the server says `Connection: close`
+/// (as Go's net/http does, which does not retry a POST): a 415, then a
+/// review, 50 times. Returns how many reviews failed.
+async fn early_close(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> usize {
+    let review = review_request();
+    let mut early = review.clone();
+    let at = early
+        .windows(16)
+        .position(|w| w == b"application/json")
+        .unwrap_or(0);
+    early.splice(at..at + 16, b"text/plain; x=yz".iter().copied());
+    let mut failures = 0;
+    let mut conn: Option<Tls> = None;
+    for _ in 0..50 {
+        for (request, is_review) in [(&early, false), (&review, true)] {
+            if conn.is_none() {
+                conn = connect(addr, tls.clone()).await.ok();
+            }
+            let Some(s) = conn.as_mut() else {
+                failures += usize::from(is_review);
+                continue;
+            };
+            let outcome = async {
+                s.write_all(request).await?;
+                read_head(s).await
+            }
+            .await;
+            match outcome {
+                Ok((status, close)) => {
+                    if is_review && status != 200 {
+                        failures += 1;
+                    }
+                    if close {
+                        conn = None;
+                    }
+                }
+                Err(_) => {
+                    failures += usize::from(is_review);
+                    conn = None;
+                }
+            }
+        }
+    }
+    failures
+}
+
+fn review_request() -> Vec<u8> {
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"probe","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"team-a","operation":"CREATE","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"sb","namespace":"team-a","labels":{"opensandbox.io/id":"sb"}},"spec":{"containers":[{"name":"sandbox","image":"busybox:1.36","command":["sleep","3600"]}]}}}}"#;
+    let mut r = format!(
+        "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+async fn connect(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").map_err(std::io::Error::other)?;
+    tokio_rustls::TlsConnector::from(tls)
+        .connect(name, tcp)
+        .await
+}
+
+async fn read_status(s: &mut Tls) -> std::io::Result<u16> {
+    Ok(read_head(s).await?.0)
+}
+
+/// Reads a response (status, whether it said `Connection: close`),
+/// discarding its `Content-Length` body.
+async fn read_head(s: &mut Tls) -> std::io::Result<(u16, bool)> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.push(b[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let len = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0usize);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await?;
+    Ok((status, text.contains("connection: close")))
+}
+
+fn client_config(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &ca_pem[..]) {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
