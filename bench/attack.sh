@@ -5,6 +5,7 @@
 # container), and prints one line per attack and build.
 #
 #   bench/attack.sh [BASE_REV]      (default: ddebb86, before the limits)
+#   ATTACKS="raw-tcp pipeline" bench/attack.sh     only these rows
 #
 # Takes a few minutes plus two release builds; not part of ./test.sh.
 set -euo pipefail
@@ -38,7 +39,7 @@ run() { # label binary attack
   wait "$pid" 2>/dev/null || true
 }
 
-for attack in raw-tcp trickle stalled-bodies admin-flood pipeline early-close shutdown; do
+for attack in ${ATTACKS:-raw-tcp trickle stalled-bodies admin-flood pipeline early-close shutdown}; do
   run before "$OLD" "$attack"
   run after "$NEW" "$attack"
 done

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;
@@ -85,12 +85,18 @@ async fn main() -> Result<(), Error> {
         2
     }))
     .await;
-    let probe = probe(&target, Duration::from_secs(ATTACK_SECONDS - 3)).await;
+    // The admin flood is judged by what the kubelet sees: its probes.
+    let kind = if attack == "admin-flood" {
+        ProbeKind::Readyz
+    } else {
+        ProbeKind::Review
+    };
+    let probe = probe(&target, kind, Duration::from_secs(ATTACK_SECONDS - 3)).await;
     let held = attacker.await.unwrap_or_default();
     sampler.abort();
     let peak = rss_peak.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "{attack}: probe {} ok / {} failed, p50 {:?}, max {:?}; server RSS {} MiB -> peak {} MiB; {held}",
+        "{attack}: {kind:?} probe {} ok / {} failed, p50 {:?}, max {:?}; server RSS {} MiB -> peak {} MiB; {held}",
         probe.ok,
         probe.failed,
         probe.p50,
@@ -108,8 +114,16 @@ struct Probe {
     max: Duration,
 }
 
-/// Fresh-connection reviews every 100 ms; a probe slower than 1 s fails.
-async fn probe(target: &Target, for_: Duration) -> Probe {
+#[derive(Clone, Copy, Debug)]
+enum ProbeKind {
+    /// A review on a fresh TLS connection to the admission port.
+    Review,
+    /// `GET /readyz` on a fresh plain connection to the admin port.
+    Readyz,
+}
+
+/// A fresh-connection probe every 100 ms; one slower than 1 s fails.
+async fn probe(target: &Target, kind: ProbeKind, for_: Duration) -> Probe {
     let body = review_request();
     let started = Instant::now();
     let mut times = Vec::new();
@@ -117,9 +131,19 @@ async fn probe(target: &Target, for_: Duration) -> Probe {
     while started.elapsed() < for_ {
         let t = Instant::now();
         let result = tokio::time::timeout(Duration::from_secs(1), async {
-            let mut tls = connect(target.addr, target.tls.clone()).await?;
-            tls.write_all(&body).await?;
-            read_status(&mut tls).await
+            match kind {
+                ProbeKind::Review => {
+                    let mut tls = connect(target.addr, target.tls.clone()).await?;
+                    tls.write_all(&body).await?;
+                    read_status(&mut tls).await
+                }
+                ProbeKind::Readyz => {
+                    let mut tcp = TcpStream::connect(target.admin).await?;
+                    tcp.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+                        .await?;
+                    read_status(&mut tcp).await
+                }
+            }
         })
         .await;
         match result {
@@ -141,7 +165,9 @@ async fn probe(target: &Target, for_: Duration) -> Probe {
 async fn raw_tcp(addr: SocketAddr) -> String {
     let mut held = Vec::new();
     for _ in 0..1100 {
-        match tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+        // A full accept queue delays a connect rather than refusing it, so
+        // the timeout is generous: the flood is meant to reach its count.
+        match tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr)).await {
             Ok(Ok(s)) => held.push(s),
             _ => break,
         }
@@ -232,12 +258,18 @@ async fn pipeline(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> String {
         }
     }
     tokio::time::sleep_until(deadline.into()).await;
-    // Still open if the server's answers are still there to read.
-    let mut b = vec![0u8; 4096];
-    let alive = matches!(
-        tokio::time::timeout(Duration::from_millis(500), reader.read(&mut b)).await,
-        Ok(Ok(n)) if n > 0
-    );
+    // Answers the server wrote before closing are still in the socket, so
+    // drain them: the connection was closed if that ends in EOF or a reset,
+    // held if the server is still there (it writes more, or waits).
+    let mut b = vec![0u8; 64 * 1024];
+    let drain_until = Instant::now() + Duration::from_secs(10);
+    let alive = loop {
+        match tokio::time::timeout(Duration::from_millis(500), reader.read(&mut b)).await {
+            Ok(Ok(0) | Err(_)) => break false,
+            Ok(Ok(_)) if Instant::now() < drain_until => {}
+            Ok(Ok(_)) | Err(_) => break true,
+        }
+    };
     format!(
         "{written} requests pipelined; connection {} after {} s",
         if alive {
@@ -250,16 +282,18 @@ async fn pipeline(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> String {
 }
 
 /// On one connection, reused unless the server says `Connection: close`
-/// (as Go's net/http does, which does not retry a POST): a 415, then a
-/// review, 50 times. Returns how many reviews failed.
+/// (as Go's net/http does, which does not retry a POST): a 415 with a body
+/// larger than one read of the server (so not drained), then a review, 50
+/// times.
+/// Returns how many reviews failed.
 async fn early_close(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> usize {
     let review = review_request();
-    let mut early = review.clone();
-    let at = early
-        .windows(16)
-        .position(|w| w == b"application/json")
-        .unwrap_or(0);
-    early.splice(at..at + 16, b"text/plain; x=yz".iter().copied());
+    let unread = 64 * 1024;
+    let mut early = format!(
+        "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {unread}\r\n\r\n"
+    )
+    .into_bytes();
+    early.resize(early.len() + unread, b' ');
     let mut failures = 0;
     let mut conn: Option<Tls> = None;
     for _ in 0..50 {
@@ -314,13 +348,13 @@ async fn connect(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> std::io::R
         .await
 }
 
-async fn read_status(s: &mut Tls) -> std::io::Result<u16> {
+async fn read_status<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<u16> {
     Ok(read_head(s).await?.0)
 }
 
 /// Reads a response (status, whether it said `Connection: close`),
 /// discarding its `Content-Length` body.
-async fn read_head(s: &mut Tls) -> std::io::Result<(u16, bool)> {
+async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<(u16, bool)> {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
