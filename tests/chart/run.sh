@@ -389,6 +389,10 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
         run_test "sandbox-webhook config validate accepts the chart's config.yaml ($cfg)" \
             "$bin" config validate "$WORK/cfg-$cfg.yaml"
     done
+    # Every configuration the chart accepts, the binary accepts from the
+    # rendered config.yaml, and the schema rejects what the binary rejects.
+    run_test "config parity: helm's schema and \`config validate\` agree on 27 configurations (config_parity.sh)" \
+        "$HERE/config_parity.sh" "$bin" "$HELM"
     expect_fail "egress off: a pod asking for a network policy is denied" "egress image" \
         "$bin" inject --config "$WORK/cfg-egress-off.yaml" -f "$WORK/pod-default.yaml" --now 2026-01-01T00:00:00Z
     # The README tells production installs to pin the injected images by digest.
