@@ -132,3 +132,28 @@ async fn a_rejected_reload_sets_last_reload_success_to_zero() {
     .await;
     server.shutdown().await;
 }
+
+/// The README's metrics table lists every metric family `/metrics` exposes
+/// (without the `sandbox_webhook_` prefix), so the table cannot drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_lists_every_exposed_metric() {
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let exposition = server.metrics().await;
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let families: Vec<&str> = exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE sandbox_webhook_"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(families.len() >= 13, "{exposition}");
+    let missing: Vec<&&str> = families
+        .iter()
+        .filter(|f| !readme.contains(&format!("`{f}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README.md lacks the metrics {missing:?}"
+    );
+}
