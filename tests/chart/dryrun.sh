@@ -324,6 +324,28 @@ print([v["secret"]["secretName"] for v in vols if v["name"] == "tls"][0])'
         run_test "certManager -> helm: cert-manager's Secrets were left alone" cm_secrets_kept
     fi
 
+    # helm -> existingSecret -> helm: the user's Secret is mounted, never
+    # adopted or deleted, and the way back issues helm-mode certificates again.
+    ES_NAME="$FULL-mine"
+    printf '{"apiVersion":"v1","kind":"Secret","type":"kubernetes.io/tls","metadata":{"name":"%s"},"data":{"tls.crt":"%s","tls.key":"%s"}}\n' \
+        "$ES_NAME" "$(base64 -w0 <"$WORK/certs/tls.crt")" "$(base64 -w0 <"$WORK/certs/tls.key")" >"$WORK/es-secret.json"
+    ES_VALUES=(--set "config.prefix=$TEST_PREFIX" --set webhook.failurePolicy=Ignore --set certificates.mode=existingSecret
+        --set "certificates.existingSecret.name=$ES_NAME" --set-file "webhook.caBundle=$WORK/certs/ca.crt")
+    if run_test "existingSecret: the user's Secret exists" kc create "/api/v1/namespaces/$INSTALL_NS/secrets" "$WORK/es-secret.json"; then
+        run_test "helm upgrade helm -> existingSecret" "${H[@]}" upgrade "$REL" "$CHART" "${ES_VALUES[@]}"
+        mounts_es_secret() { local m; m="$(mounted_secret)" && echo "mounted: $m" && [[ "$m" == "$ES_NAME" ]]; }
+        run_test "helm -> existingSecret: the pods mount the user's Secret" mounts_es_secret
+        bundle_is_given_ca() { [[ "$(ca_bundle)" == "$(base64 -w0 <"$WORK/certs/ca.crt")" ]]; }
+        run_test "helm -> existingSecret: the caBundle is the given CA" bundle_is_given_ca
+        run_test "helm upgrade existingSecret -> helm" "${H[@]}" upgrade "$REL" "$CHART" "${VALUES[@]}"
+        snapshot from-es
+        mounts_helm_secret() { local m; m="$(mounted_secret)" && echo "mounted: $m" && [[ "$m" == "$FULL-tls" ]]; }
+        run_test "existingSecret -> helm: the pods mount the helm-mode Secret again" mounts_helm_secret
+        run_test "existingSecret -> helm: the caBundle is the helm CA, and the certificate verifies against it" \
+            bash -c "cmp -s '$WORK/snap/from-es/bundle' '$WORK/snap/from-es/ca' && $(declare -f verifies); WORK='$WORK' verifies from-es"
+        run_test "existingSecret -> helm: the user's Secret was left alone" kc get "/api/v1/namespaces/$INSTALL_NS/secrets/$ES_NAME"
+    fi
+
     # ---------------------------------------------------------------- one release name, two namespaces
     INSTALL_NS2="$INSTALL_NS-2"
     kc ensure-namespace "$INSTALL_NS2"
