@@ -31,10 +31,10 @@ KUBECONFIG="$KUBECONFIG" RUST_LOG=warn "$BIN" controller --admin-addr "$ADMIN" -
     --identity bench >"$WORK/controller.log" 2>&1 &
 CTL_PID=$!
 for _ in $(seq 1 300); do
-    curl -sf "http://$ADMIN/metrics" 2>/dev/null | grep -q '^sandbox_webhook_controller_leader 1' && break
+    grep -q '^sandbox_webhook_controller_leader 1' <<<"$(curl -sf "http://$ADMIN/metrics" 2>/dev/null)" && break
     sleep 0.1
 done
-curl -sf "http://$ADMIN/metrics" | grep -q '^sandbox_webhook_controller_leader 1' || { echo "controller never led" >&2; exit 1; }
+grep -q '^sandbox_webhook_controller_leader 1' <<<"$(curl -sf "http://$ADMIN/metrics")" || { echo "controller never led" >&2; exit 1; }
 echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BENCH" "$KUBECONFIG" "$CTL_PID" "$ADMIN" "$PODS" "$SPREAD" "$LEAD"
 echo "controller: $(curl -sf "http://$ADMIN/metrics" | grep -E '^sandbox_webhook_(expired_total|controller_api_errors_total)' | tr '\n' ' ')"

@@ -118,7 +118,7 @@ print(c["metadata"]["name"], c["spec"]["names"]["plural"], c["spec"]["group"])' 
         OWN_CRDS+=("$name")
     fi
     for _ in $(seq 1 60); do
-        kc get "/apis/$group/v1" 2>/dev/null | grep "\"name\": *\"$plural\"" >/dev/null && return 0
+        grep -q "\"name\": *\"$plural\"" <<<"$(kc get "/apis/$group/v1" 2>/dev/null)" && return 0
         sleep 0.5
     done
     echo "CRD $name is not served after 30s"
@@ -236,7 +236,12 @@ print(json.loads(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)["ma
     }
     key_in_release() {
         local key
-        key="$(secret "$FULL-tls" tls.key)" && release_manifest 4 | grep -F "tls.key: $key" >/dev/null
+        # The manifest is read whole first: grep stops at the first match
+        # (even without -q when its output is /dev/null), and under pipefail
+        # the writer's broken pipe would fail the check.
+        local manifest
+        key="$(secret "$FULL-tls" tls.key)" && manifest="$(release_manifest 4)" &&
+            grep -qF "tls.key: $key" <<<"$manifest"
     }
     run_test "helm mode keeps the serving key in the Helm release Secret (documented in the README)" key_in_release
     run_test "helm rollback to the first revision" "${H[@]}" rollback "$REL" 1

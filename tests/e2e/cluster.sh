@@ -298,7 +298,11 @@ pid_is_ours() {
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
     kill -0 "$pid" 2>/dev/null || return 1
     [[ -r "/proc/$pid/cmdline" ]] || return 0
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$d"
+    # Read the whole command line before matching: under pipefail a grep -q
+    # that stops at the first match can SIGPIPE the writer and fail the pipe.
+    local cmdline
+    cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline")"
+    grep -qF -- "$d" <<<"$cmdline"
 }
 
 # stop_pids DIR PID...: TERM, wait up to 15s, then KILL; only our own processes.
@@ -513,7 +517,7 @@ cmd_smoke() {
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod"},
  "spec":{"containers":[{"name":"c","image":"busybox"}]}}
 EOF
-    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod" | grep -q "\"name\": *\"$pod\"" \
+    grep -q "\"name\": *\"$pod\"" <<<"$(api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod")" \
         || die "pod $pod not readable"
     api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod" -X DELETE \
         "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
