@@ -14,3 +14,4 @@ pub mod lifecycle;
 pub mod mutate;
 pub mod review;
 pub mod server;
+pub mod workload;

@@ -135,6 +135,14 @@ pub enum Denial {
     #[error("the webhook could not generate an egress token ({0}); retry the request.")]
     TokenUnavailable(#[source] TokenError),
 
+    /// A workload's pod template whose pods would be denied (SPEC 11): the
+    /// pod's denial, prefixed by the template's path.
+    #[error("{path}: {denial}")]
+    InTemplate {
+        path: &'static str,
+        denial: Box<Denial>,
+    },
+
     /// Only a broken `Serialize` impl in this crate could cause it.
     #[error("the webhook could not encode its patch ({0}); this is a bug in the webhook.")]
     PatchEncoding(String),
@@ -146,6 +154,7 @@ impl Denial {
     #[must_use]
     pub fn code(&self) -> u16 {
         match self {
+            Denial::InTemplate { denial, .. } => denial.code(),
             Denial::HostNetworkWithPolicy { .. }
             | Denial::PrivilegedWithPolicy { .. }
             | Denial::NetCapabilityWithPolicy { .. } => 403,

@@ -8,14 +8,20 @@ use super::pod::PodView;
 pub enum SkipReason {
     /// Not a CREATE of a core/v1 Pod without subresource.
     NotPodCreate,
+    /// `/validate`: not a CREATE or UPDATE of a workload kind of SPEC 11.
+    NotAWorkload,
+    /// `/validate`: an UPDATE that leaves the pod template as it was.
+    TemplateUnchanged,
     ExcludedNamespace,
     NotASandbox,
     OptOut,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 4] = [
+    pub const ALL: [SkipReason; 6] = [
         SkipReason::NotPodCreate,
+        SkipReason::NotAWorkload,
+        SkipReason::TemplateUnchanged,
         SkipReason::ExcludedNamespace,
         SkipReason::NotASandbox,
         SkipReason::OptOut,
@@ -25,6 +31,8 @@ impl SkipReason {
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NotPodCreate => "not-pod-create",
+            SkipReason::NotAWorkload => "not-a-workload",
+            SkipReason::TemplateUnchanged => "template-unchanged",
             SkipReason::ExcludedNamespace => "excluded-namespace",
             SkipReason::NotASandbox => "not-a-sandbox",
             SkipReason::OptOut => "opt-out",
@@ -35,6 +43,10 @@ impl SkipReason {
     pub fn sentence(self) -> &'static str {
         match self {
             SkipReason::NotPodCreate => "the request is not the creation of a pod",
+            SkipReason::NotAWorkload => {
+                "the request is not the creation or update of a workload with a pod template"
+            }
+            SkipReason::TemplateUnchanged => "the update leaves the pod template as it was",
             SkipReason::ExcludedNamespace => "the namespace is excluded from sandbox injection",
             SkipReason::NotASandbox => "the pod has no sandbox id label",
             SkipReason::OptOut => "the pod opted out of sandbox injection",
