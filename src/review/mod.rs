@@ -7,6 +7,7 @@
 //! (`wire::ReviewOut`) echoes uid, apiVersion and kind, carries the patch as
 //! base64 and reuses kube's `Status`.
 
+mod validate;
 mod wire;
 
 use std::borrow::Cow;
@@ -22,6 +23,8 @@ use thiserror::Error;
 use crate::mutate::pod::PodView;
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
 use wire::{RequestIn, ResponseOut, ReviewIn, ReviewOut};
+
+pub use validate::validate;
 
 /// A request that cannot be answered with an `AdmissionReview` at all; the
 /// server turns these into HTTP 400.
@@ -44,6 +47,8 @@ pub enum ReviewError {
 pub enum Outcome {
     Mutated,
     Unchanged,
+    /// `/validate`: the workload's template was judged and allowed.
+    Allowed,
     Skipped(SkipReason),
     Denied(u16),
 }
@@ -54,6 +59,7 @@ impl Outcome {
         match self {
             Outcome::Mutated => "mutated",
             Outcome::Unchanged => "unchanged",
+            Outcome::Allowed => "allowed",
             Outcome::Skipped(_) => "skipped",
             Outcome::Denied(_) => "denied",
         }
@@ -94,7 +100,7 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         return match request.object.as_ref().filter(|_| request.is_pod_create()) {
             Some(pod) => {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);
-                respond(&types, &request, Some(pod), decision)
+                respond(&types, &request, pod_name(pod), decision)
             }
             None => respond(
                 &types,
@@ -141,10 +147,18 @@ fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMeta {
     }
 }
 
-fn respond<O>(
+/// `metadata.name`, else `generateName`: what the log line calls a pod
+/// whose request carries no name.
+fn pod_name<'p>(pod: &'p PodView<'_>) -> Option<&'p str> {
+    let meta = pod.metadata.as_ref()?;
+    meta.name.as_deref().or(meta.generate_name.as_deref())
+}
+
+/// `object_name` names the object when the request does not.
+fn respond<O, Old>(
     types: &TypeMeta,
-    request: &RequestIn<'_, O>,
-    pod: Option<&PodView<'_>>,
+    request: &RequestIn<'_, O, Old>,
+    object_name: Option<&str>,
     decision: Decision,
 ) -> Result<Reviewed, ReviewError> {
     let mut response = ResponseOut::allowed(&request.uid);
@@ -177,13 +191,11 @@ fn respond<O>(
     };
     let body = encode(types, response)?;
 
-    let meta = pod.and_then(|p| p.metadata.as_ref());
     let name = request
         .name
         .as_deref()
         .filter(|n| !n.is_empty())
-        .or_else(|| meta.and_then(|m| m.name.as_deref()))
-        .or_else(|| meta.and_then(|m| m.generate_name.as_deref()))
+        .or(object_name)
         .unwrap_or_default()
         .to_owned();
     Ok(Reviewed {

@@ -5,25 +5,35 @@
 use std::borrow::Cow;
 
 use kube::core::Status;
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 /// `O` is what the object is read as: a pod view on the fast path, raw
-/// JSON when that fails (the object is then not a readable pod).
+/// JSON when that fails (the object is then not a readable pod). `Old` is
+/// what `oldObject` is read as: skipped unread by `/mutate` (a Pod CREATE
+/// has none), read by `/validate` to see whether an UPDATE changed the
+/// template.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
-pub(super) struct ReviewIn<'a, O> {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
+)]
+pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
     #[serde(default, borrow)]
     pub(super) api_version: Cow<'a, str>,
     #[serde(default, borrow)]
     pub(super) kind: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub(super) request: Option<RequestIn<'a, O>>,
+    pub(super) request: Option<RequestIn<'a, O, Old>>,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
-pub(super) struct RequestIn<'a, O> {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
+)]
+pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
     #[serde(borrow)]
     pub(super) uid: Cow<'a, str>,
     #[serde(borrow)]
@@ -40,6 +50,8 @@ pub(super) struct RequestIn<'a, O> {
     pub(super) operation: Cow<'a, str>,
     #[serde(default = "Option::default")]
     pub(super) object: Option<O>,
+    #[serde(default = "Option::default")]
+    pub(super) old_object: Option<Old>,
     #[serde(default)]
     pub(super) dry_run: Option<bool>,
 }
@@ -62,7 +74,7 @@ pub(super) struct GroupVersionResource<'a> {
     pub(super) resource: Cow<'a, str>,
 }
 
-impl<O> RequestIn<'_, O> {
+impl<O, Old> RequestIn<'_, O, Old> {
     /// A CREATE of a core/v1 Pod without subresource: the only request the
     /// webhook mutates.
     pub(super) fn is_pod_create(&self) -> bool {
@@ -75,6 +87,13 @@ impl<O> RequestIn<'_, O> {
             && self.kind.version == "v1"
             && self.kind.kind == "Pod"
             && resource_is_pods
+            && self.sub_resource.as_deref().is_none_or(str::is_empty)
+    }
+
+    /// A CREATE or UPDATE of a whole object (no subresource): the only
+    /// requests `/validate` judges. The kind is read from the object.
+    pub(super) fn is_create_or_update(&self) -> bool {
+        matches!(self.operation.as_ref(), "CREATE" | "UPDATE")
             && self.sub_resource.as_deref().is_none_or(str::is_empty)
     }
 }

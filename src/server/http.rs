@@ -1,7 +1,9 @@
-//! The admission port's HTTP layer: `POST /mutate` and its errors.
+//! The admission port's HTTP layer: `POST /mutate`, `POST /validate` and
+//! their errors.
 //!
 //! Read the body within the shared budget, call the pure
-//! [`review::review`], log, count, answer. Every failure is an [`HttpError`]
+//! [`review::review`] (or [`review::validate`]), log, count, answer. Both
+//! paths share the budget, the timeouts and the metrics. Every failure is an [`HttpError`]
 //! mapped to a status in one place, with a JSON body.
 
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use crate::review::{self, Outcome, ReviewError, Reviewed};
 
 use super::budget::{BodyBudget, BodyError};
 use super::log::Clean;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Webhook};
 use super::settings::{Clock, Handler, MAX_BODY_BYTES};
 
 /// Everything that goes wrong with one HTTP request, mapped to a status in
@@ -118,6 +120,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
     Router::new()
         .route("/mutate", post(mutate))
+        .route("/validate", post(validate))
         .fallback(|| async { HttpError::NotFound })
         .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "POST" } })
         .with_state(state)
@@ -153,9 +156,19 @@ fn has_body(headers: &HeaderMap) -> bool {
 /// `POST /mutate`: read the body, call the pure [`review::review`], log,
 /// count, answer.
 async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    answer(&state, request, Webhook::Mutate).await
+}
+
+/// `POST /validate`: the same, with [`review::validate`].
+async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    answer(&state, request, Webhook::Validate).await
+}
+
+async fn answer(state: &AppState, request: Request, webhook: Webhook) -> Response {
     let started = Instant::now();
     let _in_flight = state.metrics.in_flight();
-    let result = match tokio::time::timeout(state.request_timeout, admit(&state, request)).await {
+    let admitted = admit(state, request, webhook);
+    let result = match tokio::time::timeout(state.request_timeout, admitted).await {
         Ok(result) => result,
         Err(_) => Err(HttpError::Deadline(state.request_timeout)),
     };
@@ -164,8 +177,8 @@ async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Respons
         Ok(reviewed) => {
             state
                 .metrics
-                .admission(&reviewed.operation, reviewed.outcome, elapsed);
-            log_admission(&reviewed, elapsed);
+                .admission(webhook, &reviewed.operation, reviewed.outcome, elapsed);
+            log_admission(webhook, &reviewed, elapsed);
             (
                 [(
                     header::CONTENT_TYPE,
@@ -176,9 +189,10 @@ async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Respons
                 .into_response()
         }
         Err(e) => {
-            state.metrics.admission_error(Some(elapsed));
+            state.metrics.admission_error(Some(webhook), Some(elapsed));
             let error = e.to_string();
             tracing::warn!(
+                webhook = webhook_name(webhook),
                 status = e.status().as_u16(),
                 error = %Clean(&error),
                 duration_us = micros(elapsed),
@@ -189,7 +203,11 @@ async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Respons
     }
 }
 
-async fn admit(state: &AppState, request: Request) -> Result<Reviewed, HttpError> {
+async fn admit(
+    state: &AppState,
+    request: Request,
+    webhook: Webhook,
+) -> Result<Reviewed, HttpError> {
     let (parts, body) = request.into_parts();
     if !is_json(&parts.headers) {
         return Err(HttpError::UnsupportedMediaType);
@@ -220,7 +238,17 @@ async fn admit(state: &AppState, request: Request) -> Result<Reviewed, HttpError
         own_namespace: state.own_namespace.as_deref(),
         tokens: state.tokens.as_ref(),
     };
-    Ok(review::review(&bytes, &ctx)?)
+    Ok(match webhook {
+        Webhook::Mutate => review::review(&bytes, &ctx)?,
+        Webhook::Validate => review::validate(&bytes, &ctx)?,
+    })
+}
+
+fn webhook_name(webhook: Webhook) -> &'static str {
+    match webhook {
+        Webhook::Mutate => "mutate",
+        Webhook::Validate => "validate",
+    }
 }
 
 /// `application/json`, with or without parameters such as `charset`.
@@ -239,9 +267,10 @@ fn micros(d: Duration) -> u64 {
 /// One line per admission. Every request-derived value goes through
 /// [`Clean`], so a pod name with a newline cannot forge a line; the denial
 /// text is `denial`, not `message`, which JSON logs use for the event itself.
-fn log_admission(r: &Reviewed, elapsed: Duration) {
+fn log_admission(webhook: Webhook, r: &Reviewed, elapsed: Duration) {
     let duration_us = micros(elapsed);
     let outcome = r.outcome.as_str();
+    let webhook = webhook_name(webhook);
     let (uid, namespace, name, operation) = (
         Clean(&r.uid),
         Clean(&r.namespace),
@@ -251,16 +280,16 @@ fn log_admission(r: &Reviewed, elapsed: Duration) {
     match r.outcome {
         Outcome::Skipped(reason) => tracing::info!(
             %uid, %namespace, %name, %operation, outcome, reason = reason.as_str(),
-            dry_run = r.dry_run, duration_us, "admission"
+            dry_run = r.dry_run, duration_us, webhook, "admission"
         ),
         Outcome::Denied(code) => tracing::info!(
             %uid, %namespace, %name, %operation, outcome, code,
             denial = %Clean(r.message.as_deref().unwrap_or_default()),
-            dry_run = r.dry_run, duration_us, "admission"
+            dry_run = r.dry_run, duration_us, webhook, "admission"
         ),
-        Outcome::Mutated | Outcome::Unchanged => tracing::info!(
+        Outcome::Mutated | Outcome::Unchanged | Outcome::Allowed => tracing::info!(
             %uid, %namespace, %name, %operation, outcome, patch_bytes = r.patch_bytes,
-            dry_run = r.dry_run, duration_us, "admission"
+            dry_run = r.dry_run, duration_us, webhook, "admission"
         ),
     }
 }

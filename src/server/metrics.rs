@@ -61,6 +61,15 @@ pub const FAILURE: ResultLabels = ResultLabels { result: "failure" };
 /// Operation label for a request that failed before its operation was known.
 pub const UNKNOWN_OPERATION: &str = "unknown";
 
+/// Which admission path a request came in on. The two share every metric;
+/// `/validate`'s operation label values start with `validate/`, so that the
+/// series of `/mutate` are the ones they always were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Webhook {
+    Mutate,
+    Validate,
+}
+
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
@@ -88,13 +97,13 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "admission_requests",
-            "AdmissionReview requests answered, by operation and outcome (mutated, unchanged, skipped, denied, error)",
+            "AdmissionReview requests answered, by operation (validate/* for /validate) and outcome (mutated, unchanged, allowed, skipped, denied, error)",
             requests.clone(),
         );
         let skips = Family::<SkipLabels, Counter>::default();
         registry.register(
             "admission_skips",
-            "Requests allowed untouched, by skip reason",
+            "Requests allowed untouched (pods, and workloads not judged), by skip reason",
             skips.clone(),
         );
         // 50µs .. ~0.8s: a review takes tens of microseconds; the top buckets
@@ -239,10 +248,16 @@ impl Metrics {
             .inc();
     }
 
-    pub fn admission(&self, operation: &str, outcome: Outcome, elapsed: Duration) {
+    pub fn admission(
+        &self,
+        webhook: Webhook,
+        operation: &str,
+        outcome: Outcome,
+        elapsed: Duration,
+    ) {
         self.requests
             .get_or_create(&RequestLabels {
-                operation: operation_label(operation),
+                operation: operation_label(webhook, operation),
                 outcome: outcome.as_str(),
             })
             .inc();
@@ -256,11 +271,16 @@ impl Metrics {
         self.duration.observe(elapsed.as_secs_f64());
     }
 
-    /// A request answered with an HTTP error instead of an AdmissionReview.
-    pub fn admission_error(&self, elapsed: Option<Duration>) {
+    /// A request answered with an HTTP error instead of an AdmissionReview;
+    /// `None` when the path is not known either (a panic).
+    pub fn admission_error(&self, webhook: Option<Webhook>, elapsed: Option<Duration>) {
+        let operation = match webhook {
+            Some(Webhook::Validate) => "validate/unknown",
+            Some(Webhook::Mutate) | None => UNKNOWN_OPERATION,
+        };
         self.requests
             .get_or_create(&RequestLabels {
-                operation: UNKNOWN_OPERATION,
+                operation,
                 outcome: "error",
             })
             .inc();
@@ -271,7 +291,7 @@ impl Metrics {
 
     pub fn panicked(&self) {
         self.panics.inc();
-        self.admission_error(None);
+        self.admission_error(None, None);
     }
 
     /// Counts a request as in flight until the guard is dropped (also when
@@ -304,12 +324,17 @@ impl Drop for InFlight<'_> {
 
 /// Maps the request's operation to a fixed label set, so a client cannot
 /// create unbounded series.
-fn operation_label(operation: &str) -> &'static str {
-    match operation {
-        "CREATE" => "CREATE",
-        "UPDATE" => "UPDATE",
-        "DELETE" => "DELETE",
-        "CONNECT" => "CONNECT",
-        _ => "other",
+fn operation_label(webhook: Webhook, operation: &str) -> &'static str {
+    match (webhook, operation) {
+        (Webhook::Mutate, "CREATE") => "CREATE",
+        (Webhook::Mutate, "UPDATE") => "UPDATE",
+        (Webhook::Mutate, "DELETE") => "DELETE",
+        (Webhook::Mutate, "CONNECT") => "CONNECT",
+        (Webhook::Mutate, _) => "other",
+        (Webhook::Validate, "CREATE") => "validate/CREATE",
+        (Webhook::Validate, "UPDATE") => "validate/UPDATE",
+        (Webhook::Validate, "DELETE") => "validate/DELETE",
+        (Webhook::Validate, "CONNECT") => "validate/CONNECT",
+        (Webhook::Validate, _) => "validate/other",
     }
 }

@@ -10,6 +10,7 @@ pub mod context;
 pub mod metrics;
 pub mod pods;
 pub mod server;
+pub mod workloads;
 
 /// The default annotation and label prefix.
 pub const P: &str = "opensandbox.io";

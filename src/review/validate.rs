@@ -1,0 +1,57 @@
+//! `/validate`: an `AdmissionReview` of a workload in, allowed or denied out,
+//! never a patch (SPEC 11). The envelope is read by the same types as
+//! `/mutate`'s; the decision is [`workload::judge_change`].
+
+use serde_json::Value;
+
+use super::wire::ReviewIn;
+use super::{Outcome, ReviewError, Reviewed, respond, text, type_meta};
+use crate::mutate::{Admission, Context, Decision, SkipReason};
+use crate::workload::{self, Verdict};
+
+/// Answers one `AdmissionReview` of a workload CREATE or UPDATE. The object
+/// (and, on UPDATE, the old object) is read whole: a workload is judged
+/// once per change, not once per pod, so this path is not the hot one.
+///
+/// # Errors
+/// As [`super::review`]: a body that is not an `AdmissionReview` with a
+/// request, or a response that cannot be encoded.
+pub fn validate(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
+    let body = text(body)?;
+    let review: ReviewIn<'_, Value, Value> = serde_json::from_str(body)?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let types = type_meta(review.api_version, review.kind);
+    let object = request
+        .object
+        .as_ref()
+        .filter(|_| request.is_create_or_update());
+    let verdict = match object {
+        None => Verdict::NotJudged(SkipReason::NotAWorkload),
+        Some(object) => {
+            let old = request
+                .old_object
+                .as_ref()
+                .filter(|_| request.operation == "UPDATE");
+            workload::judge_change(object, old, request.namespace.as_deref(), ctx)
+        }
+    };
+    let decision = match verdict {
+        Verdict::NotJudged(reason) => Decision::Skip(reason),
+        Verdict::Allowed { warnings } => Decision::Admit(Admission {
+            warnings,
+            ..Admission::default()
+        }),
+        Verdict::Denied(denial) => Decision::Deny(denial),
+    };
+    let name = object
+        .and_then(|o| o.get("metadata"))
+        .and_then(|m| m.get("name").or_else(|| m.get("generateName")))
+        .and_then(Value::as_str);
+    let mut reviewed = respond(&types, &request, name, decision)?;
+    // An empty patch is never sent, so an admitted workload is `allowed`,
+    // not `unchanged`: nothing here could have changed it.
+    if reviewed.outcome == Outcome::Unchanged {
+        reviewed.outcome = Outcome::Allowed;
+    }
+    Ok(reviewed)
+}

@@ -1,0 +1,94 @@
+//! Workloads around a pod template (SPEC 11): the pod of a [`SandboxPod`]
+//! as the template of a Deployment, Job, BatchSandbox..., valid for the
+//! apiserver, and the AdmissionReview the apiserver sends for one.
+
+use serde_json::{Map, Value, json};
+
+use super::pods::SandboxPod;
+
+/// `apiVersion` and plural resource of each workload kind of SPEC 11.
+pub const KINDS: [(&str, &str, &str); 8] = [
+    ("Deployment", "apps/v1", "deployments"),
+    ("StatefulSet", "apps/v1", "statefulsets"),
+    ("DaemonSet", "apps/v1", "daemonsets"),
+    ("ReplicaSet", "apps/v1", "replicasets"),
+    ("Job", "batch/v1", "jobs"),
+    ("CronJob", "batch/v1", "cronjobs"),
+    (
+        "BatchSandbox",
+        "sandbox.opensandbox.io/v1alpha1",
+        "batchsandboxes",
+    ),
+    ("Sandbox", "agents.x-k8s.io/v1alpha1", "sandboxes"),
+];
+
+/// A `kind` named `name` whose pod template is `pod`'s labels, annotations
+/// and spec, plus the selector label `app: <name>` the apps kinds need.
+pub fn workload(kind: &str, name: &str, pod: &SandboxPod) -> Value {
+    let (_, api_version, _) = KINDS
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .unwrap_or_else(|| panic!("{kind} is not a workload kind"));
+    let pod = pod.json();
+    let mut labels = pod["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    labels.insert("app".into(), json!(name));
+    let mut spec = pod["spec"].clone();
+    if matches!(kind, "Job" | "CronJob") {
+        spec["restartPolicy"] = json!("Never");
+    }
+    let template = json!({
+        "metadata": {"labels": Value::Object(labels), "annotations": pod["metadata"]["annotations"]},
+        "spec": spec,
+    });
+    let selector = json!({"matchLabels": {"app": name}});
+    let spec = match kind {
+        "Deployment" | "ReplicaSet" | "DaemonSet" => {
+            json!({"selector": selector, "template": template})
+        }
+        "StatefulSet" => json!({"serviceName": name, "selector": selector, "template": template}),
+        "Job" => json!({"template": template}),
+        "CronJob" => {
+            json!({"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}})
+        }
+        "BatchSandbox" => json!({"replicas": 1, "template": template}),
+        _ => json!({"podTemplate": template}),
+    };
+    let mut object = Map::new();
+    object.insert("apiVersion".into(), json!(api_version));
+    object.insert("kind".into(), json!(kind));
+    object.insert("metadata".into(), json!({"name": name}));
+    object.insert("spec".into(), spec);
+    Value::Object(object)
+}
+
+/// The AdmissionReview of `operation` on `object` in namespace `team-a`
+/// (`old` for an UPDATE), as the apiserver sends it.
+pub fn workload_review(uid: &str, operation: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = KINDS
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .map_or("", |(_, _, r)| *r);
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "name": object["metadata"]["name"],
+            "namespace": "team-a",
+            "operation": operation,
+            "userInfo": {"username": "alice"},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false,
+        },
+    }))
+    .expect("serializable")
+}
