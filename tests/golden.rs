@@ -12,6 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::{TOKEN, TestContext};
 use sandbox_webhook::config::Config;
@@ -228,23 +229,15 @@ fn patch_bytes(value: &Value) -> Option<Vec<u8>> {
 #[test]
 fn review_cli_matches_library() {
     let path = fixtures().join("review-sandbox-create.review.json");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-webhook"))
-        .args(["review", "-f"])
-        .arg(&path)
-        .args(["--now", NOW, "--egress-token", TOKEN])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = stdout_of(bin().args(["review", "-f"]).arg(&path).args([
+        "--now",
+        NOW,
+        "--egress-token",
+        TOKEN,
+    ]));
     let ctx = TestContext::new();
     let expected = review::review(&std::fs::read(&path).unwrap(), &ctx.get()).unwrap();
-    assert_eq!(
-        out.stdout.strip_suffix(b"\n").unwrap(),
-        expected.body.as_slice()
-    );
+    assert_eq!(out.strip_suffix(b"\n").unwrap(), expected.body.as_slice());
 }
 
 /// Contract: kube-rs clients read every response this webhook writes with

@@ -6,11 +6,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::metrics::Metrics;
+use common::https::{client_builder, try_post};
 use common::pods::SandboxPod;
 use common::server::{
-    Pki, Running, admin_get, eventually, post, read_response, review_body, timed_review,
-    tls_connect,
+    Pki, Running, admin_get, eventually, post, read_response, review_body, start_tuned,
+    timed_review, tls_connect,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -39,26 +39,25 @@ async fn well_behaved(server: &Running, pki: &Pki, during: &str) {
     }
 }
 
-async fn metric(server: &Running, name: &str, labels: &[(&str, &str)]) -> u64 {
-    Metrics::parse(&server.metrics().await).value(name, labels)
-}
-
 async fn wait_open(server: &Running, listener: &str, at_least: u64) {
     let labels = [("listener", listener)];
     eventually("connections accepted", 10 * SECOND, || async {
-        metric(server, "sandbox_webhook_open_connections", &labels).await >= at_least
+        server
+            .metric("sandbox_webhook_open_connections", &labels)
+            .await
+            >= at_least
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_tcp_connections_that_never_start_tls_do_not_lock_out_clients() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.max_connections = 64;
-    // Long enough that the deadline alone would not save the next client.
-    settings.tuning.head_timeout = 10 * SECOND;
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| {
+        t.max_connections = 64;
+        // Long enough that the deadline alone would not save the next client.
+        t.head_timeout = 10 * SECOND;
+    })
+    .await;
 
     let mut idle = Vec::new();
     for _ in 0..200 {
@@ -67,12 +66,12 @@ async fn raw_tcp_connections_that_never_start_tls_do_not_lock_out_clients() {
     wait_open(&server, "admission", 64).await;
     well_behaved(&server, &pki, "a raw TCP flood").await;
     assert!(
-        metric(
-            &server,
-            "sandbox_webhook_connections_evicted_total",
-            &[("listener", "admission")]
-        )
-        .await
+        server
+            .metric(
+                "sandbox_webhook_connections_evicted_total",
+                &[("listener", "admission")]
+            )
+            .await
             > 0
     );
     drop(idle);
@@ -81,10 +80,7 @@ async fn raw_tcp_connections_that_never_start_tls_do_not_lock_out_clients() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.head_timeout = SECOND;
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| t.head_timeout = SECOND).await;
 
     // No TLS at all: closed after the deadline, counted as a timeout.
     let started = Instant::now();
@@ -97,12 +93,9 @@ async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
     assert!(started.elapsed() >= SECOND / 2, "{:?}", started.elapsed());
     let timeouts = [("reason", "timeout")];
     eventually("handshake timeout counted", 5 * SECOND, || async {
-        metric(
-            &server,
-            "sandbox_webhook_tls_handshake_failures_total",
-            &timeouts,
-        )
-        .await
+        server
+            .metric("sandbox_webhook_tls_handshake_failures_total", &timeouts)
+            .await
             == 1
     })
     .await;
@@ -131,11 +124,11 @@ async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_connections_trickling_heads_do_not_lock_out_clients() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.max_connections = 32;
-    settings.tuning.head_timeout = 30 * SECOND;
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| {
+        t.max_connections = 32;
+        t.head_timeout = 30 * SECOND;
+    })
+    .await;
 
     let config = pki.client_config();
     let mut tricklers = Vec::new();
@@ -162,11 +155,11 @@ async fn tls_connections_trickling_heads_do_not_lock_out_clients() {
 async fn stalled_bodies_stay_within_the_budget() {
     const BODY: usize = 7 * 1024 * 1024;
     const BUDGET: u64 = 32 * 1024 * 1024;
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.max_buffered_bytes = BUDGET;
-    settings.tuning.request_timeout = 30 * SECOND;
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| {
+        t.max_buffered_bytes = BUDGET;
+        t.request_timeout = 30 * SECOND;
+    })
+    .await;
 
     let config = pki.client_config();
     let mut stalled = Vec::new();
@@ -195,11 +188,11 @@ async fn stalled_bodies_stay_within_the_budget() {
     // bodies in the large pool (three quarters of 32 MiB).
     let buffered = "sandbox_webhook_request_body_buffered_bytes";
     eventually("bodies buffered", 20 * SECOND, || async {
-        metric(&server, buffered, &[]).await >= 3 * BODY as u64
+        server.metric(buffered, &[]).await >= 3 * BODY as u64
     })
     .await;
     well_behaved(&server, &pki, "32 stalled 7 MiB bodies").await;
-    let peak = metric(&server, buffered, &[]).await;
+    let peak = server.metric(buffered, &[]).await;
     assert!(peak <= BUDGET, "{peak} bytes buffered, budget {BUDGET}");
     for s in stalled {
         s.abort();
@@ -209,10 +202,7 @@ async fn stalled_bodies_stay_within_the_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_admin_connections_do_not_lock_out_probes() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.admin_max_connections = 16;
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| t.admin_max_connections = 16).await;
 
     let mut idle = Vec::new();
     for _ in 0..300 {
@@ -225,12 +215,9 @@ async fn idle_admin_connections_do_not_lock_out_probes() {
         assert_eq!(status, 200);
         assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
     }
-    let open = metric(
-        &server,
-        "sandbox_webhook_open_connections",
-        &[("listener", "admin")],
-    )
-    .await;
+    let open = server
+        .metric("sandbox_webhook_open_connections", &[("listener", "admin")])
+        .await;
     assert!(open <= 17, "{open} admin connections open, cap 16");
     well_behaved(&server, &pki, "an admin flood").await;
     drop(idle);
@@ -239,10 +226,7 @@ async fn idle_admin_connections_do_not_lock_out_probes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_its_responses_is_cut_off() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.write_timeout = SECOND;
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| t.write_timeout = SECOND).await;
 
     let tls = tls_connect(server.addr, pki.client_config()).await.unwrap();
     let (_reader, mut writer) = tokio::io::split(tls);
@@ -259,7 +243,10 @@ async fn a_client_that_never_reads_its_responses_is_cut_off() {
     wait_open(&server, "admission", 1).await;
     let labels = [("listener", "admission")];
     let took = eventually("the non-reader is closed", 20 * SECOND, || async {
-        metric(&server, "sandbox_webhook_open_connections", &labels).await == 0
+        server
+            .metric("sandbox_webhook_open_connections", &labels)
+            .await
+            == 0
     })
     .await;
     assert!(took < 15 * SECOND, "{took:?}");
@@ -272,10 +259,7 @@ async fn a_client_that_never_reads_its_responses_is_cut_off() {
 /// given before the body was read must say `Connection: close`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_answers_say_connection_close() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.request_timeout = Duration::from_millis(300);
-    let server = Running::start(settings).await;
+    let (pki, server) = start_tuned(|t| t.request_timeout = Duration::from_millis(300)).await;
     let config = pki.client_config();
     let body = sandbox_review("early");
 
@@ -319,31 +303,18 @@ async fn early_answers_say_connection_close() {
     }
 
     // A keep-alive client, 50 times an early error then a review: no failure.
-    let client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca.cert_pem().as_bytes()).unwrap())
+    let client = client_builder(&pki)
         .pool_max_idle_per_host(1)
         .build()
         .unwrap();
-    let url = format!("https://localhost:{}/mutate", server.addr.port());
+    let url = server.url("/mutate");
     let mut failures = Vec::new();
     for i in 0..50 {
-        let early = client
-            .post(&url)
-            .header("content-type", "text/plain")
-            .body(body.clone())
-            .send()
-            .await;
+        let early = try_post(&client, &url, "text/plain", body.clone()).await;
         if !matches!(&early, Ok(r) if r.status() == 415) {
             failures.push(format!("{i}: early {early:?}"));
         }
-        let review = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await;
+        let review = try_post(&client, &url, "application/json", body.clone()).await;
         if !matches!(&review, Ok(r) if r.status() == 200) {
             failures.push(format!("{i}: review {review:?}"));
         }
@@ -354,10 +325,7 @@ async fn early_answers_say_connection_close() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigterm_fresh_connections_are_answered_for_the_delay() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    settings.tuning.shutdown_delay = 2 * SECOND;
-    let mut server = Running::start(settings).await;
+    let (pki, mut server) = start_tuned(|t| t.shutdown_delay = 2 * SECOND).await;
     let config = pki.client_config();
     let (addr, admin) = (server.addr, server.admin);
 

@@ -10,10 +10,6 @@ use common::metrics::Metrics;
 use common::server::{Pki, Running, eventually, tls_connect};
 use sandbox_webhook::certs::Ca;
 
-async fn value(server: &Running, name: &str, labels: &[(&str, &str)]) -> u64 {
-    Metrics::parse(&server.metrics().await).value(name, labels)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
     let pki = Pki::new();
@@ -30,12 +26,9 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
     );
     let labels = [("reason", "peer_rejected_certificate")];
     eventually("the failure is counted", Duration::from_secs(5), || async {
-        value(
-            &server,
-            "sandbox_webhook_tls_handshake_failures_total",
-            &labels,
-        )
-        .await
+        server
+            .metric("sandbox_webhook_tls_handshake_failures_total", &labels)
+            .await
             == 1
     })
     .await;
@@ -51,12 +44,9 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
         "plain HTTP is a protocol failure",
         Duration::from_secs(5),
         || async {
-            value(
-                &server,
-                "sandbox_webhook_tls_handshake_failures_total",
-                &labels,
-            )
-            .await
+            server
+                .metric("sandbox_webhook_tls_handshake_failures_total", &labels)
+                .await
                 == 1
         },
     )
@@ -97,12 +87,9 @@ async fn certificate_expiry_and_build_are_exposed() {
     std::fs::write(pki.path("tls.crt"), &next.cert_pem).unwrap();
     std::fs::write(pki.path("tls.key"), &next.key_pem).unwrap();
     eventually("the new expiry", Duration::from_secs(10), || async {
-        value(
-            &server,
-            "sandbox_webhook_certificate_expiry_timestamp_seconds",
-            &[],
-        )
-        .await
+        server
+            .metric("sandbox_webhook_certificate_expiry_timestamp_seconds", &[])
+            .await
             > not_after + 20 * 86_400
     })
     .await;
@@ -118,16 +105,16 @@ async fn a_rejected_reload_sets_last_reload_success_to_zero() {
     settings.config_path = Some(path.clone());
     let server = Running::start(settings).await;
     let name = "sandbox_webhook_config_last_reload_success";
-    assert_eq!(value(&server, name, &[]).await, 1);
+    assert_eq!(server.metric(name, &[]).await, 1);
 
     std::fs::write(&path, "prefix: [not, a, prefix]\n").unwrap();
     eventually("rejected", Duration::from_secs(10), || async {
-        value(&server, name, &[]).await == 0
+        server.metric(name, &[]).await == 0
     })
     .await;
     std::fs::write(&path, "prefix: example.org\n").unwrap();
     eventually("accepted again", Duration::from_secs(10), || async {
-        value(&server, name, &[]).await == 1
+        server.metric(name, &[]).await == 1
     })
     .await;
     server.shutdown().await;

@@ -1,15 +1,19 @@
 //! Helpers shared by the integration tests: one fixed clock, one `Context`
-//! builder, one sandbox-pod builder and one metric reader.
+//! builder, one sandbox-pod builder, one metric reader, one test server with
+//! its clients, and the binary under test.
 //!
 //! Every test binary compiles its own copy of this module and uses only part
 //! of it, so unused items are expected here.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod clock;
 pub mod context;
+pub mod https;
 pub mod metrics;
 pub mod pods;
 pub mod server;
+pub mod wire;
 pub mod workloads;
 
 /// The default annotation and label prefix.

@@ -4,18 +4,22 @@
 //! the admin port.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::ServerName;
 use sandbox_webhook::certs::{Ca, Pair};
-use sandbox_webhook::server::{ServeError, Server, ServerSettings, TlsFiles};
+use sandbox_webhook::server::{ServeError, Server, ServerSettings, TlsFiles, Tuning};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use super::metrics::Metrics;
+use super::pods::SandboxPod;
+use super::wire::client_config;
+pub use super::wire::{Response, post, read_response, tls_connect};
 
 /// A CA plus a directory to put files in.
 pub struct Pki {
@@ -54,33 +58,42 @@ impl Pki {
         (pair, files)
     }
 
-    /// Test settings: loopback, port 0, fast reloads, the fixed clock.
+    /// [`test_settings`] for a fresh serving pair in the directory.
     pub fn settings(&self) -> ServerSettings {
         let (_, files) = self.write_leaf();
-        let mut s = ServerSettings::new(files);
-        s.addr = "127.0.0.1:0".parse().unwrap();
-        s.admin_addr = "127.0.0.1:0".parse().unwrap();
-        s.tuning.reload_interval = Duration::from_millis(200);
-        s.tuning.shutdown_delay = Duration::ZERO;
-        s.clock = super::clock::now;
-        s
+        test_settings(files)
     }
 
     pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
-        let mut roots = rustls::RootCertStore::empty();
-        let der = rustls_pemfile::certs(&mut self.ca.cert_pem().as_bytes())
-            .next()
-            .expect("a CA certificate")
-            .expect("PEM");
-        roots.add(der).expect("CA");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("protocol versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Arc::new(config)
+        client_config(self.ca.cert_pem().as_bytes()).expect("a client configuration")
     }
+}
+
+/// How often a test server polls its certificate and configuration files;
+/// short so reload tests finish quickly (production polls every 5 s).
+pub const RELOAD: Duration = Duration::from_millis(200);
+
+/// How long a test waits for something that should happen within a few
+/// reload polls before it fails.
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+/// Test settings for `files`: loopback, port 0, fast reloads, no shutdown
+/// delay, the fixed clock.
+pub fn test_settings(files: TlsFiles) -> ServerSettings {
+    let mut s = ServerSettings::new(files);
+    s.addr = "127.0.0.1:0".parse().unwrap();
+    s.admin_addr = "127.0.0.1:0".parse().unwrap();
+    s.tuning.reload_interval = RELOAD;
+    s.tuning.shutdown_delay = Duration::ZERO;
+    s.clock = super::clock::now;
+    s
+}
+
+/// Writes `bytes` to `path` atomically (rename), as config management does.
+pub fn replace(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
 }
 
 pub struct Running {
@@ -127,11 +140,31 @@ impl Running {
             .expect("clean shutdown");
     }
 
+    /// `https://127.0.0.1:PORT{path}` on the admission port.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.addr.port())
+    }
+
     pub async fn metrics(&self) -> String {
         let (status, body) = admin_get(self.admin, "/metrics").await;
         assert_eq!(status, 200);
         body
     }
+
+    /// The value of the one series `name` with exactly `labels`.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        Metrics::parse(&self.metrics().await).value(name, labels)
+    }
+}
+
+/// A server on fresh test settings with `tune` applied to their tuning, and
+/// the PKI that serves and trusts it.
+pub async fn start_tuned(tune: impl FnOnce(&mut Tuning)) -> (Pki, Running) {
+    let pki = Pki::new();
+    let mut settings = pki.settings();
+    tune(&mut settings.tuning);
+    let server = Running::start(settings).await;
+    (pki, server)
 }
 
 /// Polls `check` until it holds, failing the test after `patience`.
@@ -172,80 +205,15 @@ pub async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
     (status, body.unwrap_or_default())
 }
 
-pub type Tls = tokio_rustls::client::TlsStream<TcpStream>;
-
-/// A TLS connection to the admission port that trusts the test CA.
-pub async fn tls_connect(
-    addr: SocketAddr,
-    config: Arc<rustls::ClientConfig>,
-) -> std::io::Result<Tls> {
-    let tcp = TcpStream::connect(addr).await?;
-    let name = ServerName::try_from("localhost").expect("server name");
-    tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-}
-
-/// An HTTP/1.1 POST of `body` to `path` as bytes on the wire.
-pub fn post(path: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
-    let mut request = format!(
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
-    request
-}
-
-/// A parsed HTTP/1.1 response: status, headers (lower-cased names) and body.
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Reads one response with a `Content-Length` body from `stream`.
-pub async fn read_response<S: AsyncReadExt + Unpin>(stream: &mut S) -> std::io::Result<Response> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let len = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0usize);
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).await?;
-    Ok(Response {
-        status,
-        headers,
-        body,
-    })
+/// Asserts that `response` has the header `name` with exactly `value`.
+#[track_caller]
+pub fn assert_header(response: &Response, name: &str, value: &str) {
+    assert_eq!(
+        response.header(name),
+        Some(value),
+        "{name} in {:?}",
+        response.headers
+    );
 }
 
 /// One review on a fresh TLS connection; how long it took, or the error.
@@ -287,4 +255,19 @@ pub fn review_body(uid: &str, pod: &Value) -> Vec<u8> {
         },
     }))
     .expect("serializable")
+}
+
+/// A review of a sandbox pod with an egress policy, so the webhook adds the
+/// egress sidecar; with `token`, the pod brings its own egress token, without
+/// it the webhook asks its token source for one.
+pub fn egress_review(uid: &str, token: bool) -> Vec<u8> {
+    let policy = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
+    let mut pod = SandboxPod::new("sb-1")
+        .namespace("team-a")
+        .annotation("timeout", "1h")
+        .annotation("network-policy", policy);
+    if token {
+        pod = pod.annotation("egress-auth-token", "tok-123");
+    }
+    review_body(uid, &pod.json())
 }

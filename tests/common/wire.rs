@@ -1,0 +1,134 @@
+//! HTTP/1.1 as bytes on the wire, without a client stack: a TLS connection
+//! that trusts a CA, a request, one response read back, and a blocking GET
+//! for admin ports. No `unwrap` and nothing from the rest of `common`, so
+//! the examples share it too (`#[path = "../tests/common/wire.rs"]`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::net::TcpStream;
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+
+/// A rustls client configuration that trusts the certificates in `ca_pem`.
+pub fn client_config(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &ca_pem[..]) {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
+}
+
+/// A TLS connection to `addr` that expects the server name `localhost`.
+pub async fn tls_connect(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> std::io::Result<Tls> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").map_err(std::io::Error::other)?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+}
+
+/// An HTTP/1.1 POST of `body` to `path`.
+pub fn post(path: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    request
+}
+
+/// A parsed HTTP/1.1 response: status, headers (lower-cased names) and body.
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the server said it closes the connection after this answer.
+    pub fn closes(&self) -> bool {
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+}
+
+/// Reads one response with a `Content-Length` body from `stream`.
+pub async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Response> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let len = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0usize);
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await?;
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// A blocking plain-HTTP GET of `path` on `host` (`127.0.0.1:PORT`, an
+/// admin port) on a fresh connection; the status and the body.
+pub fn get(host: &str, path: &str) -> Result<(u16, String), Error> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(host)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or("bad status line")?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}

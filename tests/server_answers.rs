@@ -1,0 +1,157 @@
+//! What the real server answers to well-formed reviews, over TLS on
+//! 127.0.0.1 port 0: the same bytes as the library and the CLI, the null
+//! handler's allow, and a thousand reviews over 32 keep-alive connections.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use common::cli::{bin, stdout_of};
+use common::clock::NOW;
+use common::context::TestContext;
+use common::https::{client, client_builder, patch_of, post_review};
+use common::server::{Pki, Running, egress_review};
+use sandbox_webhook::config::Config;
+use sandbox_webhook::server::Handler;
+use serde_json::{Value, json};
+
+const MUTATED: [(&str, &str); 2] = [("operation", "CREATE"), ("outcome", "mutated")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_exactly_like_review_and_the_cli() {
+    let pki = Pki::new();
+    let config_path = pki.path("config.yaml");
+    std::fs::write(
+        &config_path,
+        "egress: {image: example.com/egress:v1}\nexpiry: {maxTimeoutSeconds: 86400}\n",
+    )
+    .unwrap();
+    let mut s = pki.settings();
+    s.config_path = Some(config_path.clone());
+    let server = Running::start(s).await;
+
+    let body = egress_review("uid-same", true);
+    let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+    let served = response.bytes().await.unwrap().to_vec();
+
+    let ctx = TestContext::new().config(Config::load(&config_path).unwrap());
+    let direct = sandbox_webhook::review::review(&body, &ctx.get()).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&served),
+        String::from_utf8_lossy(&direct.body)
+    );
+
+    let input = pki.path("review.json");
+    std::fs::write(&input, &body).unwrap();
+    let cli = stdout_of(
+        bin()
+            .args(["review", "--now", NOW, "--config"])
+            .arg(&config_path)
+            .arg("-f")
+            .arg(&input),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&served).trim_end(),
+        String::from_utf8_lossy(&cli).trim_end()
+    );
+
+    // And it really is a mutation with the configured image.
+    let patch = patch_of(&served).to_string();
+    assert!(patch.contains("example.com/egress:v1"), "{patch}");
+    let requests = "sandbox_webhook_admission_requests_total";
+    assert_eq!(server.metric(requests, &MUTATED).await, 1);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_handler_allows_without_looking() {
+    let pki = Pki::new();
+    let mut s = pki.settings();
+    s.handler = Handler::Null;
+    let server = Running::start(s).await;
+
+    let body = egress_review("uid-null", true);
+    let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
+    assert_eq!(response.status(), 200);
+    let served = response.bytes().await.unwrap().to_vec();
+    assert_eq!(served, sandbox_webhook::review::null_review(&body).unwrap());
+    let review = sandbox_webhook::review::parse_response(&served).expect("AdmissionReview");
+    let response = review.response.expect("response");
+    assert!(response.allowed);
+    assert!(response.patch.is_none());
+    let unchanged = [("operation", "CREATE"), ("outcome", "unchanged")];
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_admission_requests_total", &unchanged)
+            .await,
+        1
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_requests_over_32_connections() {
+    const CONNECTIONS: usize = 32;
+    const REQUESTS: usize = 1000;
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let url = Arc::new(server.url("/mutate"));
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+
+    let mut tasks = Vec::new();
+    for _ in 0..CONNECTIONS {
+        // One client with at most one connection each, used sequentially:
+        // 32 keep-alive connections in all.
+        let c = client_builder(&pki)
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        let (url, next) = (url.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= REQUESTS {
+                    return ok;
+                }
+                let uid = format!("uid-{i}");
+                let r = post_review(&c, &url, egress_review(&uid, true)).await;
+                assert_eq!(r.status(), 200);
+                let review: Value = r.json().await.unwrap();
+                assert_eq!(review["response"]["uid"], json!(uid));
+                assert_eq!(review["response"]["allowed"], true);
+                assert_eq!(review["response"]["patchType"], "JSONPatch");
+                ok += 1;
+            }
+        }));
+    }
+    let mut answered = 0;
+    for t in tasks {
+        answered += t.await.expect("client task");
+    }
+    assert_eq!(answered, REQUESTS);
+    eprintln!(
+        "{REQUESTS} requests over {CONNECTIONS} connections answered in {:?} (debug build)",
+        started.elapsed()
+    );
+    let requests = "sandbox_webhook_admission_requests_total";
+    assert_eq!(
+        server.metric(requests, &MUTATED).await,
+        u64::try_from(REQUESTS).unwrap()
+    );
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_requests_in_flight", &[])
+            .await,
+        0
+    );
+    server.shutdown().await;
+}

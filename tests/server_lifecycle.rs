@@ -1,0 +1,129 @@
+//! The real server's life on 127.0.0.1 port 0: readiness follows the TLS
+//! listener, the configuration file is reloaded while it serves (a bad file
+//! keeps the old configuration), and shutdown drains the request in flight.
+
+mod common;
+
+use common::https::{client, patch_of, post_review};
+use common::server::{
+    PATIENCE, Pki, RELOAD, Running, admin_get, assert_header, egress_review, eventually,
+    read_response, replace, tls_connect,
+};
+use sandbox_webhook::server::Server;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_reload_applies_good_files_and_keeps_the_old_on_bad_ones() {
+    let pki = Pki::new();
+    let config_path = pki.path("config.yaml");
+    std::fs::write(&config_path, "egress: {image: example.com/egress:v1}\n").unwrap();
+    let mut s = pki.settings();
+    s.config_path = Some(config_path.clone());
+    let server = Running::start(s).await;
+    let c = client(&pki);
+    let url = server.url("/mutate");
+    let egress_image = || async {
+        let r = post_review(&c, &url, egress_review("uid-cfg", true)).await;
+        assert_eq!(r.status(), 200);
+        let patch = patch_of(&r.bytes().await.unwrap()).to_string();
+        ["v1", "v2"]
+            .into_iter()
+            .find(|v| patch.contains(&format!("example.com/egress:{v}")))
+            .expect("a known egress image")
+    };
+    assert_eq!(egress_image().await, "v1");
+
+    replace(&config_path, b"egress: {image: example.com/egress:v2}\n");
+    let latency = eventually("the new image is used", PATIENCE, || async {
+        egress_image().await == "v2"
+    })
+    .await;
+    eprintln!("observed config reload latency (poll every {RELOAD:?}): {latency:?}");
+    let reloads = "sandbox_webhook_config_reloads_total";
+    assert_eq!(server.metric(reloads, &[("result", "success")]).await, 1);
+
+    let failure = [("result", "failure")];
+    assert_eq!(server.metric(reloads, &failure).await, 0);
+    replace(
+        &config_path,
+        b"egress: {image: example.com/egress:v3, color: blue}\n",
+    );
+    eventually("the broken file is counted", PATIENCE, || async {
+        server.metric(reloads, &failure).await == 1
+    })
+    .await;
+    assert_eq!(egress_image().await, "v2");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_tls_listener() {
+    let pki = Pki::new();
+    let server = Server::bind(pki.settings()).await.unwrap();
+    let admin = server.admin_addr();
+    // Bound, admin answering, TLS not serving yet.
+    assert_eq!(admin_get(admin, "/livez").await.0, 200);
+    assert_eq!(admin_get(admin, "/readyz").await.0, 503);
+    assert_eq!(admin_get(admin, "/nope").await.0, 404);
+
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async move {
+        let _ = stopped.await;
+    }));
+    eventually("ready", PATIENCE, || async {
+        admin_get(admin, "/readyz").await.0 == 200
+    })
+    .await;
+    assert_eq!(admin_get(admin, "/livez").await.0, 200);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_the_request_in_flight() {
+    let pki = Pki::new();
+    let mut server = Running::start(pki.settings()).await;
+    let body = egress_review("uid-drain", true);
+    let (first, rest) = body.split_at(body.len() / 2);
+
+    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let head = format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(first).await.unwrap();
+    stream.flush().await.unwrap();
+    let in_flight = "sandbox_webhook_requests_in_flight";
+    eventually("the request is in the handler", PATIENCE, || async {
+        server.metric(in_flight, &[]).await == 1
+    })
+    .await;
+
+    server.trigger_shutdown();
+    eventually("not ready while draining", PATIENCE, || async {
+        admin_get(server.admin, "/readyz").await.0 == 503
+    })
+    .await;
+    eventually("no new connections", PATIENCE, || async {
+        TcpStream::connect(server.addr).await.is_err()
+    })
+    .await;
+
+    stream.write_all(rest).await.unwrap();
+    let response = read_response(&mut stream).await.expect("a response");
+    assert_eq!(response.status, 200);
+    assert_header(&response, "connection", "close");
+    let review: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(review["response"]["uid"], "uid-drain");
+    assert_eq!(review["response"]["allowed"], true);
+    tokio::time::timeout(PATIENCE, server.task)
+        .await
+        .expect("drained in time")
+        .unwrap()
+        .unwrap();
+}
