@@ -296,3 +296,28 @@ fn the_template_pod_is_metadata_and_spec() {
         json!({"apiVersion": "v1", "kind": "Pod"})
     );
 }
+
+/// The chart's ValidatingWebhookConfiguration sends every kind of the
+/// table, at the version whose template path the table knows.
+#[test]
+fn the_chart_sends_every_kind() {
+    let chart = include_str!("../../charts/sandbox-webhook/templates/_validating.tpl");
+    let rules: Vec<&str> = chart
+        .split("- operations: [\"CREATE\", \"UPDATE\"]")
+        .skip(1)
+        .collect();
+    assert_eq!(rules.len(), 4, "{chart}");
+    for k in &KINDS {
+        let sent = rules.iter().any(|rule| {
+            let rule = rule.split("\n\n").next().unwrap_or_default();
+            rule.contains(&format!("apiGroups: [\"{}\"]", k.group))
+                && rule.contains(&format!("apiVersions: [\"{}\"]", k.version))
+                && rule.contains(&format!("\"{}\"", k.resource))
+        });
+        assert!(
+            sent,
+            "{} ({}/{}) is not in the chart's rules",
+            k.kind, k.group, k.resource
+        );
+    }
+}

@@ -19,6 +19,8 @@ import yaml
 CASE, PATH = sys.argv[1], sys.argv[2]
 NS = sys.argv[3] if len(sys.argv) > 3 else "sbx"
 SYSTEM_NS = ["kube-system", "kube-public", "kube-node-lease"]
+# Cluster-scoped, in this order; check_validating.py checks the second.
+WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 results = []
 
@@ -212,7 +214,7 @@ def check_deployment(tls_secret):
                                 "nativeSidecar": True, "maxRules": 4096, "resources": None}
           and cfg["expiry"] == {"defaultTimeoutSeconds": None, "maxTimeoutSeconds": None}, cfg)
     for o in docs:
-        if o["kind"] != "MutatingWebhookConfiguration" and not (is_test_hook(o) and o["kind"] in ("Role", "RoleBinding")):
+        if o["kind"] not in WEBHOOK_CONFIGURATIONS and not (is_test_hook(o) and o["kind"] in ("Role", "RoleBinding")):
             check(f"{o['kind']} {o['metadata']['name']} is in the release namespace",
                   o["metadata"].get("namespace") == NS, o["metadata"].get("namespace"))
     return dep
@@ -338,8 +340,8 @@ def case_existing():
 def case_url():
     expected = os.environ["EXPECTED_CA_B64"]
     check_webhook(url="https://127.0.0.1:18443/mutate", ca_bundle=expected)
-    check("deployment.enabled=false renders only the webhook configuration (and the helm test hook)",
-          [o["kind"] for o in docs if not is_test_hook(o)] == ["MutatingWebhookConfiguration"], list(by_kind))
+    check("deployment.enabled=false renders only the webhook configurations (and the helm test hook)",
+          [o["kind"] for o in docs if not is_test_hook(o)] == list(WEBHOOK_CONFIGURATIONS), list(by_kind))
 
 
 def case_all():
@@ -353,7 +355,7 @@ def case_all():
           w["objectSelector"].get("matchLabels") == {"example.com/managed": "true"}
           and w["namespaceSelector"].get("matchLabels") == {"example.com/sandboxes": "allowed"})
     for kind in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "PodDisruptionBudget", "NetworkPolicy",
-                 "ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", "MutatingWebhookConfiguration"):
+                 "ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", *WEBHOOK_CONFIGURATIONS):
         check(f"values-all renders a {kind}", kind in by_kind, list(by_kind))
     check("values-all: issuerRef skips the self-signed chain", "Issuer" not in by_kind)
     check_test_hook(fullname="sandbox-hook", prefix="sandbox.example.com", test_ns="sandboxes", mesh=False,

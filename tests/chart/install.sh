@@ -265,9 +265,9 @@ log "${INSTALL[*]}"
 require "helm install (deployment.enabled=false, webhook.url, webhook.caBundle from ca.crt)" "${INSTALL[@]}"
 RELEASE_INSTALLED=1
 
-run_test "the release contains only the MutatingWebhookConfiguration" bash -c "
-    kinds=\$('$HELM' get manifest '$REL' --namespace '$REL_NS' | sed -n 's/^kind: //p' | sort -u) &&
-    echo \"kinds: \$kinds\" && [[ \$kinds == MutatingWebhookConfiguration ]]"
+run_test "the release contains only the webhook configurations (pods, and the workload pre-flight)" bash -c "
+    kinds=\$('$HELM' get manifest '$REL' --namespace '$REL_NS' | sed -n 's/^kind: //p' | sort -u | tr '\n' ' ') &&
+    echo \"kinds: \$kinds\" && [[ \$kinds == 'MutatingWebhookConfiguration ValidatingWebhookConfiguration ' ]]"
 check_mwc() {
     kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC" >"$WORK/mwc.json" &&
     python3 - "$WORK/mwc.json" "$URL" "$WORK/certs/ca.crt" "$WEBHOOK_NAME" "$REL_NS" "$PREFIX" <<'EOF'

@@ -52,10 +52,13 @@ expect_fail() {
     fi
 }
 
-# check_rendered CASE FILE: counts each line of check_rendered.py.
-check_rendered() {
-    local out line
-    out="$(python3 "$HERE/check_rendered.py" "$@" 2>&1)" || true
+# check_rendered CASE FILE: counts each line of check_rendered.py;
+# check_validating CASE FILE: the same with check_validating.py.
+check_rendered() { check_script check_rendered.py "$@"; }
+check_validating() { check_script check_validating.py "$@"; }
+check_script() {
+    local script="$1" out line; shift
+    out="$(python3 "$HERE/$script" "$@" 2>&1)" || true
     while IFS= read -r line; do
         case "$line" in
             "ok - "*) ok "${line#ok - }" ;;
@@ -63,7 +66,7 @@ check_rendered() {
             *) [[ -n "$line" ]] && printf '    %s\n' "$line" ;;
         esac
     done <<<"$out"
-    if ! grep -q '^ok - \|^not ok - ' <<<"$out"; then not_ok "check_rendered.py $1 produced no result"; fi
+    if ! grep -q '^ok - \|^not ok - ' <<<"$out"; then not_ok "$script $1 produced no result"; fi
 }
 
 # ------------------------------------------------------------------ tools
@@ -169,6 +172,33 @@ check_rendered hostnet "$WORK/hostnet.yaml" "$NS"
 run_test "helm template (containerPorts.webhook=10250, GKE private clusters)" render "$WORK/gke.yaml" \
     --set containerPorts.webhook=10250
 check_rendered gke "$WORK/gke.yaml" "$NS"
+
+# The workload pre-flight's ValidatingWebhookConfiguration (SPEC 11).
+check_validating default "$WORK/helm.yaml" "$NS"
+check_validating certManager "$WORK/cm.yaml" "$NS"
+check_validating url "$WORK/url.yaml" "$NS"
+check_validating all "$WORK/all.yaml" "$NS"
+run_test "helm template (Kubernetes $KUBE_MIN: no matchConditions)" bash -c "
+    '$HELM' template rel '$CHART' --namespace '$NS' --kube-version '$KUBE_MIN' >'$WORK/old.yaml'"
+check_validating old "$WORK/old.yaml" "$NS"
+run_test "helm template (Kubernetes 1.30.0: matchConditions)" bash -c "
+    '$HELM' template rel '$CHART' --namespace '$NS' --kube-version 1.30.0 >'$WORK/k130.yaml'"
+check_validating default "$WORK/k130.yaml" "$NS"
+run_test "helm template (validation.enabled=false)" render "$WORK/no-validation.yaml" --set validation.enabled=false
+check_validating off "$WORK/no-validation.yaml" "$NS"
+run_test "helm template (webhook.url with validation.url)" render "$WORK/url-override.yaml" "${MODE_URL[@]}" \
+    --set validation.url=https://127.0.0.1:19443/pre
+check_validating url-override "$WORK/url-override.yaml" "$NS"
+expect_fail "webhook.url not ending in /mutate needs validation.url" "set validation.url" \
+    "$HELM" template rel "$CHART" -n "$NS" --set deployment.enabled=false \
+    --set webhook.url=https://127.0.0.1:18443/hook --set "webhook.caBundle=$CA_B64"
+run_test "webhook.url not ending in /mutate is fine with validation.enabled=false" \
+    "$HELM" template rel "$CHART" -n "$NS" --set deployment.enabled=false --set validation.enabled=false \
+    --set webhook.url=https://127.0.0.1:18443/hook --set "webhook.caBundle=$CA_B64"
+expect_fail "schema: validation.failurePolicy must be Ignore or Fail" "failurePolicy" \
+    "$HELM" template rel "$CHART" -n "$NS" --set validation.failurePolicy=Sometimes
+expect_fail "schema: validation.timeoutSeconds at most 30" "timeoutSeconds" \
+    "$HELM" template rel "$CHART" -n "$NS" --set validation.timeoutSeconds=31
 run_test "helm template --skip-tests leaves the helm test hook out" bash -c "
     '$HELM' template rel '$CHART' -n '$NS' --skip-tests | python3 -c '
 import sys, yaml
