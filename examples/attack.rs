@@ -14,12 +14,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use wire::{Error, Tls, client_config, post, read_response, tls_connect as connect};
 
-type Tls = tokio_rustls::client::TlsStream<TcpStream>;
-type Error = Box<dyn std::error::Error + Send + Sync>;
+// The raw HTTP helpers of the server tests; this example uses part of them.
+#[allow(dead_code)]
+#[path = "../tests/common/wire.rs"]
+mod wire;
 
 const ATTACK_SECONDS: u64 = 8;
 const BODY: usize = 7 * 1024 * 1024;
@@ -307,15 +309,15 @@ async fn early_close(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> usize 
             };
             let outcome = async {
                 s.write_all(request).await?;
-                read_head(s).await
+                read_response(s).await
             }
             .await;
             match outcome {
-                Ok((status, close)) => {
-                    if is_review && status != 200 {
+                Ok(response) => {
+                    if is_review && response.status != 200 {
                         failures += 1;
                     }
-                    if close {
+                    if response.closes() {
                         conn = None;
                     }
                 }
@@ -331,66 +333,11 @@ async fn early_close(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> usize 
 
 fn review_request() -> Vec<u8> {
     let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"probe","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"team-a","operation":"CREATE","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"sb","namespace":"team-a","labels":{"opensandbox.io/id":"sb"}},"spec":{"containers":[{"name":"sandbox","image":"busybox:1.36","command":["sleep","3600"]}]}}}}"#;
-    let mut r = format!(
-        "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
-async fn connect(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
-    let tcp = TcpStream::connect(addr).await?;
-    let name = ServerName::try_from("localhost").map_err(std::io::Error::other)?;
-    tokio_rustls::TlsConnector::from(tls)
-        .connect(name, tcp)
-        .await
+    post("/mutate", "application/json", body)
 }
 
 async fn read_status<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<u16> {
-    Ok(read_head(s).await?.0)
-}
-
-/// Reads a response (status, whether it said `Connection: close`),
-/// discarding its `Content-Length` body.
-async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<(u16, bool)> {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut b).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        head.push(b[0]);
-    }
-    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let len = text
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0usize);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).await?;
-    Ok((status, text.contains("connection: close")))
-}
-
-fn client_config(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, Error> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut &ca_pem[..]) {
-        roots.add(cert?)?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    ))
+    Ok(read_response(s).await?.status)
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -22,6 +22,11 @@ use kube::runtime::watcher;
 use kube::{Client, Config};
 use serde_json::json;
 
+// The admin-port GET of the e2e tests; this example uses part of the module.
+#[allow(dead_code)]
+#[path = "../tests/common/wire.rs"]
+mod wire;
+
 type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
 
 const NS: &str = "bench";
@@ -36,24 +41,11 @@ fn rss_kib(pid: u32, field: &str) -> Result<u64> {
     Ok(line.split_whitespace().nth(1).ok_or("bad line")?.parse()?)
 }
 
-fn http_get(addr: &str, path: &str) -> Result<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    Ok(text)
-}
-
 fn controller_metric(addr: &str, name: &str) -> f64 {
-    http_get(addr, "/metrics")
+    wire::get(addr, "/metrics")
         .ok()
-        .and_then(|t| {
-            t.lines()
+        .and_then(|(_, body)| {
+            body.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
         })
         .unwrap_or(0.0)

@@ -1,7 +1,10 @@
 //! The `certs` subcommand writes a usable CA and serving certificate.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::cli::bin;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{ServerName, UnixTime};
 
@@ -9,7 +12,7 @@ use rustls::pki_types::{ServerName, UnixTime};
 fn certs_writes_a_ca_and_a_serving_pair() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-webhook"))
+    let status = bin()
         .args([
             "certs",
             "--dns",
@@ -76,7 +79,7 @@ fn certs_writes_a_ca_and_a_serving_pair() {
 #[test]
 fn certs_defaults_to_local_names() {
     let dir = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-webhook"))
+    let status = bin()
         .args(["certs", "--out"])
         .arg(dir.path())
         .status()
@@ -101,7 +104,7 @@ struct Run {
 }
 
 fn run(args: &[&str], dir: &std::path::Path) -> Run {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-webhook"))
+    let out = bin()
         .args(args)
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
@@ -284,32 +287,17 @@ fn config_defaults_is_accepted_by_validate() {
     let checked = run(&["config", "validate", "defaults.yaml"], d);
     assert_eq!(checked.code, 0, "{}", checked.stderr);
     // And it is what runs without --config.
-    let a = run(
-        &[
-            "inject",
-            "-f",
-            "pod.yaml",
-            "--now",
-            "2026-01-01T00:00:00Z",
-            "--egress-token",
-            "t",
-        ],
-        d,
-    );
-    let b = run(
-        &[
-            "inject",
-            "-f",
-            "pod.yaml",
-            "--now",
-            "2026-01-01T00:00:00Z",
-            "--egress-token",
-            "t",
-            "--config",
-            "defaults.yaml",
-        ],
-        d,
-    );
+    let inject = |config: &[&str]| {
+        let fixed = ["--now", "2026-01-01T00:00:00Z", "--egress-token", "t"];
+        let args: Vec<&str> = ["inject", "-f", "pod.yaml"]
+            .into_iter()
+            .chain(fixed)
+            .chain(config.iter().copied())
+            .collect();
+        run(&args, d)
+    };
+    let a = inject(&[]);
+    let b = inject(&["--config", "defaults.yaml"]);
     assert_eq!((a.code, b.code), (0, 0));
     assert_eq!(a.stdout, b.stdout);
 }

@@ -12,7 +12,7 @@ use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::TestContext;
 use common::https::{client, client_builder, patch_of, post_review};
-use common::server::{Pki, Running, egress_review};
+use common::server::{Pki, Running, egress_review, start_with_config};
 use sandbox_webhook::config::Config;
 use sandbox_webhook::server::Handler;
 use serde_json::{Value, json};
@@ -21,16 +21,8 @@ const MUTATED: [(&str, &str); 2] = [("operation", "CREATE"), ("outcome", "mutate
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_exactly_like_review_and_the_cli() {
-    let pki = Pki::new();
-    let config_path = pki.path("config.yaml");
-    std::fs::write(
-        &config_path,
-        "egress: {image: example.com/egress:v1}\nexpiry: {maxTimeoutSeconds: 86400}\n",
-    )
-    .unwrap();
-    let mut s = pki.settings();
-    s.config_path = Some(config_path.clone());
-    let server = Running::start(s).await;
+    let yaml = "egress: {image: example.com/egress:v1}\nexpiry: {maxTimeoutSeconds: 86400}\n";
+    let (pki, server, config_path) = start_with_config(yaml).await;
 
     let body = egress_review("uid-same", true);
     let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;

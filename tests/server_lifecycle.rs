@@ -7,7 +7,7 @@ mod common;
 use common::https::{client, patch_of, post_review};
 use common::server::{
     PATIENCE, Pki, RELOAD, Running, admin_get, assert_header, egress_review, eventually,
-    read_response, replace, tls_connect,
+    read_response, replace, start_with_config, tls_connect,
 };
 use sandbox_webhook::server::Server;
 use serde_json::Value;
@@ -17,12 +17,8 @@ use tokio::sync::oneshot;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_reload_applies_good_files_and_keeps_the_old_on_bad_ones() {
-    let pki = Pki::new();
-    let config_path = pki.path("config.yaml");
-    std::fs::write(&config_path, "egress: {image: example.com/egress:v1}\n").unwrap();
-    let mut s = pki.settings();
-    s.config_path = Some(config_path.clone());
-    let server = Running::start(s).await;
+    let yaml = "egress: {image: example.com/egress:v1}\n";
+    let (pki, server, config_path) = start_with_config(yaml).await;
     let c = client(&pki);
     let url = server.url("/mutate");
     let egress_image = || async {

@@ -50,14 +50,20 @@ async fn wait_open(server: &Running, listener: &str, at_least: u64) {
     .await;
 }
 
+/// A server that admits `max` connections and gives each `head` to send its
+/// first request head: the two bounds a connection flood meets.
+async fn start_capped(max: u32, head: Duration) -> (Pki, Running) {
+    start_tuned(|t| {
+        t.max_connections = max;
+        t.head_timeout = head;
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_tcp_connections_that_never_start_tls_do_not_lock_out_clients() {
-    let (pki, server) = start_tuned(|t| {
-        t.max_connections = 64;
-        // Long enough that the deadline alone would not save the next client.
-        t.head_timeout = 10 * SECOND;
-    })
-    .await;
+    // A head deadline long enough that it alone would not save the next client.
+    let (pki, server) = start_capped(64, 10 * SECOND).await;
 
     let mut idle = Vec::new();
     for _ in 0..200 {
@@ -124,11 +130,7 @@ async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_connections_trickling_heads_do_not_lock_out_clients() {
-    let (pki, server) = start_tuned(|t| {
-        t.max_connections = 32;
-        t.head_timeout = 30 * SECOND;
-    })
-    .await;
+    let (pki, server) = start_capped(32, 30 * SECOND).await;
 
     let config = pki.client_config();
     let mut tricklers = Vec::new();

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::metrics::Metrics;
-use common::server::{Pki, Running, eventually, tls_connect};
+use common::server::{Pki, Running, eventually, start_with_config, tls_connect};
 use sandbox_webhook::certs::Ca;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,12 +98,7 @@ async fn certificate_expiry_and_build_are_exposed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_reload_sets_last_reload_success_to_zero() {
-    let pki = Pki::new();
-    let mut settings = pki.settings();
-    let path = pki.path("config.yaml");
-    std::fs::write(&path, "prefix: example.com\n").unwrap();
-    settings.config_path = Some(path.clone());
-    let server = Running::start(settings).await;
+    let (_pki, server, path) = start_with_config("prefix: example.com\n").await;
     let name = "sandbox_webhook_config_last_reload_success";
     assert_eq!(server.metric(name, &[]).await, 1);
 

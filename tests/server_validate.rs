@@ -6,7 +6,7 @@ mod common;
 use common::clock::now;
 use common::metrics::Metrics;
 use common::pods::SandboxPod;
-use common::server::{Pki, Response, Running, post, read_response, tls_connect};
+use common::server::{Pki, Response, Running, post, read_response, start_with_config, tls_connect};
 use common::workloads::{workload, workload_review};
 use sandbox_webhook::config::Config;
 use sandbox_webhook::mutate::{Context, FixedToken};
@@ -37,18 +37,34 @@ async fn review(server: &Running, pki: &Pki, path: &str, body: &[u8]) -> (Vec<u8
     (response.body, answer)
 }
 
+/// The answer of `/validate` to a review of `object` (`old` for an UPDATE).
+async fn validate(
+    server: &Running,
+    pki: &Pki,
+    uid: &str,
+    operation: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Value {
+    let body = workload_review(uid, operation, object, old);
+    review(server, pki, "/validate", &body).await.1
+}
+
+/// The status message of a review's answer ("" when there is none).
+fn message(answer: &Value) -> &str {
+    answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
 fn too_long() -> SandboxPod {
     SandboxPod::new("s1").annotation("timeout", "2h")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validate_denies_a_template_the_pod_webhook_would_deny() {
-    let pki = Pki::new();
-    let config_path = pki.path("config.yaml");
-    std::fs::write(&config_path, "expiry: {maxTimeoutSeconds: 3600}\n").unwrap();
-    let mut settings = pki.settings();
-    settings.config_path = Some(config_path.clone());
-    let server = Running::start(settings).await;
+    let yaml = "expiry: {maxTimeoutSeconds: 3600}\n";
+    let (pki, server, config_path) = start_with_config(yaml).await;
 
     let deployment = workload("Deployment", "web", &too_long());
     let body = workload_review("uid-deny", "CREATE", &deployment, None);
@@ -86,30 +102,13 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
         "batch",
         &SandboxPod::new("s2").annotation("timeout", "30m"),
     );
-    let (_, answer) = review(
-        &server,
-        &pki,
-        "/validate",
-        &workload_review("uid-ok", "CREATE", &job, None),
-    )
-    .await;
+    let answer = validate(&server, &pki, "uid-ok", "CREATE", &job, None).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(answer["response"].get("patch").is_none(), "{answer}");
     let cron = workload("CronJob", "nightly", &too_long());
-    let (_, answer) = review(
-        &server,
-        &pki,
-        "/validate",
-        &workload_review("uid-cron", "UPDATE", &cron, Some(&job)),
-    )
-    .await;
-    let message = answer["response"]["status"]["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        message.starts_with("spec.jobTemplate.spec.template: Sandbox timeout"),
-        "{answer}"
-    );
+    let answer = validate(&server, &pki, "uid-cron", "UPDATE", &cron, Some(&job)).await;
+    let denied = "spec.jobTemplate.spec.template: Sandbox timeout";
+    assert!(message(&answer).starts_with(denied), "{answer}");
 
     // /mutate leaves workloads alone: the two paths are two webhooks.
     let (_, answer) = review(&server, &pki, "/mutate", &body).await;
@@ -197,20 +196,9 @@ async fn validate_skips_what_it_does_not_judge() {
         assert_eq!(got, n, "{reason}");
     }
     // And the labelled Sandbox, created, is judged.
-    let (_, answer) = review(
-        &server,
-        &pki,
-        "/validate",
-        &workload_review("u6", "CREATE", &labelled, None),
-    )
-    .await;
+    let answer = validate(&server, &pki, "u6", "CREATE", &labelled, None).await;
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
-    let message = answer["response"]["status"]["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        message.starts_with("spec.podTemplate: Unsupported platform.os 'plan9'"),
-        "{message}"
-    );
+    let denied = "spec.podTemplate: Unsupported platform.os 'plan9'";
+    assert!(message(&answer).starts_with(denied), "{answer}");
     server.shutdown().await;
 }

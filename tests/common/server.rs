@@ -167,6 +167,19 @@ pub async fn start_tuned(tune: impl FnOnce(&mut Tuning)) -> (Pki, Running) {
     (pki, server)
 }
 
+/// A server on fresh test settings that reads (and reloads) the
+/// configuration file `config.yaml`, first written with `yaml`; its PKI and
+/// the file's path.
+pub async fn start_with_config(yaml: &str) -> (Pki, Running, PathBuf) {
+    let pki = Pki::new();
+    let path = pki.path("config.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut settings = pki.settings();
+    settings.config_path = Some(path.clone());
+    let server = Running::start(settings).await;
+    (pki, server, path)
+}
+
 /// Polls `check` until it holds, failing the test after `patience`.
 pub async fn eventually<F, Fut>(what: &str, patience: Duration, mut check: F) -> Duration
 where
