@@ -27,6 +27,8 @@ step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 step "cargo test (unit, golden, properties, server, cli, e2e)"
 cargo test --locked --all-targets
+step "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
+cargo run --locked --quiet -- test tests/fixtures | grep -v '^ok '
 
 step "Helm chart: lint, template, schema, hadolint, shellcheck"
 tests/chart/run.sh

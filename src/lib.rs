@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod controller;
 pub(crate) mod duration;
+pub mod fixtures;
 pub mod lifecycle;
 pub mod mutate;
 pub mod review;

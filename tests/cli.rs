@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::cli::bin;
+use common::cli::{bin, run};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{ServerName, UnixTime};
 
@@ -96,26 +96,6 @@ fn certs_defaults_to_local_names() {
 // ---------------------------------------------------------------- exit codes
 // 0 done, 1 judged and rejected (a denial, an invalid config in `config
 // validate`), 2 could not do the job (usage, unreadable or unusable input).
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str], dir: &std::path::Path) -> Run {
-    let out = bin()
-        .args(args)
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
 

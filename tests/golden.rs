@@ -1,8 +1,11 @@
 //! Golden fixtures: `tests/fixtures/NAME.pod.yaml` (a Pod) or
 //! `NAME.review.json` (an `AdmissionReview`), optional `NAME.config.yaml`, and
-//! the expected result in `NAME.expected.yaml`. Every patch is applied to the
-//! raw input with `json_patch::patch`, and every mutated pod is admitted a
-//! second time to prove the second pass is empty.
+//! the expected result in `NAME.expected.yaml`, run by the library's fixture
+//! runner, the same code as `sandbox-webhook test tests/fixtures`. The runner
+//! applies every patch to the raw input with `json_patch::patch`, admits every
+//! result a second time to prove the second pass is empty, keeps warnings
+//! within 120 characters, and checks that a review response echoes uid,
+//! apiVersion and kind and carries its patch as base64 `JSONPatch` text.
 //!
 //! `REFRESH_GOLDEN=1 cargo test --test golden` rewrites the expected files;
 //! review the diff before committing it.
@@ -16,7 +19,7 @@ use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::{TOKEN, TestContext};
 use sandbox_webhook::config::Config;
-use sandbox_webhook::mutate::{self, Decision};
+use sandbox_webhook::fixtures::{self, Case, Kind, Options, Verdict};
 use sandbox_webhook::review;
 use serde_json::{Value, json};
 
@@ -40,169 +43,54 @@ fn context_for(stem: &str) -> TestContext {
         .own_namespace(OWN_NAMESPACE)
 }
 
-fn cases(suffix: &str) -> Vec<(String, PathBuf)> {
-    let mut out: Vec<_> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .filter_map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name()?.to_str()?.to_owned();
-            let stem = name.strip_suffix(suffix)?.to_owned();
-            Some((stem, path))
+fn cases(kind: Kind) -> Vec<Case> {
+    fixtures::discover(&fixtures())
+        .expect("tests/fixtures holds cases")
+        .into_iter()
+        .filter(|c| c.kind == kind)
+        .collect()
+}
+
+/// Runs the cases of one kind through the runner; with `REFRESH_GOLDEN` set
+/// the expected files are rewritten instead.
+fn run_golden(cases: Vec<Case>) {
+    let options = Options {
+        update: std::env::var_os("REFRESH_GOLDEN").is_some(),
+        ..Options::default()
+    };
+    let failures: Vec<String> = cases
+        .into_iter()
+        .map(|case| fixtures::run_case(case, &options))
+        .filter_map(|r| match r.verdict {
+            Verdict::Failed(why) => Some(format!("{}: {why}", r.case.name)),
+            Verdict::Passed | Verdict::Updated => None,
         })
         .collect();
-    out.sort();
-    out
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// Runs one pod through the core and applies the patch to the raw input.
-fn admit_pod(pod: &Value, ctx: &TestContext) -> (Decision, Option<Value>) {
-    let decision = mutate::decide(&pod.to_string(), None, &ctx.get());
-    let patched = match &decision {
-        Decision::Admit(a) => {
-            let mut out = pod.clone();
-            let ops = a.patch.operations().expect("the patch is a JSON patch");
-            json_patch::patch(&mut out, &ops).expect("patch applies to the raw input");
-            Some(out)
-        }
-        Decision::Skip(_) => Some(pod.clone()),
-        Decision::Deny(_) => None,
-    };
-    (decision, patched)
-}
-
-fn describe(decision: &Decision, patched: Option<Value>) -> Value {
-    let mut out = serde_json::Map::new();
-    match decision {
-        Decision::Skip(reason) => {
-            out.insert("outcome".into(), json!("skipped"));
-            out.insert("reason".into(), json!(reason.as_str()));
-        }
-        Decision::Admit(a) => {
-            let outcome = if a.patch.is_empty() {
-                "unchanged"
-            } else {
-                "mutated"
-            };
-            out.insert("outcome".into(), json!(outcome));
-            if !a.warnings.is_empty() {
-                out.insert("warnings".into(), json!(a.warnings));
-            }
-        }
-        Decision::Deny(d) => {
-            out.insert("outcome".into(), json!("denied"));
-            out.insert("code".into(), json!(d.code()));
-            out.insert("message".into(), json!(d.to_string()));
-        }
-    }
-    if let Some(p) = patched {
-        out.insert("pod".into(), p);
-    }
-    Value::Object(out)
-}
-
-/// Compares with (or, with `REFRESH_GOLDEN` set, rewrites) the expected file.
-fn check_golden(stem: &str, actual: &Value, failures: &mut Vec<String>) {
-    let path = fixtures().join(format!("{stem}.expected.yaml"));
-    if std::env::var_os("REFRESH_GOLDEN").is_some() {
-        let text = serde_yaml_ng::to_string(actual).unwrap();
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        failures.push(format!("{stem}: missing {}", path.display()));
-        return;
-    };
-    let expected: Value = serde_yaml_ng::from_str(&text).unwrap();
-    if &expected != actual {
-        failures.push(format!(
-            "{stem}: result differs from {}\n--- expected\n{}\n--- actual\n{}",
-            path.display(),
-            text,
-            serde_yaml_ng::to_string(actual).unwrap()
-        ));
-    }
-}
-
-fn check_warnings(stem: &str, decision: &Decision, failures: &mut Vec<String>) {
-    if let Decision::Admit(a) = decision {
-        for w in &a.warnings {
-            if w.chars().count() > 120 {
-                failures.push(format!("{stem}: warning over 120 characters: {w}"));
-            }
-        }
-    }
-}
-
-/// The webhook's own output, admitted again, must need nothing more.
-fn check_idempotent(stem: &str, patched: &Value, ctx: &TestContext, failures: &mut Vec<String>) {
-    let (again, _) = admit_pod(patched, ctx);
-    match again {
-        Decision::Admit(a) if a.patch.is_empty() => {}
-        Decision::Skip(_) => {}
-        other => failures.push(format!("{stem}: second pass is not empty: {other:?}")),
-    }
+/// The runner's clock, token and own namespace are the ones the expected
+/// files were written with.
+#[test]
+fn runner_uses_the_tests_clock_and_token() {
+    assert_eq!(fixtures::NOW, NOW);
+    assert_eq!(fixtures::TOKEN, TOKEN);
+    assert_eq!(fixtures::OWN_NAMESPACE, OWN_NAMESPACE);
+    assert_eq!(Options::default().own_namespace, OWN_NAMESPACE);
 }
 
 #[test]
 fn pod_fixtures() {
-    let cases = cases(".pod.yaml");
+    let cases = cases(Kind::Pod);
     assert!(cases.len() >= 30, "expected at least 30 pod fixtures");
-    let mut failures = Vec::new();
-    for (stem, path) in &cases {
-        let ctx = context_for(stem);
-        let text = std::fs::read_to_string(path).unwrap();
-        let pod: Value = serde_yaml_ng::from_str(&text).unwrap();
-        let (decision, patched) = admit_pod(&pod, &ctx);
-        check_warnings(stem, &decision, &mut failures);
-        if let Some(p) = &patched {
-            check_idempotent(stem, p, &ctx, &mut failures);
-        }
-        check_golden(stem, &describe(&decision, patched), &mut failures);
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    run_golden(cases);
 }
 
 #[test]
 fn review_fixtures() {
-    let cases = cases(".review.json");
+    let cases = cases(Kind::Review);
     assert!(!cases.is_empty());
-    let mut failures = Vec::new();
-    for (stem, path) in &cases {
-        let ctx = context_for(stem);
-        let body = std::fs::read(path).unwrap();
-        let request: Value = serde_json::from_slice(&body).unwrap();
-        let reviewed = review::review(&body, &ctx.get()).expect("review answers");
-        let mut response: Value = serde_json::from_slice(&reviewed.body).unwrap();
-
-        // Every response echoes the request's uid, apiVersion and kind.
-        assert_eq!(response["apiVersion"], request["apiVersion"], "{stem}");
-        assert_eq!(response["kind"], request["kind"], "{stem}");
-        assert_eq!(
-            response["response"]["uid"], request["request"]["uid"],
-            "{stem}"
-        );
-
-        // Go's []byte is base64 text on the wire.
-        if let Some(p) = response["response"].get("patch") {
-            assert!(p.is_string(), "{stem}: patch is not base64 text");
-            assert_eq!(response["response"]["patchType"], "JSONPatch", "{stem}");
-        }
-        let mut object = request["request"]["object"].clone();
-        if let Some(bytes) = patch_bytes(&response["response"]["patch"]) {
-            let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
-            json_patch::patch(&mut object, &patch).expect("patch applies to the raw object");
-            check_idempotent(stem, &object, &ctx, &mut failures);
-            // Readable in the golden file; the bytes are checked by applying.
-            response["response"]["patch"] = serde_json::to_value(&patch).unwrap();
-        }
-        let actual = json!({
-            "outcome": reviewed.outcome.as_str(),
-            "response": response["response"],
-            "object": object,
-        });
-        check_golden(stem, &actual, &mut failures);
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    run_golden(cases);
 }
 
 /// `patch` is `[]byte` in Go: base64 text, or (as kube-rs writes it) an
@@ -251,18 +139,20 @@ fn kube_parses_every_response() {
     use kube::core::DynamicObject;
     use kube::core::admission::AdmissionReview;
 
-    let mut bodies: Vec<(String, TestContext, Vec<u8>)> = cases(".review.json")
+    let mut bodies: Vec<(String, TestContext, Vec<u8>)> = cases(Kind::Review)
         .into_iter()
-        .map(|(stem, path)| {
+        .map(|case| {
             (
-                stem.clone(),
-                context_for(&stem),
-                std::fs::read(path).unwrap(),
+                case.name.clone(),
+                context_for(&case.name),
+                std::fs::read(case.input()).unwrap(),
             )
         })
         .collect();
-    for (stem, path) in cases(".pod.yaml") {
-        let pod: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for case in cases(Kind::Pod) {
+        let text = std::fs::read_to_string(case.input()).unwrap();
+        let stem = case.name;
+        let pod: Value = serde_yaml_ng::from_str(&text).unwrap();
         let review = json!({
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",

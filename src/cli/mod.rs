@@ -5,6 +5,7 @@ mod certs;
 mod config;
 mod controller;
 mod diagnose;
+mod fixtures;
 mod offline;
 mod serve;
 
@@ -43,11 +44,14 @@ pub enum Command {
     Diagnose(diagnose::DiagnoseArgs),
     /// Check a configuration file, or print the built-in one.
     Config(config::ConfigArgs),
+    /// Run a directory of fixtures (pods or reviews and their expected
+    /// results) against a configuration.
+    Test(fixtures::TestArgs),
 }
 
 /// The exit codes of every subcommand, documented in the README:
 /// 0 done; 1 the input was read and judged and found wanting (a denial, an
-/// invalid configuration in `config validate`); 2 the command could not do
+/// invalid configuration in `config validate`, a failing case in `test`); 2 the command could not do
 /// its job (usage, as clap also exits, or an unreadable, unparsable or
 /// unusable input, or a failure to start).
 pub mod exit {
@@ -105,5 +109,6 @@ pub fn run(args: Args) -> ExitCode {
         Command::Controller(a) => controller::controller(*a),
         Command::Diagnose(a) => diagnose::diagnose(a),
         Command::Config(a) => config::config(a),
+        Command::Test(a) => fixtures::test(a),
     }
 }

@@ -19,3 +19,25 @@ pub fn stdout_of(command: &mut Command) -> Vec<u8> {
     );
     out.stdout
 }
+
+/// How a run of the binary ended, its output as text.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the binary with `args` in `dir`, standard input closed.
+pub fn run(args: &[&str], dir: &std::path::Path) -> Run {
+    let out = bin()
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the binary runs");
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    }
+}
