@@ -4,13 +4,19 @@
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{Datelike, Days, Utc};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SerialNumber,
 };
+use rustls::RootCertStore;
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use thiserror::Error;
+use x509_parser::certificate::X509Certificate;
 
 #[derive(Debug, Error)]
 pub enum CertError {
@@ -168,4 +174,172 @@ pub fn write_file(path: &Path, bytes: &[u8], secret: bool) -> Result<(), CertErr
     let mut file = options.open(path).map_err(err)?;
     file.write_all(bytes).map_err(err)?;
     file.sync_all().map_err(err)
+}
+
+/// Why a bundle already on disk cannot be served again.
+#[derive(Debug, Error)]
+pub enum Unusable {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {what}", path.display())]
+    Invalid { path: PathBuf, what: String },
+}
+
+/// Checks the bundle [`Bundle::write`] left in `dir`: the leaf is signed by
+/// (issued under the name of) the CA next to it, its key is the one in
+/// `tls.key`, it names every `dns` and `ips` entry, and both certificates
+/// stay valid for at least `min_days` more days.
+pub fn check_written(
+    dir: &Path,
+    dns: &[String],
+    ips: &[IpAddr],
+    min_days: u32,
+) -> Result<(), Unusable> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok((path, bytes)),
+            Err(source) => Err(Unusable::Read { path, source }),
+        }
+    };
+    let (ca_path, ca_pem) = read("ca.crt")?;
+    let (leaf_path, leaf_pem) = read("tls.crt")?;
+    let (key_path, key_pem) = read("tls.key")?;
+    let ca_der = first_der(&ca_path, &ca_pem)?;
+    let leaf_der = first_der(&leaf_path, &leaf_pem)?;
+    let ca = parse_der(&ca_path, &ca_der)?;
+    let leaf = parse_der(&leaf_path, &leaf_der)?;
+    let invalid = |path: &Path, what: String| Unusable::Invalid {
+        path: path.to_owned(),
+        what,
+    };
+
+    let horizon = Utc::now().timestamp() + i64::from(min_days) * 86_400;
+    for (path, cert) in [(&ca_path, &ca), (&leaf_path, &leaf)] {
+        if cert.validity().not_after.timestamp() < horizon {
+            return Err(invalid(
+                path,
+                format!("expires in less than {min_days} days"),
+            ));
+        }
+    }
+    // What a client does: the chain to ca.crt, validity and each name.
+    let verifier = verifier(&ca_der).map_err(|e| invalid(&ca_path, e))?;
+    let leaf_cert = CertificateDer::from(leaf_der.as_slice());
+    let names = dns.iter().cloned().chain(ips.iter().map(IpAddr::to_string));
+    for name in names {
+        let server_name =
+            ServerName::try_from(name.as_str()).map_err(|e| invalid(&leaf_path, e.to_string()))?;
+        verifier
+            .verify_server_cert(&leaf_cert, &[], &server_name, &[], UnixTime::now())
+            .map_err(|e| invalid(&leaf_path, format!("not valid for {name}: {e}")))?;
+    }
+
+    let key = std::str::from_utf8(&key_pem)
+        .ok()
+        .and_then(|pem| KeyPair::from_pem(pem).ok())
+        .ok_or_else(|| invalid(&key_path, "not a PEM private key".into()))?;
+    if key.public_key_raw() != leaf.public_key().subject_public_key.data.as_ref() {
+        return Err(invalid(&key_path, "does not match tls.crt".into()));
+    }
+    Ok(())
+}
+
+fn first_der(path: &Path, pem: &[u8]) -> Result<Vec<u8>, Unusable> {
+    match rustls_pemfile::certs(&mut &pem[..]).next() {
+        Some(Ok(der)) => Ok(der.to_vec()),
+        _ => Err(Unusable::Invalid {
+            path: path.to_owned(),
+            what: "no PEM certificate".into(),
+        }),
+    }
+}
+
+fn parse_der<'a>(path: &Path, der: &'a [u8]) -> Result<X509Certificate<'a>, Unusable> {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, cert)| cert)
+        .map_err(|e| Unusable::Invalid {
+            path: path.to_owned(),
+            what: format!("not an X.509 certificate: {e}"),
+        })
+}
+
+fn verifier(ca_der: &[u8]) -> Result<Arc<WebPkiServerVerifier>, String> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca_der.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local() -> (Vec<String>, Vec<IpAddr>) {
+        (
+            vec!["localhost".to_owned()],
+            vec![
+                IpAddr::from([127, 0, 0, 1]),
+                IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
+            ],
+        )
+    }
+
+    #[test]
+    fn a_written_bundle_is_reusable_until_close_to_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dns, ips) = local();
+        generate(&dns, &ips, 30).unwrap().write(dir.path()).unwrap();
+        check_written(dir.path(), &dns, &ips, 1).unwrap();
+        let err = check_written(dir.path(), &dns, &ips, 31).unwrap_err();
+        assert!(
+            err.to_string().contains("expires in less than 31 days"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bundle_that_does_not_fit_is_not_reused() {
+        let (dns, ips) = local();
+        let missing = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            check_written(missing.path(), &dns, &ips, 1),
+            Err(Unusable::Read { .. })
+        ));
+
+        let dir = tempfile::tempdir().unwrap();
+        generate(&dns[..], &ips[..1], 30)
+            .unwrap()
+            .write(dir.path())
+            .unwrap();
+        let err = check_written(dir.path(), &dns, &ips, 1).unwrap_err();
+        assert!(err.to_string().contains("not valid for ::1"), "{err}");
+
+        // A key and CA from another bundle.
+        let other = generate(&dns, &ips, 30).unwrap();
+        generate(&dns, &ips, 30).unwrap().write(dir.path()).unwrap();
+        write_file(
+            &dir.path().join("tls.key"),
+            other.server.key_pem.as_bytes(),
+            true,
+        )
+        .unwrap();
+        let err = check_written(dir.path(), &dns, &ips, 1).unwrap_err();
+        assert!(err.to_string().ends_with("does not match tls.crt"), "{err}");
+        write_file(&dir.path().join("ca.crt"), other.ca_pem.as_bytes(), false).unwrap();
+        let err = check_written(dir.path(), &dns, &ips, 1).unwrap_err();
+        assert!(err.to_string().contains("not valid for localhost"), "{err}");
+
+        write_file(&dir.path().join("tls.crt"), b"garbage", false).unwrap();
+        let err = check_written(dir.path(), &dns, &ips, 1).unwrap_err();
+        assert!(err.to_string().ends_with("no PEM certificate"), "{err}");
+    }
 }

@@ -4,6 +4,7 @@
 mod certs;
 mod config;
 mod controller;
+mod dev;
 mod diagnose;
 mod fixtures;
 mod offline;

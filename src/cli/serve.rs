@@ -1,17 +1,18 @@
 //! `serve`: wires flags, logging, the runtime and signals to
-//! [`crate::server::run`].
+//! [`crate::server::Server`]; `serve --dev` is in `super::dev`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::ValueEnum;
 
-use crate::certs;
-use crate::server::{self, Handler, ServerSettings, TlsFiles, Tuning};
+use crate::server::{self, Handler, Listeners, Server, ServerSettings, TlsFiles, Tuning};
 
 /// Where `serve --dev` writes its throwaway certificates (git-ignored).
 const DEV_CERT_DIR: &str = "certs/dev";
+const ADDR: SocketAddr = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 8443);
+const ADMIN_ADDR: SocketAddr = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 8080);
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -28,19 +29,22 @@ pub struct ServeArgs {
     /// CA bundle (PEM) for client certificates: turns on mTLS.
     #[arg(long, value_name = "FILE")]
     pub client_ca: Option<PathBuf>,
-    /// Admission (HTTPS) listen address.
-    #[arg(long, value_name = "ADDR", default_value = "[::]:8443")]
-    pub addr: SocketAddr,
-    /// Admin (plain HTTP: /livez, /readyz, /metrics) listen address.
-    #[arg(long, value_name = "ADDR", default_value = "[::]:8080")]
-    pub admin_addr: SocketAddr,
+    /// Admission (HTTPS) listen address [default: [::]:8443; with --dev
+    /// 127.0.0.1:8443, and only loopback addresses are accepted].
+    #[arg(long, value_name = "ADDR")]
+    pub addr: Option<SocketAddr>,
+    /// Admin (plain HTTP: /livez, /readyz, /metrics) listen address
+    /// [default: [::]:8080; with --dev 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    pub admin_addr: Option<SocketAddr>,
     /// The webhook's own namespace, which is never mutated.
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Development mode: generate a throwaway CA and a certificate for
-    /// localhost, 127.0.0.1 and ::1 under certs/dev/ and serve with it.
+    /// Development mode: serve a throwaway CA's certificate for localhost,
+    /// 127.0.0.1 and ::1 from certs/dev/ (reused while valid, else written
+    /// once the ports are bound), on loopback only.
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     pub dev: bool,
     /// Limits and timeouts.
@@ -78,33 +82,32 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-fn dev_certs(dir: &Path) -> Result<TlsFiles, String> {
-    let (dns, ips) = super::certs::local_names();
-    certs::generate(&dns, &ips, 30)
-        .and_then(|bundle| bundle.write(dir))
-        .map_err(|e| e.to_string())?;
-    eprintln!(
-        "dev mode: CA bundle at {}, serving certificate for localhost, 127.0.0.1 and ::1",
-        dir.join("ca.crt").display()
-    );
-    Ok(TlsFiles {
-        cert: dir.join("tls.crt"),
-        key: dir.join("tls.key"),
-        client_ca: None,
-    })
-}
-
 pub fn serve(args: ServeArgs) -> ExitCode {
     init_logging(args.log_format);
-    let tls = match (args.dev, args.tls_cert, args.tls_key) {
-        (true, _, _) => match dev_certs(Path::new(DEV_CERT_DIR)) {
-            Ok(mut files) => {
-                files.client_ca = args.client_ca;
-                files
-            }
-            Err(e) => return fail(e),
+    let dev = args.dev.then(|| Path::new(DEV_CERT_DIR));
+    let (addr, admin_addr) = match dev {
+        Some(_) => (
+            args.addr.unwrap_or(super::dev::ADDR),
+            args.admin_addr.unwrap_or(super::dev::ADMIN_ADDR),
+        ),
+        None => (
+            args.addr.unwrap_or(ADDR),
+            args.admin_addr.unwrap_or(ADMIN_ADDR),
+        ),
+    };
+    if dev.is_some()
+        && let Err(e) =
+            super::dev::check_loopback(&[("--addr", addr), ("--admin-addr", admin_addr)])
+    {
+        return fail(e);
+    }
+    let tls = match (dev, args.tls_cert, args.tls_key) {
+        (Some(dir), _, _) => TlsFiles {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+            client_ca: args.client_ca,
         },
-        (false, Some(cert), Some(key)) => TlsFiles {
+        (None, Some(cert), Some(key)) => TlsFiles {
             cert,
             key,
             client_ca: args.client_ca,
@@ -115,8 +118,8 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     let mut tuning = args.tuning;
     fit_fd_limit(&mut tuning);
     let mut settings = ServerSettings::new(tls);
-    settings.addr = args.addr;
-    settings.admin_addr = args.admin_addr;
+    settings.addr = addr;
+    settings.admin_addr = admin_addr;
     settings.config_path = args.config;
     settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
     settings.tuning = tuning;
@@ -136,7 +139,19 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     };
     let result = runtime.block_on(async {
         let signals = Signals::new().map_err(|e| format!("cannot listen for signals: {e}"))?;
-        server::run(settings, signals.first())
+        let server = match dev {
+            Some(dir) => {
+                let listeners = Listeners::bind(addr, admin_addr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                super::dev::ensure_certs(dir).map_err(|e| e.to_string())?;
+                Server::bind_to(settings, listeners).await
+            }
+            None => Server::bind(settings).await,
+        };
+        let server = server.map_err(|e| e.to_string())?;
+        server
+            .serve(signals.first())
             .await
             .map_err(|e| e.to_string())
     });

@@ -12,7 +12,9 @@
 //!
 //! [`Server::bind`] loads everything and binds both ports (so a bad
 //! certificate or config fails before anything is served, and tests learn the
-//! ports); [`Server::serve`] runs the lifecycle. [`run`] is both in one call.
+//! ports); [`Server::bind_to`] does the same on [`Listeners`] bound
+//! beforehand. [`Server::serve`] runs the lifecycle. [`run`] is both in one
+//! call.
 
 mod admin;
 mod budget;
@@ -95,31 +97,35 @@ impl Server {
     /// Loads the configuration and TLS credentials (failing with an error
     /// that names the file), then binds the admin and TLS listeners.
     pub async fn bind(settings: ServerSettings) -> Result<Server, ServeError> {
-        let metrics = Arc::new(Metrics::new());
-        let (config, config_initial) = match &settings.config_path {
-            Some(path) => {
-                let bytes = tokio::fs::read(path)
-                    .await
-                    .map_err(|source| ConfigError::Read {
-                        path: path.clone(),
-                        source,
-                    })?;
-                let config = Config::from_file_bytes(path, &bytes)?;
-                (config, Some((path.clone(), bytes)))
-            }
-            None => (Config::default(), None),
-        };
-        let tls = tls::Tls::load(settings.tls.clone()).await?;
-        if let Some(expiry) = tls.expiry {
-            metrics.certificate_expiry.set(expiry);
-        }
-        log_start(&settings, &config);
+        let loaded = Loaded::load(&settings).await?;
+        let listeners = Listeners::bind(settings.addr, settings.admin_addr).await?;
+        Ok(Self::start(settings, loaded, listeners))
+    }
 
-        let admin_listener = bind(settings.admin_addr, "admin").await?;
-        let admin_addr = local_addr(&admin_listener, settings.admin_addr, "admin")?;
-        let listener = bind(settings.addr, "admission").await?;
-        let local_addr = local_addr(&listener, settings.addr, "admission")?;
+    /// The same on listeners bound beforehand, for a caller that must know
+    /// the ports are its own before it writes the files `settings` name
+    /// (`serve --dev`).
+    pub async fn bind_to(
+        settings: ServerSettings,
+        listeners: Listeners,
+    ) -> Result<Server, ServeError> {
+        let loaded = Loaded::load(&settings).await?;
+        Ok(Self::start(settings, loaded, listeners))
+    }
 
+    fn start(settings: ServerSettings, loaded: Loaded, listeners: Listeners) -> Server {
+        let Loaded {
+            metrics,
+            config,
+            config_initial,
+            tls,
+        } = loaded;
+        let Listeners {
+            listener,
+            local_addr,
+            admin_listener,
+            admin_addr,
+        } = listeners;
         let ready = Readiness::default();
         let (admin_stop, admin_stopped) = watch::channel(false);
         let admin = tokio::spawn(admin::serve(
@@ -145,7 +151,7 @@ impl Server {
             ),
             metrics,
         });
-        Ok(Server {
+        Server {
             listener,
             local_addr,
             admin_addr,
@@ -156,7 +162,7 @@ impl Server {
             settings,
             admin: AbortOnDrop(admin),
             admin_stop,
-        })
+        }
     }
 
     /// The bound admission (TLS) address.
@@ -259,6 +265,68 @@ impl Server {
         let _ = (&mut admin.0).await;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// What start-up reads before anything is served.
+struct Loaded {
+    metrics: Arc<Metrics>,
+    config: Config,
+    config_initial: Option<(PathBuf, Vec<u8>)>,
+    tls: tls::Tls,
+}
+
+impl Loaded {
+    async fn load(settings: &ServerSettings) -> Result<Loaded, ServeError> {
+        let metrics = Arc::new(Metrics::new());
+        let (config, config_initial) = match &settings.config_path {
+            Some(path) => {
+                let bytes = tokio::fs::read(path)
+                    .await
+                    .map_err(|source| ConfigError::Read {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let config = Config::from_file_bytes(path, &bytes)?;
+                (config, Some((path.clone(), bytes)))
+            }
+            None => (Config::default(), None),
+        };
+        let tls = tls::Tls::load(settings.tls.clone()).await?;
+        if let Some(expiry) = tls.expiry {
+            metrics.certificate_expiry.set(expiry);
+        }
+        log_start(settings, &config);
+        Ok(Loaded {
+            metrics,
+            config,
+            config_initial,
+            tls,
+        })
+    }
+}
+
+/// The admission and admin listeners, bound.
+pub struct Listeners {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    admin_listener: TcpListener,
+    admin_addr: SocketAddr,
+}
+
+impl Listeners {
+    /// Binds the admin port, then the admission port.
+    pub async fn bind(addr: SocketAddr, admin_addr: SocketAddr) -> Result<Listeners, ServeError> {
+        let admin_listener = bind(admin_addr, "admin").await?;
+        let admin_local = local_addr(&admin_listener, admin_addr, "admin")?;
+        let listener = bind(addr, "admission").await?;
+        let local = local_addr(&listener, addr, "admission")?;
+        Ok(Listeners {
+            listener,
+            local_addr: local,
+            admin_listener,
+            admin_addr: admin_local,
+        })
     }
 }
 
