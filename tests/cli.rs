@@ -183,6 +183,24 @@ fn inject_exit_codes() {
 }
 
 #[test]
+fn inject_refuses_an_egress_token_the_webhook_would_deny() {
+    let dir = workdir();
+    for token in ["", "two words", "tab\there"] {
+        let r = run(
+            &["inject", "-f", "pod.yaml", "--egress-token", token],
+            dir.path(),
+        );
+        assert_eq!(r.code, 2, "{token:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("--egress-token") && r.stderr.contains("visible ASCII"),
+            "{token:?}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "{token:?}: {}", r.stdout);
+    }
+}
+
+#[test]
 fn review_exit_codes() {
     let dir = workdir();
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");

@@ -78,8 +78,9 @@ pub struct DecisionArgs {
     /// Admission time (RFC 3339) used to compute expires-at; now by default.
     #[arg(long, value_name = "RFC3339", value_parser = parse_time)]
     pub now: Option<DateTime<Utc>>,
-    /// Egress token to use when the pod has none (random by default).
-    #[arg(long, value_name = "TOKEN")]
+    /// Egress token to use when the pod has none (random by default):
+    /// visible ASCII characters, at least one.
+    #[arg(long, value_name = "TOKEN", value_parser = parse_egress_token)]
     pub egress_token: Option<String>,
     /// The webhook's own namespace, which is always excluded.
     #[arg(long, value_name = "NS")]
@@ -99,6 +100,16 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| format!("not an RFC 3339 time: {e}"))
+}
+
+/// The rule the webhook applies to a pod's own token: a token it would deny
+/// on the pod is refused here, not written into the output.
+fn parse_egress_token(s: &str) -> Result<String, String> {
+    if crate::mutate::is_egress_token(s) {
+        Ok(s.to_owned())
+    } else {
+        Err("must be a non-empty string of visible ASCII characters (no spaces); omit the flag for a random token".into())
+    }
 }
 
 pub fn run(args: Args) -> ExitCode {

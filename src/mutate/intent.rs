@@ -129,8 +129,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     if let Some(value) = get(&keys.egress_auth_token)? {
-        // The token travels in an HTTP header: visible ASCII only.
-        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+        if !is_egress_token(&value) {
             return Err(malformed(
                 &keys.egress_auth_token,
                 "must be a non-empty string of visible ASCII characters; remove it to have one generated",
@@ -140,6 +139,12 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     Ok(Some(intent))
+}
+
+/// The token travels in an HTTP header: visible ASCII only, and at least one
+/// character. `inject --egress-token` is held to the same rule.
+pub fn is_egress_token(value: &str) -> bool {
+    !value.is_empty() && value.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// Annotation values are strings in any pod the apiserver sends; anything

@@ -41,6 +41,7 @@ use crate::config::{Config, Keys};
 
 pub use denial::Denial;
 pub use egress::{FixedToken, RandomTokens, TokenError, TokenSource};
+pub use intent::is_egress_token;
 pub use patch::Patch;
 pub use platform::PlatformError;
 pub use policy::PolicyError;
