@@ -10,7 +10,8 @@
 #   -o, --out DIR         output directory    (env OUT_DIR,   default certs/dev)
 #       --dns NAME        extra DNS SAN (repeatable), e.g. localhost
 #       --ip IP           extra IP SAN (repeatable), e.g. 127.0.0.1
-#       --days N          validity of the openssl certificates (env DAYS, default 365)
+#       --days N          validity of the serving certificate; the CA gets twice that
+#                         (env DAYS, default 365)
 #       --openssl         use openssl even when the sandbox-webhook binary is available
 #
 # Writes OUT_DIR/ca.crt, OUT_DIR/tls.crt, OUT_DIR/tls.key (ECDSA P-256).
@@ -64,7 +65,7 @@ fi
 
 if [[ -n "$bin" ]]; then
     [[ -x "$bin" ]] || die "SANDBOX_WEBHOOK=$bin is not executable"
-    args=(certs --out "$out")
+    args=(certs --out "$out" --days "$days")
     for d in "${dns[@]}"; do args+=(--dns "$d"); done
     for i in "${extra_ips[@]+"${extra_ips[@]}"}"; do args+=(--ip "$i"); done
     printf 'gen.sh: %s %s\n' "$bin" "${args[*]}" >&2

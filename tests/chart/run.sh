@@ -102,12 +102,31 @@ if ! bin="$(webhook_binary)" || [[ ! -x "$bin" ]]; then
     not_ok "build the sandbox-webhook binary (cargo build)"
     bin=""
 fi
+# gen_days VIA: certs/gen.sh --days 30 with the binary on PATH (VIA=PATH) or
+# with --openssl; the serving certificate must last 30 days, not the default.
+gen_days() {
+    local via="$1" dir="$WORK/certs-days-$1" out
+    local args=(--days 30 -o "$dir")
+    [[ $via == openssl ]] && args+=(--openssl)
+    out="$(SANDBOX_WEBHOOK="" PATH="$(dirname "$bin"):$PATH" "$ROOT/certs/gen.sh" "${args[@]}" 2>&1)" ||
+        { printf '%s\n' "$out"; return 1; }
+    if [[ $via == PATH && $out != *"$(dirname "$bin")/sandbox-webhook certs"* ]]; then
+        printf 'the binary on PATH was not used:\n%s\n' "$out"; return 1
+    fi
+    openssl x509 -in "$dir/tls.crt" -noout -enddate
+    openssl x509 -in "$dir/tls.crt" -noout -checkend $((29 * 86400)) >/dev/null &&
+        ! openssl x509 -in "$dir/tls.crt" -noout -checkend $((31 * 86400)) >/dev/null
+}
 if [[ -n "$bin" ]] && "$bin" certs --help >/dev/null 2>&1; then
     run_test "certs/gen.sh with SANDBOX_WEBHOOK=$bin" env SANDBOX_WEBHOOK="$bin" "$ROOT/certs/gen.sh" \
         -s rel-sandbox-webhook -n "$NS" -o "$WORK/certs-bin" --ip 127.0.0.1
     run_test "certs/gen.sh (binary): certificate verifies against its CA and names the Service" bash -c "
         openssl verify -CAfile '$WORK/certs-bin/ca.crt' '$WORK/certs-bin/tls.crt' &&
         openssl x509 -in '$WORK/certs-bin/tls.crt' -noout -ext subjectAltName | grep -q 'DNS:rel-sandbox-webhook.$NS.svc'"
+    # --days reaches the binary too (it once did only on the openssl path).
+    for via in PATH openssl; do
+        run_test "certs/gen.sh --days 30 ($via): the serving certificate lasts 30 days" gen_days "$via"
+    done
 else
     log "no sandbox-webhook binary with a certs subcommand built: certs/gen.sh binary path skipped"
 fi
