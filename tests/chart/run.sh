@@ -306,6 +306,27 @@ for mode in HELM CM EXISTING URL; do
 done
 unset -n mode_args
 run_test "NOTES.txt of the url mode says the webhook is outside the cluster" grep -q "OUTSIDE the" "$WORK/notes-URL.txt"
+# steps_numbered FILE: the numbered steps are 1, 2, 3... in order.
+steps_numbered() {
+    python3 - "$1" <<'PY'
+import re, sys
+steps = [int(m) for m in re.findall(r"^(\d+)\. ", open(sys.argv[1]).read(), re.M)]
+print("steps:", steps)
+sys.exit(0 if steps and steps == list(range(1, len(steps) + 1)) else 1)
+PY
+}
+for mode in HELM CM EXISTING URL; do
+    run_test "NOTES.txt (MODE_$mode) numbers its steps from 1" steps_numbered "$WORK/notes-$mode.txt"
+done
+run_test "NOTES.txt of the url mode (deployment disabled) names no Deployment or Service" \
+    bash -c "! grep -nE 'deployment/|svc/|rollout' '$WORK/notes-URL.txt'"
+run_test "NOTES.txt of the url mode tells how to start the webhook where webhook.url points" bash -c "
+    grep -qF 'sandbox-webhook serve --tls-cert' '$WORK/notes-URL.txt' &&
+    grep -qF -- '--addr 127.0.0.1:18443 ' '$WORK/notes-URL.txt'"
+run_test "NOTES.txt of the helm mode still shows the rollout, logs and metrics of the Deployment" bash -c "
+    grep -qF 'rollout status deployment/rel-sandbox-webhook' '$WORK/notes-HELM.txt' &&
+    grep -qF 'logs deployment/rel-sandbox-webhook' '$WORK/notes-HELM.txt' &&
+    grep -qF 'port-forward svc/rel-sandbox-webhook' '$WORK/notes-HELM.txt'"
 run_test "NOTES.txt (prefix example.org) renders" render_notes "$WORK/notes-prefix.txt" --set config.prefix=example.org
 run_test "NOTES.txt tells how to label a sandbox pod with <prefix>/id" grep -qF -- "--labels=example.org/id=" "$WORK/notes-prefix.txt"
 run_test "NOTES.txt tells how to list the pod's initContainers" grep -qF "{.spec.initContainers[*].name}" "$WORK/notes-prefix.txt"
