@@ -11,8 +11,9 @@
 #   bench/run.sh --smoke   short run for CI (stdout only); fails if any request
 #                          fails or anything breaks, never because of speed
 #
-# Environment: CARGO_TARGET_DIR (default target), BENCH_PORT (default 18443;
-# the null server uses +1, admin ports +2 and +3), SERVER_CPU (0), LOAD_CPU (1).
+# Environment: CARGO_TARGET_DIR (default target), SERVER_CPU (0), LOAD_CPU (1).
+# Every server listens on ports the kernel picks (`--addr 127.0.0.1:0`, read
+# back from its log), so a port in use elsewhere never fails the run.
 set -euo pipefail
 
 SMOKE=0
@@ -26,7 +27,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 export CARGO_TARGET_DIR="$TARGET"
-PORT="${BENCH_PORT:-18443}"
 SERVER_CPU="${SERVER_CPU:-0}"
 LOAD_CPU="${LOAD_CPU:-1}"
 if ((SMOKE)); then
@@ -83,23 +83,30 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 field() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 
-# Starts a server (production log level, log to a file) and sets SERVER_PID.
-start_server() { # name port admin_port [flags…]
-  local name=$1 port=$2 admin=$3
-  shift 3
+# Starts a server (production log level, log to a file) on ports the kernel
+# picks, and sets SERVER_PID, SERVER_PORT and SERVER_ADMIN from its
+# "serving admission requests" log line.
+start_server() { # name [flags…]
+  local name=$1 log="$WORK/$1.log" ports
+  shift
+  : >"$log"
   RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve \
     --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" \
-    --addr "127.0.0.1:$port" --admin-addr "127.0.0.1:$admin" --shutdown-delay 0s "$@" \
-    >>"$WORK/$name.log" 2>&1 &
+    --addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --shutdown-delay 0s "$@" \
+    >>"$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$admin/readyz" >/dev/null && { SERVER_PID=$pid; return; }
+    ports=$(sed -n 's/.*serving admission requests.*local_addr=[^ ]*:\([0-9]*\).*admin_addr=[^ ]*:\([0-9]*\).*/\1 \2/p' "$log")
+    if [[ -n $ports ]]; then
+      read -r SERVER_PORT SERVER_ADMIN <<<"$ports"
+      curl -sf "http://127.0.0.1:$SERVER_ADMIN/readyz" >/dev/null && { SERVER_PID=$pid; return; }
+    fi
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
   echo "server $name did not become ready:" >&2
-  cat "$WORK/$name.log" >&2
+  cat "$log" >&2
   exit 1
 }
 
@@ -155,10 +162,10 @@ cpu_stat() { awk '$1 == "cpu" { print $9, $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 +
 
 "$BIN" certs --ip 127.0.0.1 --dns localhost --days 2 --out "$WORK/certs" >&2
 log "load: servers on CPU $SERVER_CPU, load generator on CPU $LOAD_CPU, ${LOAD_SECONDS}s per run"
-start_server review "$PORT" $((PORT + 2))
-REVIEW_PID=$SERVER_PID
-start_server null $((PORT + 1)) $((PORT + 3)) --null-handler
-NULL_PID=$SERVER_PID
+start_server review
+REVIEW_PID=$SERVER_PID REVIEW_PORT=$SERVER_PORT
+start_server null --null-handler
+NULL_PID=$SERVER_PID NULL_PORT=$SERVER_PORT
 sleep 1
 IDLE_KB=$(status_kb "$REVIEW_PID" VmRSS)
 
@@ -167,7 +174,7 @@ read -r STEAL0 _ TOTAL0 < <(cpu_stat)
 for pod in 10k 30k; do
   body="bench/reviews/pod-$pod.json"
   for handler in review null; do
-    if [[ $handler == review ]]; then pid=$REVIEW_PID port=$PORT; else pid=$NULL_PID port=$((PORT + 1)); fi
+    if [[ $handler == review ]]; then pid=$REVIEW_PID port=$REVIEW_PORT; else pid=$NULL_PID port=$NULL_PORT; fi
     log "$handler $pod: warm-up, saturation (wrk, 32 connections)"
     read -r _ errs _ < <(saturate "$pid" "$port" "$body" 1 32)
     ERRORS=$((ERRORS + errs))
@@ -186,11 +193,11 @@ stop_server "$NULL_PID"
 
 # --- 3. memory: a fresh server, 128 connections of 30 KB pods ----------------
 log "memory: fresh server, idle, then 128 connections"
-start_server memory "$PORT" $((PORT + 2))
-MEM_PID=$SERVER_PID
+start_server memory
+MEM_PID=$SERVER_PID MEM_PORT=$SERVER_PORT
 sleep 1
 MEM_IDLE_KB=$(status_kb "$MEM_PID" VmRSS)
-read -r mem_rps mem_errs _ < <(saturate "$MEM_PID" "$PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
+read -r mem_rps mem_errs _ < <(saturate "$MEM_PID" "$MEM_PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
 ERRORS=$((ERRORS + mem_errs))
 MEM_PEAK_KB=$(status_kb "$MEM_PID" VmHWM)
 sleep 3
