@@ -27,6 +27,8 @@ mod env;
 mod latency;
 #[path = "e2e/pod_security.rs"]
 mod pod_security;
+#[path = "e2e/preflight.rs"]
+mod preflight;
 #[path = "e2e/processes.rs"]
 mod processes;
 #[path = "e2e/reinvocation.rs"]
@@ -48,6 +50,8 @@ runner::scenarios![
     availability::webhook_down_blocks_only_sandboxes,
     latency::latency_added_by_the_webhook,
     pod_security::pod_security_levels,
+    preflight::workloads_with_denied_templates_are_refused,
+    preflight::workloads_are_admitted_while_the_preflight_is_down,
 ];
 
 fn main() -> std::process::ExitCode {

@@ -5,9 +5,11 @@
 # `helm install --set deployment.enabled=false --set webhook.url=...
 # --set-file webhook.caBundle=...` against a real kube-apiserver. Then a
 # sandbox pod is created and read back mutated, a pod without the label is
-# read back untouched, the `helm test` hook's script is run with the hook's own
-# ServiceAccount and RBAC (outside a pod: there is no kubelet), and
-# failurePolicy Fail and `helm uninstall` are checked.
+# read back untouched, a Deployment whose template would be denied is refused
+# by the workload pre-flight, the `helm test` hook's script is run with the
+# hook's own ServiceAccount and RBAC (outside a pod: there is no kubelet), and
+# failurePolicy Fail (Ignore for the pre-flight) and `helm uninstall` are
+# checked.
 #
 #   tests/chart/install.sh [KUBECONFIG]
 #
@@ -317,6 +319,60 @@ run_test "GET the plain pod back" get_pod "$TEST_NS" plain
 run_test "stored plain pod is unchanged (no init containers, command sleep 3600, no $PREFIX/ keys)" \
     check_pod "$WORK/plain.stored.json" unchanged
 
+# ------------------------------------------------------------------ the workload pre-flight
+# The ValidatingWebhookConfiguration (same name, other kind) calls /validate.
+# deployment_json NAME TIMEOUT: a Deployment whose template is a sandbox.
+deployment_json() {
+    cat <<EOF
+{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "$1"},
+ "spec": {"selector": {"matchLabels": {"app": "$1"}},
+  "template": {"metadata": {"labels": {"app": "$1", "$PREFIX/id": "$1"}, "annotations": {"$PREFIX/timeout": "$2"}},
+   "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36", "command": ["sleep", "3600"]}]}}}}
+EOF
+}
+# create_deployment NS NAME TIMEOUT [--dry-run]
+create_deployment() {
+    local dry=()
+    [[ "${4:-}" == --dry-run ]] && dry=(--dry-run)
+    deployment_json "$2" "$3" | kc create "${dry[@]}" "/apis/apps/v1/namespaces/$1/deployments" - >/dev/null
+}
+check_vwc() {
+    kc get "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/$MWC" >"$WORK/vwc.json" &&
+    python3 - "$WORK/vwc.json" "${URL%/mutate}/validate" "$WORK/certs/ca.crt" "$PREFIX" <<'EOF'
+import base64, json, sys
+vwc, url, ca, prefix = json.load(open(sys.argv[1])), *sys.argv[2:]
+(w,) = vwc["webhooks"]
+cc = w["clientConfig"]
+errors = [msg for cond, msg in [
+    (cc.get("url") == url, f"clientConfig.url {cc.get('url')} != {url}"),
+    (base64.b64decode(cc.get("caBundle", "")) == open(ca, "rb").read(), "caBundle is not ca.crt"),
+    (w["failurePolicy"] == "Ignore", f"failurePolicy {w['failurePolicy']}"),
+    (any(f'"{prefix}/id"' in c["expression"] for c in w.get("matchConditions", [])),
+     f"no matchCondition on the template label: {w.get('matchConditions')}"),
+] if not cond]
+for e in errors:
+    print(e)
+sys.exit(1 if errors else 0)
+EOF
+}
+run_test "ValidatingWebhookConfiguration: clientConfig.url .../validate, caBundle = ca.crt, Ignore, matchCondition" check_vwc
+# The API server loads webhook configurations asynchronously: retry a dry run.
+preflight_refuses() {
+    for _ in $(seq 1 100); do
+        if ! create_deployment "$TEST_NS" too-short 10s --dry-run 2>"$WORK/preflight.err" &&
+            grep -q 'denied the request' "$WORK/preflight.err"; then
+            break
+        fi
+        sleep 0.3
+    done
+    cat "$WORK/preflight.err"
+    grep -q "denied the request: spec.template: annotation $PREFIX/timeout is 10s, below the minimum sandbox timeout of 60s" \
+        "$WORK/preflight.err"
+}
+run_test "a Deployment whose template the pod webhook would deny is refused, with its message after spec.template" \
+    preflight_refuses
+run_test "a Deployment with a valid sandbox template is created" create_deployment "$TEST_NS" fine 30m
+
 own_namespace_unmutated() { create_pod "$REL_NS" own labelled && check_pod "$WORK/own.json" unchanged; }
 run_test "a sandbox pod in the release namespace $REL_NS is not mutated (namespaceSelector)" own_namespace_unmutated
 
@@ -397,6 +453,8 @@ expect_rejected() {
 }
 run_test "webhook stopped: a sandbox pod is rejected, naming the webhook (failurePolicy Fail)" expect_rejected
 run_test "webhook stopped: a pod without the label is still created" create_pod "$TEST_NS" plain2
+run_test "webhook stopped: a Deployment with a denied template is created (pre-flight failurePolicy Ignore)" \
+    create_deployment "$TEST_NS" while-down 10s
 
 # ------------------------------------------------------------------ helm uninstall
 run_test "helm uninstall" "$HELM" uninstall "$REL" --namespace "$REL_NS"
@@ -404,6 +462,9 @@ RELEASE_INSTALLED=0
 run_test "uninstall removed the MutatingWebhookConfiguration" \
     bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
         /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC"
+run_test "uninstall removed the ValidatingWebhookConfiguration" \
+    bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
+        /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/$MWC"
 run_test "after uninstall a sandbox pod is created again, unmutated" wait_mutation "$TEST_NS" no
 
 echo

@@ -1,13 +1,16 @@
 //! What every scenario gets: a client, the shared webhook process, and a
 //! [`Scope`] of its own: namespaces labelled with the scenario's name and a
 //! MutatingWebhookConfiguration, named after the scenario, that selects only
-//! those namespaces. No scenario sees another's configuration, so none
+//! those namespaces (and, for the pre-flight, a ValidatingWebhookConfiguration
+//! likewise). No scenario sees another's configuration, so none
 //! depends on which ran before it.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -83,14 +86,16 @@ impl Env {
         Ok(scope)
     }
 
-    /// Deletes every webhook configuration of scenario `id`.
+    /// Deletes every webhook configuration of scenario `id`, mutating and
+    /// validating.
     pub async fn clean_up(&self, id: &str) -> Result<()> {
         let selector = format!("{SCOPE_LABEL}={}", label_value(id));
+        let params = ListParams::default().labels(&selector);
         self.configurations()
-            .delete_collection(
-                &DeleteParams::default(),
-                &ListParams::default().labels(&selector),
-            )
+            .delete_collection(&DeleteParams::default(), &params)
+            .await?;
+        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
+            .delete_collection(&DeleteParams::default(), &params)
             .await?;
         Ok(())
     }
