@@ -306,6 +306,10 @@ for mode in HELM CM EXISTING URL; do
 done
 unset -n mode_args
 run_test "NOTES.txt of the url mode says the webhook is outside the cluster" grep -q "OUTSIDE the" "$WORK/notes-URL.txt"
+run_test "NOTES.txt of the url mode names the pre-flight's URL" \
+    grep -qF "The workload pre-flight (ValidatingWebhookConfiguration) calls https://127.0.0.1:18443/validate." "$WORK/notes-URL.txt"
+run_test "NOTES.txt tells that workloads are checked at apply time" \
+    grep -qF "whose pod template would be denied is refused at" "$WORK/notes-HELM.txt"
 # steps_numbered FILE: the numbered steps are 1, 2, 3... in order.
 steps_numbered() {
     python3 - "$1" <<'PY'

@@ -236,7 +236,7 @@ Checks that fail early with a message telling what to set.
 */}}
 {{- define "sandbox-webhook.validate" -}}
 {{- if and (not .Values.deployment.enabled) (not .Values.webhook.url) -}}
-{{- fail "deployment.enabled=false renders only the MutatingWebhookConfiguration: set webhook.url (e.g. https://127.0.0.1:8443/mutate) to the webhook running outside the cluster" -}}
+{{- fail "deployment.enabled=false renders only the webhook configurations: set webhook.url (e.g. https://127.0.0.1:8443/mutate) to the webhook running outside the cluster" -}}
 {{- end -}}
 {{- if and .Values.webhook.url (not (hasPrefix "https://" .Values.webhook.url)) -}}
 {{- fail (printf "webhook.url must start with https:// (got %q): the API server only calls webhooks over TLS" .Values.webhook.url) -}}
