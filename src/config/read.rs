@@ -36,6 +36,11 @@ fn describe(value: &Value) -> String {
     }
 }
 
+/// "must be `what`; got ..." about `field`.
+fn wrong(field: &str, what: &str, got: &Value) -> ConfigError {
+    invalid(field, format!("must be {what}; got {}", describe(got)))
+}
+
 fn child(path: &str, key: &str) -> String {
     // Keys with dots (nvidia.com/gpu) are bracketed so the path stays readable.
     match (path.is_empty(), key.contains('.')) {
@@ -93,20 +98,14 @@ fn entries<'a>(map: &'a Mapping, path: &str) -> Result<Vec<(&'a str, &'a Value)>
 fn string<'a>(value: &'a Value, path: &str, what: &str) -> Result<&'a str> {
     match value {
         Value::String(s) => Ok(s),
-        other => Err(invalid(
-            path,
-            format!("must be {what}; got {}", describe(other)),
-        )),
+        other => Err(wrong(path, what, other)),
     }
 }
 
 fn boolean(value: &Value, path: &str) -> Result<bool> {
     match value {
         Value::Bool(b) => Ok(*b),
-        other => Err(invalid(
-            path,
-            format!("must be true or false; got {}", describe(other)),
-        )),
+        other => Err(wrong(path, "true or false", other)),
     }
 }
 
@@ -118,10 +117,7 @@ fn whole_number(value: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
     };
     match n {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(invalid(
-            path,
-            format!("must be {range}; got {}", describe(value)),
-        )),
+        _ => Err(wrong(path, &range, value)),
     }
 }
 
@@ -140,7 +136,7 @@ pub(super) fn config(root: &Value) -> Result<Config> {
             "prefix" => {
                 let prefix = string(value, key, "a DNS subdomain such as opensandbox.io")?;
                 rules::dns_subdomain(prefix).map_err(|m| invalid(key, m))?;
-                config.prefix = prefix.to_owned();
+                prefix.clone_into(&mut config.prefix);
             }
             "excludedNamespaces" => config.excluded_namespaces = namespaces(value, key)?,
             "execd" => config.execd = execd(value, key)?,
@@ -155,10 +151,7 @@ pub(super) fn config(root: &Value) -> Result<Config> {
 
 fn namespaces(value: &Value, path: &str) -> Result<Vec<String>> {
     let Value::Sequence(items) = value else {
-        return Err(invalid(
-            path,
-            format!("must be a list of namespace names; got {}", describe(value)),
-        ));
+        return Err(wrong(path, "a list of namespace names", value));
     };
     items
         .iter()
@@ -284,13 +277,7 @@ fn controller(value: &Value, path: &str) -> Result<ControllerConfig> {
             for (key, v) in mapping(v, &field, &["deleteOwnerKinds"])? {
                 let field = child(&field, key);
                 let Value::Sequence(items) = v else {
-                    return Err(invalid(
-                        &field,
-                        format!(
-                            "must be a list of Kind.group such as Job.batch; got {}",
-                            describe(v)
-                        ),
-                    ));
+                    return Err(wrong(&field, "a list of Kind.group such as Job.batch", v));
                 };
                 controller.expiry.delete_owner_kinds = items
                     .iter()
@@ -317,7 +304,7 @@ fn controller(value: &Value, path: &str) -> Result<ControllerConfig> {
     Ok(controller)
 }
 
-/// A container's ResourceRequirements, checked as the apiserver checks them,
+/// A container's `ResourceRequirements`, checked as the apiserver checks them,
 /// because they are copied into every sandbox pod: a mistake here would make
 /// every sandbox create fail at the apiserver with a message that never names
 /// the webhook. Quantities are stored as text, exactly as validated.
@@ -338,12 +325,10 @@ fn resources(value: &Value, path: &str) -> Result<Option<serde_json::Value>> {
     for (key, v) in mapping(value, path, &["limits", "requests"])? {
         let field = child(path, key);
         let Value::Mapping(map) = v else {
-            return Err(invalid(
+            return Err(wrong(
                 &field,
-                format!(
-                    "must be a mapping of resource names to quantities, such as {{cpu: 100m, memory: 64Mi}}; got {}",
-                    describe(v)
-                ),
+                "a mapping of resource names to quantities, such as {cpu: 100m, memory: 64Mi}",
+                v,
             ));
         };
         let mut list = serde_json::Map::new();
@@ -354,13 +339,7 @@ fn resources(value: &Value, path: &str) -> Result<Option<serde_json::Value>> {
                 Value::String(s) => s.clone(),
                 Value::Number(n) => n.to_string(),
                 other => {
-                    return Err(invalid(
-                        &at,
-                        format!(
-                            "must be a quantity such as 500m, 2 or 256Mi; got {}",
-                            describe(other)
-                        ),
-                    ));
+                    return Err(wrong(&at, "a quantity such as 500m, 2 or 256Mi", other));
                 }
             };
             let quantity = Quantity::parse(&text).map_err(|m| invalid(&at, m))?;

@@ -6,6 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::server::metrics::{Exposition, Registrar, encode};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
     pub action: &'static str,
@@ -33,53 +35,46 @@ pub struct ControllerMetrics {
 
 impl ControllerMetrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("sandbox_webhook");
-        let expired = Family::<ActionLabels, Counter>::default();
-        registry.register(
+        let mut r = Registrar::new();
+        let expired = r.add(
             "expired",
             "Expired sandboxes handled, by action (deleted-pod, deleted-owner, left-owned)",
-            expired.clone(),
         );
-        let unschedulable = Counter::default();
-        registry.register(
+        let unschedulable = r.add(
             "platform_unschedulable",
             "Pending sandboxes reported as unschedulable because of their platform",
-            unschedulable.clone(),
         );
-        let leader = Gauge::default();
-        registry.register(
+        let leader = r.add(
             "controller_leader",
             "1 while this controller holds the Lease and acts, else 0",
-            leader.clone(),
         );
-        let watched = Gauge::default();
-        registry.register(
+        let watched = r.add(
             "controller_watched_pods",
             "Sandbox pods in the controller's cache (0 on a standby)",
-            watched.clone(),
         );
-        let api_errors = Family::<OperationLabels, Counter>::default();
-        registry.register(
+        let api_errors = r.add(
             "controller_api_errors",
             "Kubernetes API calls that failed and are retried, by operation",
-            api_errors.clone(),
         );
-        // Every series exists from the start at 0, so a rate or a test sees
-        // an increase rather than a new series.
-        for action in EXPIRED_ACTIONS {
-            let _ = expired.get_or_create(&ActionLabels { action });
-        }
-        for operation in OPERATIONS {
-            let _ = api_errors.get_or_create(&OperationLabels { operation });
-        }
-        ControllerMetrics {
-            registry,
+        let metrics = ControllerMetrics {
+            registry: r.finish(),
             expired,
             unschedulable,
             leader,
             watched,
             api_errors,
+        };
+        // Every series exists from the start at 0, so a rate or a test sees
+        // an increase rather than a new series.
+        for action in EXPIRED_ACTIONS {
+            let _ = metrics.expired.get_or_create(&ActionLabels { action });
         }
+        for operation in OPERATIONS {
+            let _ = metrics
+                .api_errors
+                .get_or_create(&OperationLabels { operation });
+        }
+        metrics
     }
 
     pub fn expired(&self, action: &'static str) {
@@ -103,11 +98,11 @@ impl ControllerMetrics {
             .get_or_create(&OperationLabels { operation })
             .inc();
     }
+}
 
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut out = String::with_capacity(2048);
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
+impl Exposition for ControllerMetrics {
+    fn encode(&self) -> Result<String, std::fmt::Error> {
+        encode(&self.registry, 2048)
     }
 }
 

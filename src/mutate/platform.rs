@@ -268,6 +268,13 @@ mod tests {
         serde_json::from_str(Box::leak(v.to_string().into_boxed_str())).unwrap()
     }
 
+    /// Why `selector` refuses a linux/amd64 request.
+    fn selector_conflict(selector: &Value) -> String {
+        plan_node_selector(Some(&raw(selector)), None, &linux("amd64"))
+            .unwrap_err()
+            .to_string()
+    }
+
     fn sat(terms: Value, p: &Platform) -> bool {
         plan_node_selector(None, Some(&affinity(terms)), p).is_ok()
     }
@@ -300,16 +307,12 @@ mod tests {
     fn selector_conflict_checks_os_before_arch() {
         let sel = json!({"kubernetes.io/os": "windows", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64"))
-                .unwrap_err()
-                .to_string(),
+            selector_conflict(&sel),
             "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'windows', request expects 'linux'."
         );
         let sel = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
         assert_eq!(
-            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64"))
-                .unwrap_err()
-                .to_string(),
+            selector_conflict(&sel),
             "platform conflict with template nodeSelector: 'kubernetes.io/arch' is 'arm64', request expects 'amd64'."
         );
     }
@@ -318,9 +321,7 @@ mod tests {
     fn selector_values_must_be_strings() {
         let sel = json!({ "kubernetes.io/os": "it's" });
         assert_eq!(
-            plan_node_selector(Some(&raw(&sel)), None, &linux("amd64"))
-                .unwrap_err()
-                .to_string(),
+            selector_conflict(&sel),
             "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'it's', request expects 'linux'."
         );
         for (value, shown) in [

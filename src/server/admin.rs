@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use super::conn::{ConnSettings, http_builder};
 use super::http::HttpError;
 use super::listener::{Evict, Limits, accept_until};
-use super::metrics::Metrics;
+use super::metrics::{Exposition, Metrics};
 use super::settings::Tuning;
 use super::shutdown::{Readiness, drain, stopped};
 
@@ -32,35 +32,52 @@ const ADMIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// long.
 const ADMIN_DRAIN: Duration = Duration::from_secs(1);
 
-#[derive(Clone)]
-pub(crate) struct AdminState {
-    pub ready: Readiness,
-    pub metrics: Arc<Metrics>,
+/// What the admin handlers read: readiness and the metrics to expose.
+struct Probes<M> {
+    ready: Readiness,
+    metrics: Arc<M>,
 }
 
-pub(crate) fn router(state: AdminState) -> Router {
+// Derived `Clone` would ask `M: Clone`; only the `Arc` is cloned.
+impl<M> Clone for Probes<M> {
+    fn clone(&self) -> Self {
+        Probes {
+            ready: self.ready.clone(),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+}
+
+/// `/livez`, `/readyz` and `/metrics`, the routes of both admin ports
+/// (`serve`'s and the controller's); unknown paths and methods are answered
+/// like the admission port's.
+pub(crate) fn probes<M: Exposition>(ready: Readiness, metrics: Arc<M>) -> Router {
     Router::new()
         .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/readyz", get(readyz::<M>))
+        .route("/metrics", get(metrics_text::<M>))
         .fallback(|| async { HttpError::NotFound })
         .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "GET" } })
-        .with_state(state)
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ADMIN_REQUEST_TIMEOUT,
-        ))
+        .with_state(Probes { ready, metrics })
+}
+
+/// The server's admin routes: [`probes`] within a short request deadline.
+fn router(ready: Readiness, metrics: Arc<Metrics>) -> Router {
+    probes(ready, metrics).layer(tower_http::timeout::TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ADMIN_REQUEST_TIMEOUT,
+    ))
 }
 
 /// Serves the admin port until `stop` turns true, then closes its
 /// connections (briefly draining them).
 pub(crate) async fn serve(
     listener: TcpListener,
-    state: AdminState,
+    ready: Readiness,
+    metrics: Arc<Metrics>,
     tuning: Tuning,
     mut stop: watch::Receiver<bool>,
 ) {
-    let metrics = state.metrics.clone();
     let limits = Limits {
         name: "admin",
         cap: usize::try_from(tuning.admin_max_connections).unwrap_or(usize::MAX),
@@ -68,7 +85,7 @@ pub(crate) async fn serve(
     };
     let conn = Arc::new(ConnSettings {
         http: http_builder(&tuning),
-        service: TowerToHyperService::new(router(state)),
+        service: TowerToHyperService::new(router(ready, metrics.clone())),
         tuning,
     });
     let (conn_stop, conn_stopped) = watch::channel(false);
@@ -97,7 +114,7 @@ async fn livez() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<AdminState>) -> Response {
+async fn readyz<M: Exposition>(State(state): State<Probes<M>>) -> Response {
     if state.ready.get() {
         "ok\n".into_response()
     } else {
@@ -105,7 +122,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AdminState>) -> Response {
+async fn metrics_text<M: Exposition>(State(state): State<Probes<M>>) -> Response {
     match state.metrics.encode() {
         Ok(text) => (
             [(

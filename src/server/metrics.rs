@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::mutate::SkipReason;
 use crate::review::Outcome;
@@ -22,11 +22,7 @@ pub struct RequestLabels {
     pub outcome: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SkipLabels {
-    pub reason: &'static str,
-}
-
+/// A `reason` label: a skip reason or a handshake failure's.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub reason: &'static str,
@@ -58,6 +54,53 @@ pub type ReloadCounter = Family<ResultLabels, Counter>;
 pub const SUCCESS: ResultLabels = ResultLabels { result: "success" };
 pub const FAILURE: ResultLabels = ResultLabels { result: "failure" };
 
+/// Registers metrics under the `sandbox_webhook` prefix, handing back the
+/// handle each one is updated through (a clone shares the registered value).
+/// Shared by the server's and the controller's metrics.
+pub(crate) struct Registrar(Registry);
+
+impl Registrar {
+    pub(crate) fn new() -> Self {
+        Registrar(Registry::with_prefix("sandbox_webhook"))
+    }
+
+    pub(crate) fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.add_with(name, help, None, M::default())
+    }
+
+    pub(crate) fn add_with<M: Metric + Clone>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        metric: M,
+    ) -> M {
+        match unit {
+            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
+            None => self.0.register(name, help, metric.clone()),
+        }
+        metric
+    }
+
+    pub(crate) fn finish(self) -> Registry {
+        self.0
+    }
+}
+
+/// What an admin port serves at `/metrics`.
+pub(crate) trait Exposition: Send + Sync + 'static {
+    /// The registry in the text exposition format.
+    fn encode(&self) -> Result<String, std::fmt::Error>;
+}
+
+/// `registry` in the text exposition format; `capacity` is a guess at its
+/// size, so that a scrape grows the buffer once or not at all.
+pub(crate) fn encode(registry: &Registry, capacity: usize) -> Result<String, std::fmt::Error> {
+    let mut out = String::with_capacity(capacity);
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
 /// Operation label for a request that failed before its operation was known.
 pub const UNKNOWN_OPERATION: &str = "unknown";
 
@@ -73,7 +116,7 @@ pub enum Webhook {
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    skips: Family<SkipLabels, Counter>,
+    skips: Family<ReasonLabels, Counter>,
     duration: Histogram,
     in_flight: Gauge,
     panics: Counter,
@@ -93,96 +136,64 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("sandbox_webhook");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
+        let mut r = Registrar::new();
+        let requests = r.add(
             "admission_requests",
             "AdmissionReview requests answered, by operation (validate/* for /validate) and outcome (mutated, unchanged, allowed, skipped, denied, error)",
-            requests.clone(),
         );
-        let skips = Family::<SkipLabels, Counter>::default();
-        registry.register(
+        let skips = r.add(
             "admission_skips",
             "Requests allowed untouched (pods, and workloads not judged), by skip reason",
-            skips.clone(),
         );
         // 50µs .. ~0.8s: a review takes tens of microseconds; the top buckets
         // catch slow clients and stalls well before the apiserver's 10s.
-        let duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 15));
-        registry.register_with_unit(
+        let duration = r.add_with(
             "admission_duration",
             "Time from request start to response, including reading the body",
-            Unit::Seconds,
-            duration.clone(),
+            Some(Unit::Seconds),
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 15)),
         );
-        let in_flight = Gauge::default();
-        registry.register(
-            "requests_in_flight",
-            "Admission requests being handled",
-            in_flight.clone(),
-        );
-        let panics = Counter::default();
-        registry.register(
-            "panics",
-            "Handler panics caught and answered with 500",
-            panics.clone(),
-        );
-        let cert_reloads = ReloadCounter::default();
-        registry.register(
+        let in_flight = r.add("requests_in_flight", "Admission requests being handled");
+        let panics = r.add("panics", "Handler panics caught and answered with 500");
+        let cert_reloads = r.add(
             "cert_reloads",
             "Reloads of the serving certificate and key (and the client CA), by result",
-            cert_reloads.clone(),
         );
-        let config_reloads = ReloadCounter::default();
-        registry.register(
+        let config_reloads = r.add(
             "config_reloads",
             "Reloads of the configuration file, by result",
-            config_reloads.clone(),
         );
-        let config_last_reload_success = Gauge::default();
-        registry.register(
+        let config_last_reload_success = r.add(
             "config_last_reload_success",
             "1 if the last configuration load or reload succeeded, 0 if it was rejected and the previous configuration is still in use",
-            config_last_reload_success.clone(),
         );
-        config_last_reload_success.set(1);
-        let certificate_expiry = Gauge::default();
-        registry.register_with_unit(
+        let certificate_expiry = r.add_with(
             "certificate_expiry_timestamp",
             "Expiry (notAfter) of the serving certificate in use, as a Unix time",
-            Unit::Seconds,
-            certificate_expiry.clone(),
+            Some(Unit::Seconds),
+            Gauge::default(),
         );
-        let body_buffered = Gauge::default();
-        registry.register_with_unit(
+        let body_buffered = r.add_with(
             "request_body_buffered",
             "Request body bytes buffered right now, across connections (bounded by --max-buffered-bytes)",
-            Unit::Bytes,
-            body_buffered.clone(),
+            Some(Unit::Bytes),
+            Gauge::default(),
         );
-        let handshake_failures = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        let handshake_failures = r.add(
             "tls_handshake_failures",
             "TLS handshakes on the admission port that failed, by reason (peer_rejected_certificate is the symptom of a wrong caBundle)",
-            handshake_failures.clone(),
         );
-        let open_connections = Family::<ListenerLabels, Gauge>::default();
-        registry.register(
+        let open_connections = r.add(
             "open_connections",
             "Connections open, by listener (admission, admin)",
-            open_connections.clone(),
         );
-        let evictions = Family::<ListenerLabels, Counter>::default();
-        registry.register(
+        let evictions = r.add(
             "connections_evicted",
             "Connections closed at the connection cap to make room for a new one, by listener",
-            evictions.clone(),
         );
-        let build_info = Family::<BuildLabels, Gauge>::default();
-        registry.register(
+        let build_info: Family<BuildLabels, Gauge> = r.add(
             "build_info",
             "Always 1; the labels say which build is running",
-            build_info.clone(),
         );
         build_info
             .get_or_create(&BuildLabels {
@@ -190,29 +201,8 @@ impl Metrics {
                 revision: REVISION,
             })
             .set(1);
-
-        // Every series that can appear exists from the start at 0, so a
-        // dashboard (or a test) sees an increase rather than a new series.
-        for reason in SkipReason::ALL {
-            let _ = skips.get_or_create(&SkipLabels {
-                reason: reason.as_str(),
-            });
-        }
-        for family in [&cert_reloads, &config_reloads] {
-            let _ = family.get_or_create(&SUCCESS);
-            let _ = family.get_or_create(&FAILURE);
-        }
-        for reason in crate::server::conn::HANDSHAKE_FAILURE_REASONS {
-            let _ = handshake_failures.get_or_create(&ReasonLabels { reason });
-        }
-        for listener in ["admission", "admin"] {
-            let labels = ListenerLabels { listener };
-            let _ = open_connections.get_or_create(&labels);
-            let _ = evictions.get_or_create(&labels);
-        }
-
-        Metrics {
-            registry,
+        let metrics = Metrics {
+            registry: r.finish(),
             requests,
             skips,
             duration,
@@ -226,6 +216,33 @@ impl Metrics {
             handshake_failures,
             open_connections,
             evictions,
+        };
+        metrics.config_last_reload_success.set(1);
+        metrics.create_every_series();
+        metrics
+    }
+
+    /// Every series that can appear exists from the start at 0, so a
+    /// dashboard (or a test) sees an increase rather than a new series.
+    fn create_every_series(&self) {
+        for reason in SkipReason::ALL {
+            let _ = self.skips.get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            });
+        }
+        for family in [&self.cert_reloads, &self.config_reloads] {
+            let _ = family.get_or_create(&SUCCESS);
+            let _ = family.get_or_create(&FAILURE);
+        }
+        for reason in crate::server::conn::HANDSHAKE_FAILURE_REASONS {
+            let _ = self
+                .handshake_failures
+                .get_or_create(&ReasonLabels { reason });
+        }
+        for listener in ["admission", "admin"] {
+            let labels = ListenerLabels { listener };
+            let _ = self.open_connections.get_or_create(&labels);
+            let _ = self.evictions.get_or_create(&labels);
         }
     }
 
@@ -263,7 +280,7 @@ impl Metrics {
             .inc();
         if let Outcome::Skipped(reason) = outcome {
             self.skips
-                .get_or_create(&SkipLabels {
+                .get_or_create(&ReasonLabels {
                     reason: reason.as_str(),
                 })
                 .inc();
@@ -271,7 +288,7 @@ impl Metrics {
         self.duration.observe(elapsed.as_secs_f64());
     }
 
-    /// A request answered with an HTTP error instead of an AdmissionReview;
+    /// A request answered with an HTTP error instead of an `AdmissionReview`;
     /// `None` when the path is not known either (a panic).
     pub fn admission_error(&self, webhook: Option<Webhook>, elapsed: Option<Duration>) {
         let operation = match webhook {
@@ -300,17 +317,17 @@ impl Metrics {
         self.in_flight.inc();
         InFlight(&self.in_flight)
     }
-
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut out = String::with_capacity(4096);
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
-    }
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Exposition for Metrics {
+    fn encode(&self) -> Result<String, std::fmt::Error> {
+        encode(&self.registry, 4096)
     }
 }
 

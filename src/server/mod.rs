@@ -16,17 +16,17 @@
 //! beforehand. [`Server::serve`] runs the lifecycle. [`run`] is both in one
 //! call.
 
-mod admin;
+pub(crate) mod admin;
 mod budget;
 mod conn;
 mod http;
 mod listener;
-pub mod log;
-pub mod metrics;
+pub(crate) mod log;
+pub(crate) mod metrics;
 mod reload;
-pub mod settings;
-mod shutdown;
-pub mod tls;
+pub(crate) mod settings;
+pub(crate) mod shutdown;
+pub(crate) mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -49,8 +49,8 @@ use reload::Watch;
 use shutdown::{Readiness, drain, stopped};
 
 pub use http::HttpError;
-pub use listener::raise_fd_limit;
-pub use settings::{Clock, Handler, MAX_BODY_BYTES, ServerSettings, Tuning};
+pub(crate) use listener::raise_fd_limit;
+pub use settings::{Clock, Handler, ServerSettings, Tuning};
 pub use tls::{TlsError, TlsFiles};
 
 /// Why the server could not start.
@@ -96,6 +96,9 @@ pub struct Server {
 impl Server {
     /// Loads the configuration and TLS credentials (failing with an error
     /// that names the file), then binds the admin and TLS listeners.
+    ///
+    /// # Errors
+    /// The first of: the configuration, the TLS files, binding either port.
     pub async fn bind(settings: ServerSettings) -> Result<Server, ServeError> {
         let loaded = Loaded::load(&settings).await?;
         let listeners = Listeners::bind(settings.addr, settings.admin_addr).await?;
@@ -130,10 +133,8 @@ impl Server {
         let (admin_stop, admin_stopped) = watch::channel(false);
         let admin = tokio::spawn(admin::serve(
             admin_listener,
-            admin::AdminState {
-                ready: ready.clone(),
-                metrics: metrics.clone(),
-            },
+            ready.clone(),
+            metrics.clone(),
             settings.tuning.clone(),
             admin_stopped,
         ));
@@ -179,30 +180,22 @@ impl Server {
     /// still accepting and answering for the shutdown delay → stop
     /// accepting → let in-flight requests finish (for at most the shutdown
     /// timeout) → stop the admin port → return.
+    ///
+    /// # Errors
+    /// None so far: what can fail is found by [`Server::bind`].
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let Server {
-            listener,
-            local_addr,
-            admin_addr,
-            tls,
-            app,
-            ready,
-            config_initial,
-            settings,
-            admin,
-            admin_stop,
-        } = self;
-        let tuning = settings.tuning;
-        let metrics = app.metrics.clone();
-        let _reloaders = spawn_reloaders(&tls, &app, config_initial, &tuning);
+        let tuning = self.settings.tuning;
+        let (ready, local_addr, admin_addr) = (self.ready, self.local_addr, self.admin_addr);
+        let metrics = self.app.metrics.clone();
+        let _reloaders = spawn_reloaders(&self.tls, &self.app, self.config_initial, &tuning);
 
         let conn = Arc::new(ConnSettings {
             http: http_builder(&tuning),
-            service: TowerToHyperService::new(http::router(app)),
+            service: TowerToHyperService::new(http::router(self.app)),
             tuning: tuning.clone(),
         });
         let side = Arc::new(TlsSide {
-            acceptor: tls.acceptor.clone(),
+            acceptor: self.tls.acceptor.clone(),
             metrics: metrics.clone(),
             log_limit: log::RateLimit::new(10),
         });
@@ -225,7 +218,7 @@ impl Server {
             tokio::time::sleep(tuning.shutdown_delay).await;
         };
         let mut connections = accept_until(
-            &listener,
+            &self.listener,
             &limits,
             &metrics,
             stop_accepting,
@@ -247,7 +240,7 @@ impl Server {
         )
         .await;
 
-        drop(listener);
+        drop(self.listener);
         tracing::info!(
             open = connections.len(),
             "no longer accepting; draining in-flight requests"
@@ -260,8 +253,8 @@ impl Server {
                 "connections still open after the shutdown timeout were closed"
             );
         }
-        let _ = admin_stop.send(true);
-        let mut admin = admin;
+        let _ = self.admin_stop.send(true);
+        let mut admin = self.admin;
         let _ = (&mut admin.0).await;
         tracing::info!("stopped");
         Ok(())
@@ -331,6 +324,9 @@ impl Listeners {
 }
 
 /// Binds, serves until `shutdown` resolves, drains and returns.
+///
+/// # Errors
+/// As [`Server::bind`].
 pub async fn run(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,

@@ -301,6 +301,13 @@ pub(crate) struct ReloadingClientVerifier {
     current: ArcSwap<Current>,
 }
 
+impl ReloadingClientVerifier {
+    /// The verifier of the client CA in use; a reload swaps it whole.
+    fn verifier(&self) -> arc_swap::Guard<Arc<Current>> {
+        self.current.load()
+    }
+}
+
 impl ClientCertVerifier for ReloadingClientVerifier {
     fn offer_client_auth(&self) -> bool {
         true
@@ -324,8 +331,7 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.current
-            .load()
+        self.verifier()
             .0
             .verify_client_cert(end_entity, intermediates, now)
     }
@@ -336,10 +342,7 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .0
-            .verify_tls12_signature(message, cert, dss)
+        self.verifier().0.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -348,13 +351,10 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .0
-            .verify_tls13_signature(message, cert, dss)
+        self.verifier().0.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.current.load().0.supported_verify_schemes()
+        self.verifier().0.supported_verify_schemes()
     }
 }

@@ -33,6 +33,14 @@ fn refused(yaml: &str, field: &str, words: &str) {
     );
 }
 
+/// [`refused`] for every row of a table: (document, field, words).
+#[track_caller]
+fn refused_each(cases: &[(&str, &str, &str)]) {
+    for &(yaml, field, words) in cases {
+        refused(yaml, field, words);
+    }
+}
+
 #[test]
 fn explicit_empty_mapping_is_default() {
     let c = ok("{}");
@@ -119,41 +127,26 @@ fn nulls_only_where_the_defaults_show_them() {
         ok(allowed);
     }
     assert_eq!(ok("egress: {image: null}").egress.image, None);
-    refused("prefix: null", "prefix", "got null");
-    refused("prefix: ~", "prefix", "got null");
-    refused("prefix:", "prefix", "got null");
-    refused("execd: {image: null}", "execd.image", "cannot be null");
-    refused("execd: {image: ~}", "execd.image", "cannot be null");
-    refused("execd: {image: 123}", "execd.image", "got the number 123");
-    refused("execd: {image: true}", "execd.image", "got true");
-    refused(
-        "excludedNamespaces: null",
-        "excludedNamespaces",
-        "list of namespace names",
-    );
-    refused(
-        "excludedNamespaces: [null]",
-        "excludedNamespaces[0]",
-        "got null",
-    );
-    refused("execd: null", "execd", "must be a mapping");
-    refused("egress: {mode: null}", "egress.mode", "dns or dns+nft");
-    refused(
-        "egress: {disableIPv6: null}",
-        "egress.disableIPv6",
-        "true or false",
-    );
-    refused(
-        "egress: {nativeSidecar: ~}",
-        "egress.nativeSidecar",
-        "true or false",
-    );
-    refused(
-        "egress: {maxRules: null}",
-        "egress.maxRules",
-        "whole number",
-    );
-    refused("expiry: null", "expiry", "must be a mapping");
+    // document, field named, words said
+    #[rustfmt::skip]
+    let cases = [
+        ("prefix: null",                "prefix",                "got null"),
+        ("prefix: ~",                   "prefix",                "got null"),
+        ("prefix:",                     "prefix",                "got null"),
+        ("execd: {image: null}",        "execd.image",           "cannot be null"),
+        ("execd: {image: ~}",           "execd.image",           "cannot be null"),
+        ("execd: {image: 123}",         "execd.image",           "got the number 123"),
+        ("execd: {image: true}",        "execd.image",           "got true"),
+        ("excludedNamespaces: null",    "excludedNamespaces",    "list of namespace names"),
+        ("excludedNamespaces: [null]",  "excludedNamespaces[0]", "got null"),
+        ("execd: null",                 "execd",                 "must be a mapping"),
+        ("egress: {mode: null}",        "egress.mode",           "dns or dns+nft"),
+        ("egress: {disableIPv6: null}", "egress.disableIPv6",    "true or false"),
+        ("egress: {nativeSidecar: ~}",  "egress.nativeSidecar",  "true or false"),
+        ("egress: {maxRules: null}",    "egress.maxRules",       "whole number"),
+        ("expiry: null",                "expiry",                "must be a mapping"),
+    ];
+    refused_each(&cases);
 }
 
 /// The rules per field: prefix, namespaces, images, resources, numbers.
@@ -161,45 +154,35 @@ mod fields;
 
 #[test]
 fn other_fields() {
-    refused(
-        "egress: {mode: nft}",
-        "egress.mode",
-        "must be dns or dns+nft; got 'nft'",
-    );
-    refused(
-        "egress: {mode: DNS}",
-        "egress.mode",
-        "must be dns or dns+nft",
-    );
-    refused(
-        "egress: {disableIPv6: yes}",
-        "egress.disableIPv6",
-        "true or false; got the text 'yes'",
-    );
-    refused(
-        "egress: {nativeSidecar: 'true'}",
-        "egress.nativeSidecar",
-        "true or false",
-    );
+    // document, field named, words said
+    #[rustfmt::skip]
+    let cases = [
+        ("egress: {mode: nft}",             "egress.mode",          "must be dns or dns+nft; got 'nft'"),
+        ("egress: {mode: DNS}",             "egress.mode",          "must be dns or dns+nft"),
+        ("egress: {disableIPv6: yes}",      "egress.disableIPv6",   "true or false; got the text 'yes'"),
+        ("egress: {nativeSidecar: 'true'}", "egress.nativeSidecar", "true or false"),
+    ];
+    refused_each(&cases);
 }
 
 #[test]
 fn unknown_keys_and_shapes() {
-    refused(
-        "unknown: 1",
-        "unknown",
-        "unknown field; the fields here are prefix, excludedNamespaces",
-    );
-    refused("execd: {imag: x}", "execd.imag", "unknown field");
-    refused("egress: {maxrules: 3}", "egress.maxrules", "unknown field");
-    refused("expiry: {default: 3}", "expiry.default", "unknown field");
-    refused("[1, 2]", "", "the file must be a mapping");
-    refused("just text", "", "the file must be a mapping");
-    refused("1: x", "", "keys must be text");
-    refused("prefix: a\nprefix: b\n", "", "duplicate");
-    refused("prefix: [unclosed", "", "not valid YAML");
-    refused("a: b\n---\nc: d\n", "", "not valid YAML");
-    refused("prefix: !custom x", "prefix", "tagged");
+    // document, field named, words said
+    #[rustfmt::skip]
+    let cases = [
+        ("unknown: 1",             "unknown",         "unknown field; the fields here are prefix, excludedNamespaces"),
+        ("execd: {imag: x}",       "execd.imag",      "unknown field"),
+        ("egress: {maxrules: 3}",  "egress.maxrules", "unknown field"),
+        ("expiry: {default: 3}",   "expiry.default",  "unknown field"),
+        ("[1, 2]",                 "",                "the file must be a mapping"),
+        ("just text",              "",                "the file must be a mapping"),
+        ("1: x",                   "",                "keys must be text"),
+        ("prefix: a\nprefix: b\n", "",                "duplicate"),
+        ("prefix: [unclosed",      "",                "not valid YAML"),
+        ("a: b\n---\nc: d\n",      "",                "not valid YAML"),
+        ("prefix: !custom x",      "prefix",          "tagged"),
+    ];
+    refused_each(&cases);
 }
 
 #[test]
@@ -209,31 +192,21 @@ fn controller_section() {
     );
     assert_eq!(c.controller.expiry.delete_owner_kinds, ["Job.batch"]);
     assert!(c.controller.platform.delete_unschedulable);
-    refused(
-        "controller: {expiry: {deleteOwnerKinds: null}}",
-        "controller.expiry.deleteOwnerKinds",
-        "got null",
-    );
-    refused(
-        "controller: {expiry: {deleteOwnerKinds: [1]}}",
-        "controller.expiry.deleteOwnerKinds[0]",
-        "got the number 1",
-    );
-    refused(
-        "controller: {expiry: {deleteOwnerKinds: [job.batch]}}",
-        "controller.expiry.deleteOwnerKinds[0]",
-        "Kind.group",
-    );
-    refused(
-        "controller: {platform: {deleteUnschedulable: 'yes'}}",
-        "controller.platform.deleteUnschedulable",
-        "true or false",
-    );
-    refused(
-        "controller: {platform: null}",
-        "controller.platform",
-        "must be a mapping",
-    );
+    // document, field named, words said
+    #[rustfmt::skip]
+    let cases = [
+        ("controller: {expiry: {deleteOwnerKinds: null}}", "controller.expiry.deleteOwnerKinds",
+         "got null"),
+        ("controller: {expiry: {deleteOwnerKinds: [1]}}", "controller.expiry.deleteOwnerKinds[0]",
+         "got the number 1"),
+        ("controller: {expiry: {deleteOwnerKinds: [job.batch]}}", "controller.expiry.deleteOwnerKinds[0]",
+         "Kind.group"),
+        ("controller: {platform: {deleteUnschedulable: 'yes'}}", "controller.platform.deleteUnschedulable",
+         "true or false"),
+        ("controller: {platform: null}", "controller.platform",
+         "must be a mapping"),
+    ];
+    refused_each(&cases);
 }
 
 #[test]

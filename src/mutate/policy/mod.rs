@@ -4,7 +4,8 @@
 //! The annotation is read in one pass into a borrowed document that accepts
 //! any JSON (`doc::PolicyDoc`), and its shape is checked afterwards. That
 //! keeps the seed's order of complaints (a syntax error anywhere wins over a
-//! shape error) without a `serde_json::Value` per rule (docs/performance.md).
+//! shape error) without a `serde_json::Value` per rule (docs/performance.md,
+//! "Why the code is shaped this way").
 
 mod doc;
 
@@ -107,16 +108,26 @@ pub fn parse(raw: &str, max_rules: usize) -> Result<NetworkPolicy, PolicyError> 
     for (i, rule) in rules.iter().enumerate() {
         egress.push(check_rule(i, rule)?);
     }
-    let deny_all_by_omission = default_action.is_none() && egress.is_empty();
-    let out = PolicyOut {
-        default_action,
-        egress,
-    };
-    let json = serde_json::to_string(&out).map_err(|e| PolicyError::Encode(e.to_string()))?;
-    Ok(NetworkPolicy {
-        json,
-        deny_all_by_omission,
-    })
+    NetworkPolicy::normalized(default_action, egress)
+        .map_err(|e| PolicyError::Encode(e.to_string()))
+}
+
+impl NetworkPolicy {
+    /// The policy as the sidecar reads it, from checked parts.
+    fn normalized(
+        default_action: Option<&'static str>,
+        egress: Vec<RuleOut<'_>>,
+    ) -> Result<Self, serde_json::Error> {
+        let deny_all_by_omission = default_action.is_none() && egress.is_empty();
+        let json = serde_json::to_string(&PolicyOut {
+            default_action,
+            egress,
+        })?;
+        Ok(NetworkPolicy {
+            json,
+            deny_all_by_omission,
+        })
+    }
 }
 
 fn check_rule<'r>(index: usize, rule: &'r Node<RuleDoc<'_>>) -> Result<RuleOut<'r>, PolicyError> {
@@ -213,16 +224,8 @@ mod tests {
         for (i, rule) in rules.iter().enumerate() {
             egress.push(reference_rule(i, rule)?);
         }
-        let deny_all_by_omission = default_action.is_none() && egress.is_empty();
-        let out = PolicyOut {
-            default_action,
-            egress,
-        };
-        let json = serde_json::to_string(&out).map_err(|e| format!("cannot be encoded: {e}"))?;
-        Ok(NetworkPolicy {
-            json,
-            deny_all_by_omission,
-        })
+        NetworkPolicy::normalized(default_action, egress)
+            .map_err(|e| format!("cannot be encoded: {e}"))
     }
 
     fn reference_rule(i: usize, rule: &Value) -> Result<RuleOut<'_>, String> {

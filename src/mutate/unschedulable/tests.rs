@@ -9,6 +9,20 @@ const SCHEDULER_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match
 /// Its text for a capacity shortage.
 const CAPACITY_MESSAGE: &str = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.";
 
+/// `has_platform_constraints_in_pod_spec`.
+fn has_platform_constraints_in_pod_spec(pod_spec: &Value) -> bool {
+    analyze_platform_constraints_in_pod_spec(pod_spec).0
+}
+
+/// `analyze_platform_constraints_in_pod_spec`: (has platform constraints,
+/// has other selector/affinity constraints).
+fn analyze_platform_constraints_in_pod_spec(pod_spec: &Value) -> (bool, bool) {
+    let Some(spec) = pod_spec.as_object() else {
+        return (false, false);
+    };
+    analyze_fields(spec.get("nodeSelector"), spec.get("affinity"))
+}
+
 fn s(v: &str) -> Value {
     Value::String(v.to_owned())
 }
@@ -299,45 +313,24 @@ fn stripped_reading_fires_on_it() {
         without_preemption_postscript(SCHEDULER_MESSAGE),
         "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
     );
-    let (r, m) = (s("Unschedulable"), s(SCHEDULER_MESSAGE));
-    assert!(is_platform_unschedulable_stripped(
-        Some(&r),
-        Some(&m),
-        true,
-        false
-    ));
-    // The other rules still apply to the stripped text.
-    assert!(!is_platform_unschedulable_stripped(
-        Some(&r),
-        Some(&m),
-        true,
-        true
-    ));
-    assert!(!is_platform_unschedulable_stripped(
-        Some(&r),
-        Some(&m),
-        false,
-        false
-    ));
-    let capacity = s(CAPACITY_MESSAGE);
-    assert!(!is_platform_unschedulable_stripped(
-        Some(&r),
-        Some(&capacity),
-        true,
-        false
-    ));
-    assert!(!is_platform_unschedulable_stripped(
-        Some(&r),
-        Some(&json!(7)),
-        true,
-        false
-    ));
-    assert!(!is_platform_unschedulable_stripped(
-        Some(&r),
-        None,
-        true,
-        false
-    ));
+    let r = s("Unschedulable");
+    // (status message, platform constraints, other constraints, fires)
+    let cases = [
+        (Some(s(SCHEDULER_MESSAGE)), true, false, true),
+        // The other rules still apply to the stripped text.
+        (Some(s(SCHEDULER_MESSAGE)), true, true, false),
+        (Some(s(SCHEDULER_MESSAGE)), false, false, false),
+        (Some(s(CAPACITY_MESSAGE)), true, false, false),
+        (Some(json!(7)), true, false, false),
+        (None, true, false, false),
+    ];
+    for (message, platform, other, fires) in cases {
+        assert_eq!(
+            is_platform_unschedulable_stripped(Some(&r), message.as_ref(), platform, other),
+            fires,
+            "{message:?}, platform constraints {platform}, other constraints {other}"
+        );
+    }
 }
 
 #[test]
