@@ -47,6 +47,11 @@ pub struct Ca {
 }
 
 impl Ca {
+    /// A self-signed CA that signs leaf certificates only.
+    ///
+    /// # Errors
+    /// [`CertError::Days`] for a validity out of range, else what rcgen
+    /// reports.
     pub fn new(common_name: &str, days: u32) -> Result<Self, CertError> {
         let mut params = base_params(common_name, Vec::new(), days)?;
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -57,11 +62,16 @@ impl Ca {
         })
     }
 
+    #[must_use]
     pub fn cert_pem(&self) -> String {
         self.issuer.pem()
     }
 
     /// A serving certificate for the given DNS names and IP addresses.
+    ///
+    /// # Errors
+    /// [`CertError::Days`] for a validity out of range, else what rcgen
+    /// reports.
     pub fn server(&self, dns: &[String], ips: &[IpAddr], days: u32) -> Result<Pair, CertError> {
         let names: Vec<String> = dns
             .iter()
@@ -75,6 +85,10 @@ impl Ca {
     }
 
     /// A client certificate (for mTLS tests and setups).
+    ///
+    /// # Errors
+    /// [`CertError::Days`] for a validity out of range, else what rcgen
+    /// reports.
     pub fn client(&self, common_name: &str, days: u32) -> Result<Pair, CertError> {
         let mut params = base_params(common_name, Vec::new(), days)?;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -110,9 +124,13 @@ fn base_params(
     let (Some(start), Some(end)) = (start, end) else {
         return Err(CertError::Days(days));
     };
-    let ymd = |d: chrono::NaiveDate| rcgen::date_time_ymd(d.year(), d.month() as u8, d.day() as u8);
-    params.not_before = ymd(start);
-    params.not_after = ymd(end);
+    // chrono's month and day always fit a u8; the error is unreachable.
+    let ymd = |d: chrono::NaiveDate| match (u8::try_from(d.month()), u8::try_from(d.day())) {
+        (Ok(month), Ok(day)) => Ok(rcgen::date_time_ymd(d.year(), month, day)),
+        _ => Err(CertError::Days(days)),
+    };
+    params.not_before = ymd(start)?;
+    params.not_after = ymd(end)?;
     // Random, positive, 16 bytes: unique per certificate, so a rotated
     // certificate is distinguishable from the old one by its serial.
     let mut serial = [0u8; 16];
@@ -130,6 +148,9 @@ pub struct Bundle {
 
 /// A new CA (valid twice as long as the leaf, as `certs/gen.sh` does) and a
 /// serving certificate signed by it.
+///
+/// # Errors
+/// As [`Ca::new`] and [`Ca::server`].
 pub fn generate(dns: &[String], ips: &[IpAddr], days: u32) -> Result<Bundle, CertError> {
     let ca = Ca::new("sandbox-webhook-ca", days.saturating_mul(2))?;
     let server = ca.server(dns, ips, days)?;
@@ -142,6 +163,9 @@ pub fn generate(dns: &[String], ips: &[IpAddr], days: u32) -> Result<Bundle, Cer
 impl Bundle {
     /// Writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `dir`,
     /// creating it.
+    ///
+    /// # Errors
+    /// [`CertError::Write`], naming the file.
     pub fn write(&self, dir: &Path) -> Result<(), CertError> {
         std::fs::create_dir_all(dir).map_err(|source| CertError::Write {
             path: dir.to_owned(),
@@ -155,6 +179,9 @@ impl Bundle {
 
 /// Writes `bytes` to `path`; a secret is created with mode 0600 and also
 /// narrowed if the file already existed.
+///
+/// # Errors
+/// [`CertError::Write`], naming the file.
 pub fn write_file(path: &Path, bytes: &[u8], secret: bool) -> Result<(), CertError> {
     let err = |source| CertError::Write {
         path: path.to_owned(),

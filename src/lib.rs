@@ -1,7 +1,7 @@
 //! sandbox-webhook: a mutating admission webhook that completes OpenSandbox
 //! sandbox pods at admission.
 //!
-//! [`mutate`] is the pure decision; [`review`] wraps it in AdmissionReview
+//! [`mutate`] is the pure decision; [`review`] wraps it in `AdmissionReview`
 //! JSON; the server, TLS, configuration loading and the CLI are thin layers
 //! around those two.
 

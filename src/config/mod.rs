@@ -10,7 +10,7 @@
 
 mod quantity;
 mod read;
-pub mod rules;
+pub(crate) mod rules;
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +64,7 @@ impl ConfigError {
 
     /// The field path at fault (empty for the whole file), if the content
     /// was at fault rather than reading it.
+    #[must_use]
     pub fn field(&self) -> Option<&str> {
         match self {
             ConfigError::Read { .. } => None,
@@ -82,6 +83,7 @@ pub enum EgressMode {
 }
 
 impl EgressMode {
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             EgressMode::Dns => "dns",
@@ -90,6 +92,7 @@ impl EgressMode {
     }
 
     /// Annotation values are trimmed and case-insensitive.
+    #[must_use]
     pub fn parse(value: &str) -> Option<Self> {
         let v = value.trim();
         if v.eq_ignore_ascii_case("dns") {
@@ -192,7 +195,7 @@ impl Default for Config {
             execd: ExecdConfig::default(),
             egress: EgressConfig::default(),
             expiry: ExpiryConfig::default(),
-            controller: Default::default(),
+            controller: crate::lifecycle::config::ControllerConfig::default(),
             keys: Keys::new(DEFAULT_PREFIX),
         }
     }
@@ -221,11 +224,16 @@ impl Default for EgressConfig {
 }
 
 impl Config {
+    #[must_use]
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
 
     /// Reads and checks `path`; errors name the file.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`], or the file's first mistake (as
+    /// [`Config::from_file_bytes`]).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -236,6 +244,9 @@ impl Config {
 
     /// Checks the contents of `path` (already read); errors name the file.
     /// The server calls this at start-up and at every reload.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] that names the field and says what is wrong.
     pub fn from_file_bytes(path: &Path, bytes: &[u8]) -> Result<Self, ConfigError> {
         let in_file = |source| ConfigError::File {
             path: path.to_owned(),
@@ -256,12 +267,16 @@ impl Config {
     /// Parses and checks a YAML (or JSON) document. An empty document, or one
     /// with only comments, is refused: at reload it is far more likely a file
     /// caught half-written than a wish for the defaults.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] that names the field and says what is wrong.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
         const EMPTY: &str = "the file has no settings; write {} for the built-in defaults (or start without --config)";
         if text.trim().is_empty() {
             return Err(ConfigError::invalid("", EMPTY));
         }
-        let root: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(yaml_error)?;
+        let root: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e))?;
         if root.is_null() {
             return Err(ConfigError::invalid("", EMPTY));
         }
@@ -270,6 +285,9 @@ impl Config {
 
     /// The configuration as YAML that [`Config::from_yaml`] reads back
     /// unchanged (`config defaults`).
+    ///
+    /// # Errors
+    /// Only if serde cannot write the YAML, which the tests rule out.
     pub fn to_yaml(&self) -> Result<String, ConfigError> {
         serde_yaml_ng::to_string(self)
             .map_err(|e| ConfigError::invalid("", format!("cannot be written as YAML: {e}")))
@@ -278,7 +296,7 @@ impl Config {
 
 /// YAML syntax errors are plain words, except one: an integer beyond 64 bits
 /// is reported by serde in Rust terms (`invalid type: integer ... as u128`).
-fn yaml_error(e: serde_yaml_ng::Error) -> ConfigError {
+fn yaml_error(e: &serde_yaml_ng::Error) -> ConfigError {
     let text = e.to_string();
     if text.contains("u128") || text.contains("i128") {
         let at = e

@@ -75,6 +75,7 @@ pub struct Actions {
 }
 
 impl Actions {
+    #[must_use]
     pub fn new(client: Client, instance: String) -> Self {
         Actions {
             client,
@@ -92,6 +93,10 @@ impl Actions {
     }
 
     /// Deletes the pod only if it still has the UID the decision was made for.
+    ///
+    /// # Errors
+    /// Any API error but 404 and 409, which are [`Outcome::Gone`] and
+    /// [`Outcome::Stale`].
     pub async fn delete_pod(&self, pod: &SandboxPod) -> Result<Outcome, kube::Error> {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -105,6 +110,10 @@ impl Actions {
 
     /// Deletes the pod's controller owner (propagation Background, owner UID
     /// precondition); its kind's resource is found through discovery.
+    ///
+    /// # Errors
+    /// Discovery failing to name the owner's resource, or an API error but
+    /// 404 and 409 (see [`Actions::delete_pod`]).
     pub async fn delete_owner(
         &self,
         pod: &SandboxPod,
@@ -152,6 +161,10 @@ impl Actions {
 
     /// Sets the controller's condition through the status subresource. The
     /// patch carries the pod's UID, which the apiserver checks.
+    ///
+    /// # Errors
+    /// Any API error but 404 and 409, which are [`Outcome::Gone`] and
+    /// [`Outcome::Stale`].
     pub async fn set_condition(
         &self,
         pod: &SandboxPod,
@@ -181,6 +194,9 @@ impl Actions {
 
     /// Records an `events.k8s.io/v1` Event about the pod. Create only: the
     /// controller emits each Event once, so it never needs to patch a series.
+    ///
+    /// # Errors
+    /// The apiserver's error, whatever it is.
     pub async fn event(
         &self,
         pod: &SandboxPod,
@@ -226,6 +242,7 @@ impl Actions {
 }
 
 /// At most `max` bytes, cut at a character boundary.
+#[must_use]
 pub fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;

@@ -9,9 +9,9 @@
 
 pub mod actions;
 mod admin;
-pub mod metrics;
+pub(crate) mod metrics;
 mod resource;
-pub mod runtime;
+pub(crate) mod runtime;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,8 +25,6 @@ use tokio::sync::watch;
 
 use crate::config::{Config, ConfigError};
 use crate::lifecycle;
-
-pub use resource::strip;
 
 /// How long shutdown waits for the Lease to be released and the admin port
 /// to close.
@@ -78,6 +76,10 @@ pub enum ControllerError {
 
 /// Runs until `shutdown` resolves, then stops acting, releases the Lease
 /// (so a standby takes over at once) and returns.
+///
+/// # Errors
+/// The configuration, binding the admin port, the Kubernetes client or the
+/// Lease manager, whichever fails first; nothing fails after start-up.
 pub async fn run(
     settings: ControllerSettings,
     shutdown: impl Future<Output = ()>,
@@ -163,12 +165,12 @@ pub async fn run(
                 }
             }
         };
-        let shut_down = tokio::select! {
+        let asked_to_stop = tokio::select! {
             () = &mut shutdown => true,
             () = runtime::run(Arc::clone(&shared), client.clone(), lost) => false,
         };
         metrics.set_leader(false);
-        if shut_down {
+        if asked_to_stop {
             break;
         }
         tracing::warn!(identity = %lease.identity, "leadership lost; standing by");
@@ -177,13 +179,21 @@ pub async fn run(
     ready.set(false);
     // Closing the channel makes the lease task release the Lease.
     drop(leader);
+    log_lease_release(lease_task).await;
+    let _ = admin_stop.send(true);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, admin_task).await;
+    Ok(())
+}
+
+/// Waits (for at most the grace) for the lease task to release the Lease,
+/// and says how that went.
+async fn log_lease_release<T, E: std::fmt::Display>(
+    lease_task: tokio::task::JoinHandle<Result<T, E>>,
+) {
     match tokio::time::timeout(SHUTDOWN_GRACE, lease_task).await {
         Ok(Ok(Ok(_))) => tracing::info!("lease released"),
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "cannot release the lease"),
         Ok(Err(e)) => tracing::warn!(error = %e, "lease task failed"),
         Err(_) => tracing::warn!("lease not released within {SHUTDOWN_GRACE:?}"),
     }
-    let _ = admin_stop.send(true);
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, admin_task).await;
-    Ok(())
 }

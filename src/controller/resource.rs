@@ -13,16 +13,16 @@ impl kube::Resource for SandboxPod {
     type DynamicType = ();
     type Scope = k8s_openapi::NamespaceResourceScope;
 
-    fn kind(_: &()) -> Cow<'_, str> {
+    fn kind((): &()) -> Cow<'_, str> {
         Cow::Borrowed("Pod")
     }
-    fn group(_: &()) -> Cow<'_, str> {
+    fn group((): &()) -> Cow<'_, str> {
         Cow::Borrowed("")
     }
-    fn version(_: &()) -> Cow<'_, str> {
+    fn version((): &()) -> Cow<'_, str> {
         Cow::Borrowed("v1")
     }
-    fn plural(_: &()) -> Cow<'_, str> {
+    fn plural((): &()) -> Cow<'_, str> {
         Cow::Borrowed("pods")
     }
     fn meta(&self) -> &ObjectMeta {

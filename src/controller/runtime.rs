@@ -174,10 +174,9 @@ impl Loop {
                     self.handled.remove(uid);
                 }
             }
-            Event::Init => {}
             // Pods deleted while the watch was down have no Delete event;
             // their timers find nothing in the cache when they fire.
-            Event::InitDone => {}
+            Event::Init | Event::InitDone => {}
         }
         self.shared.metrics.set_watched(self.store.len());
     }

@@ -21,6 +21,7 @@ pub enum ExpiryAction {
 }
 
 impl ExpiryAction {
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             ExpiryAction::None => "none",
@@ -52,6 +53,7 @@ impl Owner {
     }
 
     /// The API group: `batch` for `batch/v1`, empty for the core `v1`.
+    #[must_use]
     pub fn group(&self) -> &str {
         self.api_version
             .rsplit_once('/')
@@ -60,6 +62,7 @@ impl Owner {
 
     /// `Kind.group` as `controller.expiry.deleteOwnerKinds` spells it
     /// (`Kind` alone for the core group).
+    #[must_use]
     pub fn kind_group(&self) -> String {
         match self.group() {
             "" => self.kind.clone(),
@@ -80,6 +83,7 @@ pub enum Removal {
 }
 
 impl Removal {
+    #[must_use]
     pub fn action(&self) -> ExpiryAction {
         match self {
             Removal::DeletePod => ExpiryAction::DeletePod,
@@ -89,6 +93,7 @@ impl Removal {
     }
 
     /// The `action` label of `sandbox_webhook_expired_total`.
+    #[must_use]
     pub fn metric_label(&self) -> &'static str {
         match self {
             Removal::DeletePod => "deleted-pod",

@@ -3,9 +3,9 @@
 //! `crate::controller` is the thin Kubernetes layer around these functions,
 //! and `sandbox-webhook diagnose` prints the same decisions.
 
-pub mod config;
-pub mod expiry;
-pub mod platform;
+pub(crate) mod config;
+pub(crate) mod expiry;
+pub(crate) mod platform;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -68,6 +68,7 @@ impl SandboxPod {
 
     /// The pod's namespace; `default` for a manifest that names none, as
     /// kubectl would create it.
+    #[must_use]
     pub fn namespace(&self) -> &str {
         self.metadata
             .namespace
@@ -79,6 +80,7 @@ impl SandboxPod {
 
 /// Whether the controller looks at this pod at all: a sandbox (label
 /// `P/id`) outside the excluded namespaces and the controller's own.
+#[must_use]
 pub fn is_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> bool {
     let ns = pod.namespace();
     pod.label(&config.keys().id).is_some()
@@ -87,6 +89,7 @@ pub fn is_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>
 }
 
 /// The type of the pod condition the controller sets on a hit.
+#[must_use]
 pub fn condition_type(config: &Config) -> String {
     format!("{}/PlatformUnschedulable", config.prefix)
 }
@@ -98,6 +101,7 @@ pub struct Plan {
     pub platform: PlatformReading,
 }
 
+#[must_use]
 pub fn plan(
     pod: &SandboxPod,
     config: &Config,
@@ -140,6 +144,7 @@ pub struct PlatformReport<'a> {
 }
 
 impl Plan {
+    #[must_use]
     pub fn diagnosis(&self) -> Diagnosis<'_> {
         Diagnosis {
             expiry: ExpiryReport {

@@ -95,11 +95,9 @@ fn message_or_default(message: Option<&Value>) -> String {
 /// pod that is still Pending (a pod read from a manifest without a phase
 /// counts as Pending).
 pub fn read(pod: &SandboxPod) -> PlatformReading {
-    let (has_platform, has_non_platform) = pod
-        .spec
-        .as_ref()
-        .map(|s| analyze_fields(s.node_selector.as_ref(), s.affinity.as_ref()))
-        .unwrap_or((false, false));
+    let (has_platform, has_non_platform) = pod.spec.as_ref().map_or((false, false), |s| {
+        analyze_fields(s.node_selector.as_ref(), s.affinity.as_ref())
+    });
     let pending = pod
         .status
         .as_ref()

@@ -375,9 +375,9 @@ fn diagnosis_json() {
             "platform": {"hasPlatform": true, "hasNonPlatform": false, "unschedulable": true, "message": SCHEDULER_MESSAGE},
         })
     );
-    let plain = plan_for_empty();
+    let empty = plan_for_empty();
     assert_eq!(
-        serde_json::to_value(plain.diagnosis()).unwrap(),
+        serde_json::to_value(empty.diagnosis()).unwrap(),
         json!({
             "expiry": {"expiresAt": null, "expired": false, "action": "none"},
             "platform": {"hasPlatform": false, "hasNonPlatform": false, "unschedulable": false, "message": null},

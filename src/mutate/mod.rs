@@ -32,7 +32,7 @@ mod platform;
 pub(crate) mod pod;
 mod policy;
 mod select;
-pub mod unschedulable;
+pub(crate) mod unschedulable;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -8,7 +8,7 @@
 //! Values are anything `Serialize`: the containers and volumes the webhook
 //! adds are plain structs (see `execd` and `egress`), written straight into
 //! one buffer; no `serde_json::Value` tree is built on the hot path
-//! (docs/performance.md, "Design invariants").
+//! (docs/performance.md, "Why the code is shaped this way").
 
 use json_patch::PatchOperation;
 use serde::ser::{Serialize, SerializeMap, Serializer};

@@ -21,7 +21,8 @@ use super::denial::clip;
 /// until one of ours is looked up: the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation alone can be
 /// larger than the rest of the pod. Keys are borrowed from the request, so
-/// reading them allocates nothing per key (docs/performance.md).
+/// reading them allocates nothing per key (docs/performance.md,
+/// "Why the code is shaped this way").
 #[derive(Debug, Default)]
 pub struct RawMap<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 

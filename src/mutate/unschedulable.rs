@@ -3,7 +3,9 @@
 //! An exact port of OpenSandbox's `is_unschedulable_reason`,
 //! `has_platform_constraints_in_pod_spec`,
 //! `analyze_platform_constraints_in_pod_spec` and `is_platform_unschedulable`
-//! (`WorkloadProvider` in the seed). The seed works on untyped dicts and
+//! (`WorkloadProvider` in the seed); the two pod-spec entry points, which
+//! only the seed-parity tests call, live with those tests, over
+//! [`analyze_fields`]. The seed works on untyped dicts and
 //! tolerates any shape, so these take `serde_json::Value` and keep its quirks:
 //! a non-string reason or message is "no", a non-dict spec has no
 //! constraints, a non-list term list ends the scan, a non-list expression
@@ -57,21 +59,7 @@ pub fn is_unschedulable_reason(reason: Option<&Value>) -> bool {
         || normalized.contains("unschedulable")
 }
 
-/// `has_platform_constraints_in_pod_spec`.
-pub fn has_platform_constraints_in_pod_spec(pod_spec: &Value) -> bool {
-    analyze_platform_constraints_in_pod_spec(pod_spec).0
-}
-
-/// `analyze_platform_constraints_in_pod_spec`: (has platform constraints,
-/// has other selector/affinity constraints).
-pub fn analyze_platform_constraints_in_pod_spec(pod_spec: &Value) -> (bool, bool) {
-    let Some(spec) = pod_spec.as_object() else {
-        return (false, false);
-    };
-    analyze_fields(spec.get("nodeSelector"), spec.get("affinity"))
-}
-
-/// The body of [`analyze_platform_constraints_in_pod_spec`] on the two fields
+/// The body of `analyze_platform_constraints_in_pod_spec` on the two fields
 /// it reads, for callers that keep only those (a missing field and `{}` are
 /// the same to the seed).
 pub fn analyze_fields(node_selector: Option<&Value>, affinity: Option<&Value>) -> (bool, bool) {

@@ -2,8 +2,8 @@
 //!
 //! Invariant: a review reads its bytes once. The request envelope is read
 //! into a borrowed view and the object straight into a pod view in the same
-//! pass; the fields the webhook does not read are skipped unparsed (see
-//! docs/performance.md for what each of these choices saves). The response
+//! pass; the fields the webhook does not read are skipped unparsed
+//! (docs/performance.md, "Why the code is shaped this way"). The response
 //! (`wire::ReviewOut`) echoes uid, apiVersion and kind, carries the patch as
 //! base64 and reuses kube's `Status`.
 

@@ -119,7 +119,7 @@ pub(super) struct ResponseOut<'a> {
     /// Always present (empty when allowed): kube-rs clients require it.
     pub(super) status: Status,
     /// Already a JSON string literal: base64 needs no escaping, so it is
-    /// not scanned for any (docs/performance.md).
+    /// not scanned for any (docs/performance.md, "Why the code is shaped this way").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) patch: Option<Box<RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -53,16 +53,18 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    #[must_use]
     pub fn status(&self) -> StatusCode {
         match self {
             HttpError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             HttpError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            HttpError::Review(ReviewError::Encode(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            HttpError::Review(ReviewError::Encode(_)) | HttpError::Internal => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             HttpError::Review(_) | HttpError::Body(_) => StatusCode::BAD_REQUEST,
             HttpError::NotFound => StatusCode::NOT_FOUND,
             HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::Deadline(_) => StatusCode::SERVICE_UNAVAILABLE,
-            HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

@@ -156,10 +156,10 @@ impl EvictionQueue {
 }
 
 /// Called when the last connection closes. glibc's malloc keeps what a burst
-/// of connections freed (TLS and HTTP buffers, bodies) in its heaps, so the
-/// process would stay at about twice its idle RSS after a burst;
-/// `malloc_trim` hands the free pages back (docs/performance.md). It runs on
-/// the blocking pool, and only when no connection is open.
+/// of connections freed (TLS and HTTP buffers, bodies) in its heaps;
+/// `malloc_trim` hands the free pages back, so RSS returns to near idle
+/// (docs/performance.md, "Why the code is shaped this way"). It runs on the
+/// blocking pool, and only when no connection is open.
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     tokio::task::spawn_blocking(|| {

@@ -2,7 +2,7 @@
 //!
 //! Polling and comparing bytes (rather than watching with inotify) sees every
 //! way a file can change: in-place writes, renames over the file, and the
-//! kubelet's atomic swap of the `..data` symlink in Secret and ConfigMap
+//! kubelet's atomic swap of the `..data` symlink in Secret and `ConfigMap`
 //! volumes, which changes no watched inode the way a naive watcher expects.
 //! A few small reads every few seconds cost nothing.
 

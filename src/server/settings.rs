@@ -16,7 +16,7 @@ use crate::mutate::{RandomTokens, TokenSource};
 
 use super::TlsFiles;
 
-/// Largest accepted AdmissionReview body. The apiserver sends at most two
+/// Largest accepted `AdmissionReview` body. The apiserver sends at most two
 /// objects (`object` and `oldObject`) of up to 3 MiB each (etcd's default
 /// request limit bounds a stored object), plus the envelope (userInfo,
 /// options, …), for which 1 MiB is ample: 2 × 3 MiB + 1 MiB = 7 MiB, the
@@ -121,6 +121,7 @@ pub struct ServerSettings {
 }
 
 impl ServerSettings {
+    #[must_use]
     pub fn new(tls: TlsFiles) -> Self {
         ServerSettings {
             addr: SocketAddr::from(([0u16; 8], 8443)),
