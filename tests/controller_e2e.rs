@@ -3,9 +3,12 @@
 //! `sandbox-webhook controller` replicas share a Lease; every assertion is
 //! on what the apiserver stores. There is no scheduler or kubelet, so a
 //! scheduling failure is written to the status subresource as kube-scheduler
-//! writes it. Each scenario uses its own namespace; they run in order and
-//! print `N passed, M failed`.
+//! writes it. Each scenario uses its own namespace, `e2e-ctl-<name>`, and
+//! leaves the replicas as it found them, so they pass in any order
+//! (`tests/common/suite.rs`: name filters, `E2E_ORDER`); it prints
+//! `N passed, M failed`.
 
+mod common;
 #[path = "controller_e2e/expiry.rs"]
 mod expiry;
 #[path = "controller_e2e/harness.rs"]
@@ -15,20 +18,36 @@ mod leadership;
 #[path = "controller_e2e/platform.rs"]
 mod platform;
 
-use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use futures_util::FutureExt;
+use common::suite;
 use harness::*;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::Api;
 use serde_json::Value;
 
 pub(crate) const SCHEDULER_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
 pub(crate) const CAPACITY_MESSAGE: &str = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.";
+
+suite::scenarios![
+    Env;
+    expiry::expired_pod_is_deleted_on_time,
+    expiry::renewed_pod_survives_its_old_time,
+    expiry::manual_cleanup_and_invalid_stay,
+    expiry::job_owner_is_deleted,
+    expiry::replicaset_owner_is_left_with_a_warning,
+    expiry::recreated_pod_is_not_hit_by_a_stale_decision,
+    platform::unschedulable_platform_is_reported,
+    leadership::invalid_renewal_is_denied_by_the_policy,
+    leadership::standby_takes_over_when_the_leader_dies,
+    leadership::sigterm_releases_the_lease,
+    platform::delete_unschedulable_removes_the_pod,
+];
 
 pub(crate) struct Env {
     client: Client,
@@ -68,13 +87,73 @@ impl Env {
     pub(crate) fn diagnose(&self, pod: &Pod, now: chrono::DateTime<Utc>) -> Result<Value> {
         diagnose(pod, now, &self.config, &self.work)
     }
+
+    /// The one Event in `ns` about `pod` with `reason` (and, if given, of
+    /// `type_`: Normal, Warning), waiting up to `secs` seconds for it; an
+    /// error when there is none, more than one, or one of another type.
+    pub(crate) async fn event(
+        &self,
+        ns: &str,
+        pod: &str,
+        reason: &str,
+        type_: Option<&str>,
+        secs: u64,
+    ) -> Result<Event> {
+        let timeout = Duration::from_secs(secs);
+        let mut found = events(&self.client, ns, pod, reason, 1, timeout).await?;
+        check(
+            found.len() == 1,
+            format!("{} {reason} events about {pod}, expected 1", found.len()),
+        )?;
+        let event = found.remove(0);
+        if let Some(want) = type_ {
+            check(
+                event.type_.as_deref() == Some(want),
+                format!(
+                    "the {reason} Event about {pod} is {:?}, not {want}",
+                    event.type_
+                ),
+            )?;
+        }
+        Ok(event)
+    }
+
+    /// Creates scenario `id`'s own namespace, `e2e-ctl-<id>`; its name.
+    pub(crate) async fn namespace(&self, id: &str) -> Result<String> {
+        let name = format!("e2e-ctl-{}", id.replace('_', "-"));
+        namespace(&self.client, &name).await?;
+        Ok(name)
+    }
+
+    /// After a scenario: both replicas running with the empty configuration
+    /// file and one of them leading, whatever the scenario did to them.
+    async fn restore(&mut self) -> Result<()> {
+        if std::fs::read_to_string(&self.config)? != EMPTY_CONFIG {
+            std::fs::write(&self.config, EMPTY_CONFIG)?;
+            // A replica reads the file at start.
+            for c in &mut self.controllers {
+                c.kill();
+            }
+        }
+        for c in &mut self.controllers {
+            if !c.running() {
+                c.restart()?;
+            }
+        }
+        self.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
+            .await
+            .map(|_| ())
+    }
 }
 
-async fn setup(cluster: &Cluster, work: &std::path::Path) -> Result<Env> {
+/// The configuration file the replicas start with.
+const EMPTY_CONFIG: &str = "{}\n";
+
+async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
     let client = cluster.client().await?;
     namespace(&client, HOME).await?;
     let config = work.join("config.yaml");
-    std::fs::write(&config, "{}\n")?;
+    std::fs::write(&config, EMPTY_CONFIG)?;
     let controllers = vec![
         Controller::start("ctl-a", &cluster.kubeconfig(), &config, work)?,
         Controller::start("ctl-b", &cluster.kubeconfig(), &config, work)?,
@@ -92,99 +171,16 @@ async fn setup(cluster: &Cluster, work: &std::path::Path) -> Result<Env> {
     Ok(env)
 }
 
-macro_rules! scenario {
-    ($results:ident, $env:expr, $f:ident) => {{
-        let name = stringify!($f);
-        let t = Instant::now();
-        let outcome = AssertUnwindSafe($f($env)).catch_unwind().await;
-        let failure = match outcome {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(panic) => Some(
-                panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panic".into()),
-            ),
-        };
-        match &failure {
-            None => println!("test {name} ... ok ({:.1}s)", t.elapsed().as_secs_f64()),
-            Some(e) => println!("test {name} ... FAILED: {e}"),
-        }
-        $results.push((name, failure));
-    }};
+/// Runs one scenario and restores the replicas; the failure message, if any.
+async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
+    let failure = suite::outcome(run_scenario(env, name)).await;
+    match (failure, env.restore().await) {
+        (None, Ok(())) => None,
+        (None, Err(e)) => Some(format!("restoring the replicas: {e}")),
+        (Some(f), _) => Some(f),
+    }
 }
 
-use expiry::*;
-use leadership::*;
-use platform::*;
-
-fn main() -> std::process::ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    else {
-        println!("0 passed, 1 failed");
-        return std::process::ExitCode::FAILURE;
-    };
-    let work = std::env::temp_dir().join(format!(
-        "sandbox-webhook-controller-e2e-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&work);
-    if let Err(e) = std::fs::create_dir_all(&work) {
-        println!(
-            "controller e2e: cannot create {}: {e}\n0 passed, 1 failed",
-            work.display()
-        );
-        return std::process::ExitCode::FAILURE;
-    }
-    println!("controller e2e: starting kube-apiserver and etcd (tests/e2e/cluster.sh)");
-    let cluster = match Cluster::start(work.join("cluster")) {
-        Ok(c) => c,
-        Err(e) => {
-            println!("controller e2e: cannot start the control plane: {e}\n0 passed, 1 failed");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    let results = runtime.block_on(async {
-        let mut results: Vec<(&str, Option<String>)> = Vec::new();
-        let mut env = match setup(&cluster, &work).await {
-            Ok(env) => env,
-            Err(e) => {
-                println!("test setup ... FAILED: {e}");
-                results.push(("setup", Some(e.to_string())));
-                return results;
-            }
-        };
-        scenario!(results, &env, expired_pod_is_deleted_on_time);
-        scenario!(results, &env, renewed_pod_survives_its_old_time);
-        scenario!(results, &env, manual_cleanup_and_invalid_stay);
-        scenario!(results, &env, job_owner_is_deleted);
-        scenario!(results, &env, replicaset_owner_is_left_with_a_warning);
-        scenario!(results, &env, recreated_pod_is_not_hit_by_a_stale_decision);
-        scenario!(results, &env, unschedulable_platform_is_reported);
-        scenario!(results, &env, invalid_renewal_is_denied_by_the_policy);
-        scenario!(results, &mut env, standby_takes_over_when_the_leader_dies);
-        scenario!(results, &mut env, sigterm_releases_the_lease);
-        scenario!(results, &mut env, delete_unschedulable_removes_the_pod);
-        results
-    });
-    drop(cluster);
-    let failed = results.iter().filter(|(_, f)| f.is_some()).count();
-    let passed = results.len() - failed;
-    if failed > 0 {
-        println!("controller e2e: logs kept in {}", work.display());
-    } else {
-        let _ = std::fs::remove_dir_all(&work);
-    }
-    println!("{passed} passed, {failed} failed");
-    if failed == 0 {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
-    }
+fn main() -> ExitCode {
+    suite::main("controller e2e", SCENARIOS, setup, run_one)
 }

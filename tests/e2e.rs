@@ -13,6 +13,7 @@
 //!   E2E_ORDER=reverse cargo test --test e2e
 //!   E2E_ORDER=shuffle [E2E_SEED=N] cargo test --test e2e
 //!
+//! (`tests/common/suite.rs` picks and orders them.)
 //! It prints `N passed, M failed` and stops everything it started, also when
 //! a scenario panics.
 
@@ -38,9 +39,10 @@ mod runner;
 #[path = "e2e/selection.rs"]
 mod selection;
 
-pub type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
+pub use common::processes::Result;
 
-runner::scenarios![
+common::suite::scenarios![
+    env::Env;
     admission::sandbox_pod_is_stored_mutated,
     admission::network_policy_gets_native_sidecar,
     admission::invalid_pod_is_denied,

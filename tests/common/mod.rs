@@ -12,7 +12,9 @@ pub mod context;
 pub mod https;
 pub mod metrics;
 pub mod pods;
+pub mod processes;
 pub mod server;
+pub mod suite;
 pub mod wire;
 pub mod workloads;
 

@@ -3,12 +3,16 @@
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use sandbox_webhook::controller::actions::{Actions, Outcome};
 use sandbox_webhook::lifecycle::SandboxPod;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Env;
@@ -38,19 +42,15 @@ pub(crate) async fn gone_on_time(
     Ok(delay)
 }
 
-pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env) -> Result<()> {
-    let ns = "e2e-ctl-expiry";
-    namespace(&env.client, ns).await?;
-    let before = env
-        .leader()?
-        .metric("sandbox_webhook_expired_total{action=\"deleted-pod\"}")?;
+pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
+    let before = env.leader()?.metric(
+        "sandbox_webhook_expired_total",
+        &[("action", "deleted-pod")],
+    )?;
     let at = in_seconds(3);
     let pods = env.pods(ns);
-    pods.create(
-        &pp(),
-        &sandbox("expiring", json!({}), expires_at(at), json!({}), json!({}))?,
-    )
-    .await?;
+    create_expiring(&pods, "expiring", at).await?;
     let stored = pods.get("expiring").await?;
     let early = env.diagnose(&stored, at - TimeDelta::seconds(1))?;
     check(
@@ -64,42 +64,23 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env) -> Result<()> {
         format!("diagnose at expiry: {due}"),
     )?;
     gone_on_time(&pods, "expiring", at).await?;
-    let events = events(
-        &env.client,
-        ns,
-        "expiring",
-        "SandboxExpired",
-        1,
-        Duration::from_secs(5),
-    )
-    .await?;
-    check(
-        events.len() == 1,
-        format!("{} SandboxExpired events, expected 1", events.len()),
+    env.event(ns, "expiring", "SandboxExpired", Some("Normal"), 5)
+        .await?;
+    let after = env.leader()?.metric(
+        "sandbox_webhook_expired_total",
+        &[("action", "deleted-pod")],
     )?;
     check(
-        events[0].type_.as_deref() == Some("Normal"),
-        "the SandboxExpired Event is Normal",
-    )?;
-    let after = env
-        .leader()?
-        .metric("sandbox_webhook_expired_total{action=\"deleted-pod\"}")?;
-    check(
-        after == before + 1.0,
+        after == before + 1,
         format!("expired_total{{deleted-pod}} went {before} -> {after}"),
     )
 }
 
-pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env) -> Result<()> {
-    let ns = "e2e-ctl-renewal";
-    namespace(&env.client, ns).await?;
+pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
     let old = in_seconds(3);
-    pods.create(
-        &pp(),
-        &sandbox("renewed", json!({}), expires_at(old), json!({}), json!({}))?,
-    )
-    .await?;
+    create_expiring(&pods, "renewed", old).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let new = old + TimeDelta::seconds(3);
     let patch = json!({"metadata": {"annotations": expires_at(new)}});
@@ -126,9 +107,8 @@ pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env) -> Result<()> {
     gone_on_time(&pods, "renewed", new).await.map(|_| ())
 }
 
-pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env) -> Result<()> {
-    let ns = "e2e-ctl-stay";
-    namespace(&env.client, ns).await?;
+pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
     let past = Utc::now() - TimeDelta::seconds(30);
     let manual = json!({format!("{P}/manual-cleanup"): "true"});
@@ -148,23 +128,8 @@ pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env) -> Result<()> {
         &sandbox("forever", json!({}), json!({}), json!({}), json!({}))?,
     )
     .await?;
-    let warned = events(
-        &env.client,
-        ns,
-        "invalid",
-        "InvalidExpiry",
-        1,
-        Duration::from_secs(10),
-    )
-    .await?;
-    check(
-        warned.len() == 1,
-        format!("{} InvalidExpiry events, expected 1", warned.len()),
-    )?;
-    check(
-        warned[0].type_.as_deref() == Some("Warning"),
-        "InvalidExpiry is a Warning",
-    )?;
+    env.event(ns, "invalid", "InvalidExpiry", Some("Warning"), 10)
+        .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     for (name, action) in [
         ("manual", "none"),
@@ -184,30 +149,50 @@ pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn owner_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> Value {
-    json!({"ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true}]})
+/// Creates `owner` in `ns`, then sandbox pod `name` (with `labels`) that it
+/// controls and that expires at `at`; the pod as stored.
+async fn create_owned<K>(
+    env: &Env,
+    ns: &str,
+    owner: K,
+    name: &str,
+    labels: Value,
+    at: chrono::DateTime<Utc>,
+) -> Result<Pod>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let owners: Api<K> = Api::namespaced(env.client.clone(), ns);
+    let owner = owners.create(&pp(), &owner).await?;
+    let pod = sandbox(name, labels, expires_at(at), owner_ref(&owner)?, json!({}))?;
+    let pods = env.pods(ns);
+    pods.create(&pp(), &pod).await?;
+    Ok(pods.get(name).await?)
 }
 
-pub(crate) async fn job_owner_is_deleted(env: &Env) -> Result<()> {
-    let ns = "e2e-ctl-job";
-    namespace(&env.client, ns).await?;
+/// Metadata that makes `owner` (as the apiserver returned it) the pod's
+/// controller.
+pub(crate) fn owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> Result<Value> {
+    let meta = owner.meta();
+    let (name, uid) = (meta.name.as_deref(), meta.uid.as_deref());
+    let (name, uid) = name.zip(uid).ok_or("an owner without name or uid")?;
+    let (api_version, kind) = (K::api_version(&()), K::kind(&()));
+    Ok(
+        json!({"ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true}]}),
+    )
+}
+
+pub(crate) async fn job_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), ns);
     let job: Job = serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sandbox-job"},
         "spec": {"template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
     }))?;
-    let job = jobs.create(&pp(), &job).await?;
-    let uid = job.metadata.uid.clone().ok_or("job without uid")?;
-    let pods = env.pods(ns);
     let at = in_seconds(2);
-    let meta = owner_ref("batch/v1", "Job", "sandbox-job", &uid);
-    pods.create(
-        &pp(),
-        &sandbox("job-pod", json!({}), expires_at(at), meta, json!({}))?,
-    )
-    .await?;
-    let stored = pods.get("job-pod").await?;
+    let stored = create_owned(env, ns, job, "job-pod", json!({}), at).await?;
     let d = env.diagnose(&stored, at)?;
     check(
         d["expiry"]["action"] == json!("delete-owner"),
@@ -218,32 +203,19 @@ pub(crate) async fn job_owner_is_deleted(env: &Env) -> Result<()> {
         gone - at <= TimeDelta::seconds(1),
         format!("the Job went {} after expiry", gone - at),
     )?;
-    let events = events(
-        &env.client,
-        ns,
-        "job-pod",
-        "SandboxExpired",
-        1,
-        Duration::from_secs(5),
-    )
-    .await?;
-    check(
-        events.len() == 1,
-        "one SandboxExpired Event for the Job's pod",
-    )?;
-    let note = events[0].note.clone().unwrap_or_default();
+    let event = env.event(ns, "job-pod", "SandboxExpired", None, 5).await?;
+    let note = event.note.unwrap_or_default();
     check(
         note.contains("Job sandbox-job"),
         format!("the Event names the Job: {note}"),
     )
 }
 
-pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env) -> Result<()> {
-    let ns = "e2e-ctl-rs";
-    namespace(&env.client, ns).await?;
+pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
     let before = env
         .leader()?
-        .metric("sandbox_webhook_expired_total{action=\"left-owned\"}")?;
+        .metric("sandbox_webhook_expired_total", &[("action", "left-owned")])?;
     let sets: Api<ReplicaSet> = Api::namespaced(env.client.clone(), ns);
     let rs: ReplicaSet = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "sandboxes"},
@@ -251,41 +223,14 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env) -> Result
             "template": {"metadata": {"labels": {"app": "sbx"}},
                 "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
     }))?;
-    let rs = sets.create(&pp(), &rs).await?;
-    let uid = rs.metadata.uid.clone().ok_or("rs without uid")?;
-    let pods = env.pods(ns);
     let at = in_seconds(2);
-    let meta = owner_ref("apps/v1", "ReplicaSet", "sandboxes", &uid);
-    pods.create(
-        &pp(),
-        &sandbox(
-            "rs-pod",
-            json!({"app": "sbx"}),
-            expires_at(at),
-            meta,
-            json!({}),
-        )?,
-    )
-    .await?;
-    let stored = pods.get("rs-pod").await?;
-    let warned = events(
-        &env.client,
-        ns,
-        "rs-pod",
-        "SandboxExpired",
-        1,
-        Duration::from_secs(10),
-    )
-    .await?;
-    check(
-        warned.len() == 1,
-        format!("{} SandboxExpired events, expected 1", warned.len()),
-    )?;
-    check(
-        warned[0].type_.as_deref() == Some("Warning"),
-        "the Event is a Warning",
-    )?;
-    let note = warned[0].note.clone().unwrap_or_default();
+    let labels = json!({"app": "sbx"});
+    let stored = create_owned(env, ns, rs, "rs-pod", labels, at).await?;
+    let pods = env.pods(ns);
+    let warned = env
+        .event(ns, "rs-pod", "SandboxExpired", Some("Warning"), 10)
+        .await?;
+    let note = warned.note.unwrap_or_default();
     check(
         note.contains("ReplicaSet sandboxes") && note.contains("ReplicaSet.apps"),
         format!("the Event names the owner and what to do: {note}"),
@@ -306,21 +251,33 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env) -> Result
     )?;
     let after = env
         .leader()?
-        .metric("sandbox_webhook_expired_total{action=\"left-owned\"}")?;
+        .metric("sandbox_webhook_expired_total", &[("action", "left-owned")])?;
     check(
-        after == before + 1.0,
+        after == before + 1,
         format!("expired_total{{left-owned}} went {before} -> {after}"),
     )
 }
 
-pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(env: &Env) -> Result<()> {
-    let ns = "e2e-ctl-uid";
-    namespace(&env.client, ns).await?;
-    let pods = env.pods(ns);
+/// Deletes pod `name` at once and creates a sandbox pod of the same name,
+/// without an expiry: another pod, with another UID.
+async fn recreate(pods: &Api<Pod>, name: &str) -> Result<()> {
     let now = DeleteParams {
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
+    pods.delete(name, &now).await?;
+    wait_gone(pods, name, Duration::from_secs(10)).await?;
+    let pod = sandbox(name, json!({}), json!({}), json!({}), json!({}))?;
+    pods.create(&pp(), &pod).await?;
+    Ok(())
+}
+
+pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
+    env: &Env,
+    id: &str,
+) -> Result<()> {
+    let ns = &env.namespace(id).await?;
+    let pods = env.pods(ns);
     // The write itself: a delete decided for the old UID cannot hit the new pod.
     pods.create(
         &pp(),
@@ -330,13 +287,7 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(env: &Env) -> R
     let stale: SandboxPod = Api::<SandboxPod>::namespaced(env.client.clone(), ns)
         .get("same")
         .await?;
-    pods.delete("same", &now).await?;
-    wait_gone(&pods, "same", Duration::from_secs(10)).await?;
-    pods.create(
-        &pp(),
-        &sandbox("same", json!({}), json!({}), json!({}), json!({}))?,
-    )
-    .await?;
+    recreate(&pods, "same").await?;
     let outcome = Actions::new(env.client.clone(), "e2e".into())
         .delete_pod(&stale)
         .await?;
@@ -350,19 +301,9 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(env: &Env) -> R
     )?;
     // The controller: a timer set for the old pod finds the new one.
     let at = in_seconds(3);
-    pods.create(
-        &pp(),
-        &sandbox("recreated", json!({}), expires_at(at), json!({}), json!({}))?,
-    )
-    .await?;
+    create_expiring(&pods, "recreated", at).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    pods.delete("recreated", &now).await?;
-    wait_gone(&pods, "recreated", Duration::from_secs(10)).await?;
-    pods.create(
-        &pp(),
-        &sandbox("recreated", json!({}), json!({}), json!({}), json!({}))?,
-    )
-    .await?;
+    recreate(&pods, "recreated").await?;
     while Utc::now() < at + TimeDelta::seconds(2) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

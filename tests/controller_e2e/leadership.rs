@@ -3,19 +3,75 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::Env;
 use crate::harness::*;
 
 /// The chart's renewal policy, rendered by helm as the apiserver serves the
-/// API, applied, and exercised with a bad and a good renewal.
-pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env) -> Result<()> {
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
+/// API, applied, exercised with a bad and a good renewal, and removed again:
+/// it judges every sandbox pod's updates, not only this scenario's.
+pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env, id: &str) -> Result<()> {
+    let policies = Api::<ValidatingAdmissionPolicy>::all(env.client.clone());
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(env.client.clone());
+    let mut created = Vec::new();
+    let outcome = async {
+        let mut applied = 0;
+        for doc in serde_yaml_ng::Deserializer::from_str(&render_renewal_policy()?) {
+            let value = <Value as serde::Deserialize>::deserialize(doc)?;
+            let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+            let name = value["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            match kind.as_str() {
+                "ValidatingAdmissionPolicy" => {
+                    let p: ValidatingAdmissionPolicy = serde_json::from_value(value)?;
+                    policies.create(&pp(), &p).await?;
+                }
+                "ValidatingAdmissionPolicyBinding" => {
+                    let b: ValidatingAdmissionPolicyBinding = serde_json::from_value(value)?;
+                    bindings.create(&pp(), &b).await?;
+                }
+                _ => continue,
+            }
+            created.push((kind, name));
+            applied += 1;
+        }
+        check(
+            applied == 2,
+            format!("the chart rendered {applied} policy objects, expected 2"),
+        )?;
+        renewals_are_checked(env, id).await
+    }
+    .await;
+    // The binding first: it names the policy.
+    for (kind, name) in created.into_iter().rev() {
+        let deleted = match kind.as_str() {
+            "ValidatingAdmissionPolicy" => policies
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            "ValidatingAdmissionPolicyBinding" => bindings
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            _ => Ok(()),
+        };
+        if outcome.is_ok() {
+            deleted.map_err(|e| format!("removing {kind} {name}: {e}"))?;
+        }
+    }
+    outcome
+}
+
+/// `templates/controller-renewal-policy.yaml` as `helm template` renders it.
+fn render_renewal_policy() -> Result<String> {
     let helm = std::process::Command::new(repo().join("tests/e2e/cluster.sh"))
         .arg("helm")
         .output()?;
@@ -36,40 +92,15 @@ pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env) -> Result
         out.status.success(),
         format!("helm template: {}", String::from_utf8_lossy(&out.stderr)),
     )?;
-    let text = String::from_utf8(out.stdout)?;
-    let mut applied = 0;
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value = <Value as serde::Deserialize>::deserialize(doc)?;
-        match value["kind"].as_str() {
-            Some("ValidatingAdmissionPolicy") => {
-                let p: ValidatingAdmissionPolicy = serde_json::from_value(value)?;
-                Api::<ValidatingAdmissionPolicy>::all(env.client.clone())
-                    .create(&pp(), &p)
-                    .await?;
-            }
-            Some("ValidatingAdmissionPolicyBinding") => {
-                let b: ValidatingAdmissionPolicyBinding = serde_json::from_value(value)?;
-                Api::<ValidatingAdmissionPolicyBinding>::all(env.client.clone())
-                    .create(&pp(), &b)
-                    .await?;
-            }
-            _ => continue,
-        }
-        applied += 1;
-    }
-    check(
-        applied == 2,
-        format!("the chart rendered {applied} policy objects, expected 2"),
-    )?;
-    let ns = "e2e-ctl-vap";
-    namespace(&env.client, ns).await?;
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// With the policy in place: a bad renewal denied, a good one allowed.
+async fn renewals_are_checked(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
     let far = Utc::now() + TimeDelta::hours(1);
-    pods.create(
-        &pp(),
-        &sandbox("renew", json!({}), expires_at(far), json!({}), json!({}))?,
-    )
-    .await?;
+    create_expiring(&pods, "renew", far).await?;
     let set = |v: &str| json!({"metadata": {"annotations": {format!("{P}/expires-at"): v}}});
     // The policy is picked up asynchronously: retry until it denies.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -113,21 +144,15 @@ pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env) -> Result
     Ok(())
 }
 
-pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env) -> Result<()> {
-    let ns = "e2e-ctl-failover";
-    namespace(&env.client, ns).await?;
+pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
     let leader = env.wait_leader(Duration::from_secs(10)).await?;
     let standby = 1 - leader;
     env.controllers[leader].kill();
     let killed = Instant::now();
     let pods = env.pods(ns);
     let at = in_seconds(1);
-    let failover = pods
-        .create(
-            &pp(),
-            &sandbox("failover", json!({}), expires_at(at), json!({}), json!({}))?,
-        )
-        .await?;
+    let failover = create_expiring(&pods, "failover", at).await?;
     let d = env.diagnose(&failover, at)?;
     check(
         d["expiry"]["action"] == json!("delete-pod"),
@@ -162,7 +187,7 @@ pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env) -> Re
     check(env.controllers[standby].running(), "the new leader runs")
 }
 
-pub(crate) async fn sigterm_releases_the_lease(env: &mut Env) -> Result<()> {
+pub(crate) async fn sigterm_releases_the_lease(env: &mut Env, _id: &str) -> Result<()> {
     let leader = env.wait_leader(Duration::from_secs(10)).await?;
     let identity = env.controllers[leader].identity.clone();
     let status = env.controllers[leader].terminate()?;

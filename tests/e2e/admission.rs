@@ -14,10 +14,8 @@ pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
     let before = chrono::Utc::now();
     let pod = SandboxPod::new("basic")
         .annotation("platform", "linux/amd64")
-        .annotation("timeout", "1h")
-        .pod();
-    scope.pods().create(&PostParams::default(), &pod).await?;
-    let stored = scope.pods().get("basic").await?;
+        .annotation("timeout", "1h");
+    let stored = scope.admit(&pod).await?;
     let spec = stored.spec.as_ref().ok_or("no spec")?;
     check(
         init_names(&stored) == ["execd-installer"],
@@ -67,7 +65,7 @@ pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
     let delta = at.signed_duration_since(before).num_seconds();
     check(
         (3590..=3660).contains(&delta),
-        &format!("expires-at is about an hour ahead (got {delta}s)"),
+        format!("expires-at is about an hour ahead (got {delta}s)"),
     )?;
     Ok(())
 }
@@ -75,11 +73,8 @@ pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
 pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let policy = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
-    let pod = SandboxPod::new("egress")
-        .annotation("network-policy", policy)
-        .pod();
-    scope.pods().create(&PostParams::default(), &pod).await?;
-    let stored = scope.pods().get("egress").await?;
+    let pod = SandboxPod::new("egress").annotation("network-policy", policy);
+    let stored = scope.admit(&pod).await?;
     check(
         init_names(&stored) == ["execd-installer", "egress"],
         "installer then egress",
@@ -144,7 +139,7 @@ pub async fn invalid_pod_is_denied(env: &Env, id: &str) -> Result<()> {
             e.message.contains(
                 "platform conflict with template nodeAffinity: required node affinity does not allow requested platform 'linux/amd64'.",
             ),
-            &format!("the client sees the webhook's message (got: {})", e.message),
+            format!("the client sees the webhook's message (got: {})", e.message),
         ),
         Err(e) => Err(e.into()),
     }?;

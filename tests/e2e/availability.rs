@@ -6,15 +6,10 @@ use kube::api::PostParams;
 use crate::Result;
 use crate::common::pods::SandboxPod;
 use crate::env::{Env, Scope, check, has_init};
-use crate::processes::Webhook;
 
 pub async fn webhook_down_blocks_only_sandboxes(env: &Env, id: &str) -> Result<()> {
     // Its own webhook process, so stopping it affects no other scenario.
-    let mut webhook = Webhook::start(
-        &env.certs,
-        &env.config,
-        env.work.join(format!("{id}-webhook.log")),
-    )?;
+    let mut webhook = env.own_webhook(id, None)?;
     let scope = Scope::new(env, id);
     scope.namespace("", &[]).await?;
     scope.register(&[env.entry(&webhook)]).await?;
@@ -37,7 +32,7 @@ pub async fn webhook_down_blocks_only_sandboxes(env: &Env, id: &str) -> Result<(
         Ok(_) => return Err("a sandbox pod was admitted while the webhook was down".into()),
         Err(kube::Error::Api(e)) => check(
             e.message.contains("failed calling webhook"),
-            &format!(
+            format!(
                 "refused because the webhook is unreachable (got: {})",
                 e.message
             ),

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::Result;
 use crate::common::P;
 use crate::common::pods::SandboxPod;
+pub use crate::common::processes::check;
 use crate::processes::{OWN_NAMESPACE, Webhook};
 
 /// Namespaces and webhook configurations of a scenario carry this label,
@@ -59,6 +60,23 @@ impl Env {
 
     fn configurations(&self) -> Api<MutatingWebhookConfiguration> {
         Api::all(self.client.clone())
+    }
+
+    /// A webhook process of the scenario's own (one it may stop), named
+    /// `name` in the work directory: its log `<name>-webhook.log`, and with
+    /// `config`, its configuration file `<name>-config.yaml` (else the
+    /// shared one).
+    pub fn own_webhook(&self, name: &str, config: Option<&str>) -> Result<Webhook> {
+        let file = match config {
+            Some(yaml) => {
+                let file = self.work.join(format!("{name}-config.yaml"));
+                std::fs::write(&file, yaml)?;
+                file
+            }
+            None => self.config.clone(),
+        };
+        let log = self.work.join(format!("{name}-webhook.log"));
+        Webhook::start(&self.certs, &file, log)
     }
 
     /// The shared webhook, selecting `<P>/id` pods.
@@ -130,6 +148,15 @@ impl<'e> Scope<'e> {
 
     pub fn pods(&self) -> Api<Pod> {
         self.env.pods(&self.ns)
+    }
+
+    /// Creates `pod` in the scenario's namespace and reads it back as the
+    /// apiserver stored it.
+    pub async fn admit(&self, pod: &SandboxPod) -> Result<Pod> {
+        let pod = pod.pod();
+        let name = pod.metadata.name.as_deref().ok_or("unnamed pod")?;
+        self.pods().create(&PostParams::default(), &pod).await?;
+        Ok(self.pods().get(name).await?)
     }
 
     /// Creates namespace `e2e-<id>` (or `e2e-<id>-<suffix>`) with the scope
@@ -282,12 +309,4 @@ pub fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
         .as_ref()?
         .get(key)
         .map(String::as_str)
-}
-
-pub fn check(cond: bool, what: &str) -> Result<()> {
-    if cond {
-        Ok(())
-    } else {
-        Err(what.to_owned().into())
-    }
 }

@@ -51,15 +51,15 @@ async fn refused(env: &Env, ns: &str, name: &str, level: &str) -> Result<()> {
             let m = &e.message;
             check(
                 e.code == 403 && m.contains(&format!("violates PodSecurity \"{level}:latest\"")),
-                &format!("refused by Pod Security {level} (got {}: {m})", e.code),
+                format!("refused by Pod Security {level} (got {}: {m})", e.code),
             )?;
             check(
                 m.contains("\"execd-installer\"") && m.contains("privileged"),
-                &format!("the privileged installer is named (got: {m})"),
+                format!("the privileged installer is named (got: {m})"),
             )?;
             check(
                 m.contains("\"egress\"") && m.contains("NET_ADMIN"),
-                &format!("the sidecar's NET_ADMIN is named (got: {m})"),
+                format!("the sidecar's NET_ADMIN is named (got: {m})"),
             )
         }
         Err(e) => Err(e.into()),

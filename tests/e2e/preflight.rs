@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 use crate::Result;
 use crate::common::P;
 use crate::common::pods::SandboxPod;
+use crate::common::processes::repo;
 use crate::common::workloads::{KINDS, workload};
 use crate::env::{Env, SCOPE_LABEL, Scope, check};
-use crate::processes::{Webhook, repo};
+use crate::processes::Webhook;
 
 /// The kinds the scenarios apply: a built-in of each group the pod webhook's
 /// users meet first, and the OpenSandbox custom resource.
@@ -30,13 +31,7 @@ const REQUESTS: &str = "sandbox_webhook_admission_requests_total";
 /// other scenario), with `expiry.maxTimeoutSeconds: 3600`, the BatchSandbox
 /// CRD, and the scope's namespace.
 async fn start<'e>(env: &'e Env, id: &str) -> Result<(Webhook, Scope<'e>)> {
-    let config = env.work.join(format!("{id}-config.yaml"));
-    std::fs::write(&config, "expiry: {maxTimeoutSeconds: 3600}\n")?;
-    let webhook = Webhook::start(
-        &env.certs,
-        &config,
-        env.work.join(format!("{id}-webhook.log")),
-    )?;
+    let webhook = env.own_webhook(id, Some("expiry: {maxTimeoutSeconds: 3600}\n"))?;
     ensure_crd(env).await?;
     let scope = Scope::new(env, id);
     scope.namespace("", &[]).await?;
@@ -62,7 +57,7 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
     };
     check(
         pod_message == "Sandbox timeout 7200s exceeds configured maximum of 3600s.",
-        &format!("the pod webhook's message (got: {pod_message})"),
+        format!("the pod webhook's message (got: {pod_message})"),
     )?;
     for kind in APPLIED {
         let name = format!("denied-{}", kind.to_lowercase());
@@ -71,7 +66,7 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
                 let text = denied_text(&e.message)?;
                 check(
                     text == format!("spec.template: {pod_message}") && e.code == 400,
-                    &format!(
+                    format!(
                         "{kind} refused with the pod webhook's message after spec.template (got {}: {})",
                         e.code, e.message
                     ),
@@ -99,7 +94,7 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
                 && stored_t["spec"]["containers"][0]["command"]
                     == sent_t["spec"]["containers"][0]["command"]
                 && stored_t["spec"].get("initContainers").is_none(),
-            &format!("{kind}'s template is stored unchanged: {stored_t}"),
+            format!("{kind}'s template is stored unchanged: {stored_t}"),
         )?;
         if kind == "BatchSandbox" {
             // No schema defaults on this CRD: the whole spec is as sent.
@@ -123,7 +118,7 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
     {
         Err(kube::Error::Api(e)) => check(
             denied_text(&e.message)? == format!("spec.template: {pod_message}"),
-            &format!(
+            format!(
                 "the update is refused with the same message (got: {})",
                 e.message
             ),
@@ -151,7 +146,7 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
     .await?;
     check(
         before > 0 && judged()? == before,
-        &format!("an unlabelled template is not sent to /validate ({before} before)"),
+        format!("an unlabelled template is not sent to /validate ({before} before)"),
     )?;
     Ok(())
 }
@@ -358,7 +353,7 @@ async fn wait_refusing(env: &Env, scope: &Scope<'_>) -> Result<()> {
         };
         check(
             Instant::now() < deadline,
-            &format!("the pre-flight did not refuse within 30s: {last}"),
+            format!("the pre-flight did not refuse within 30s: {last}"),
         )?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,12 +1,9 @@
 //! `reinvocationPolicy: IfNeeded`: a later webhook's change makes the
 //! apiserver call ours again, and the second call adds nothing.
 
-use kube::api::PostParams;
-
 use crate::Result;
 use crate::common::pods::SandboxPod;
 use crate::env::{Env, Scope, WebhookEntry, check, init_names};
-use crate::processes::Webhook;
 
 const OUTCOME_UNCHANGED: (&str, &[(&str, &str)]) = (
     "sandbox_webhook_admission_requests_total",
@@ -17,13 +14,7 @@ pub async fn reinvocation_keeps_one_of_each(env: &Env, id: &str) -> Result<()> {
     // A second mutating webhook after ours: the same binary under another
     // prefix. It adds its own manual-cleanup label, which makes the apiserver
     // call ours again.
-    let second_cfg = env.work.join(format!("{id}-second.yaml"));
-    std::fs::write(&second_cfg, "prefix: second.e2e.io\n")?;
-    let second = Webhook::start(
-        &env.certs,
-        &second_cfg,
-        env.work.join(format!("{id}-second-webhook.log")),
-    )?;
+    let second = env.own_webhook(&format!("{id}-second"), Some("prefix: second.e2e.io\n"))?;
     let scope = Scope::new(env, id);
     scope.namespace("", &[]).await?;
     scope
@@ -43,10 +34,8 @@ pub async fn reinvocation_keeps_one_of_each(env: &Env, id: &str) -> Result<()> {
     let unchanged_before = env.webhook.metrics()?.sum(name, labels);
     let pod = SandboxPod::new("twice")
         .annotation("network-policy", "{}")
-        .label("second.e2e.io/id", "x")
-        .pod();
-    scope.pods().create(&PostParams::default(), &pod).await?;
-    let stored = scope.pods().get("twice").await?;
+        .label("second.e2e.io/id", "x");
+    let stored = scope.admit(&pod).await?;
     let labels_stored = stored.metadata.labels.clone().unwrap_or_default();
     check(
         labels_stored

@@ -1,0 +1,188 @@
+//! What the end-to-end suites start: the control plane of
+//! `tests/e2e/cluster.sh` and daemons of the binary under test (a webhook, a
+//! controller) that answer `/readyz` on an admin port. Each is stopped on
+//! drop, whatever happened.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::wire;
+
+pub type Result<T, E = wire::Error> = std::result::Result<T, E>;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `Err(what)` unless `cond`.
+pub fn check(cond: bool, what: impl Into<String>) -> Result<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what.into().into())
+    }
+}
+
+/// A currently free port on 127.0.0.1 (the kernel picks it).
+pub fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The control plane; stopped on drop, by PID.
+pub struct Cluster {
+    dir: PathBuf,
+}
+
+impl Cluster {
+    pub fn start(dir: PathBuf) -> Result<Self> {
+        let status = Command::new(repo().join("tests/e2e/cluster.sh"))
+            .arg("start")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .status()?;
+        // Constructed before the check so a half-started plane is stopped too.
+        let cluster = Cluster { dir };
+        check(
+            status.success(),
+            format!("cluster.sh start failed: {status}"),
+        )?;
+        Ok(cluster)
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// A client of the admin user.
+    pub async fn client(&self) -> Result<Client> {
+        let kubeconfig = Kubeconfig::read_from(self.kubeconfig())?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        Ok(Client::try_from(config)?)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("tests/e2e/cluster.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// One process of the binary under test with an admin port; killed on drop.
+pub struct Daemon {
+    /// What it is, for messages: `webhook`, `controller`.
+    what: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Not started yet; `log` is appended to by every start.
+    pub fn new(what: &str, log: PathBuf) -> Self {
+        Daemon {
+            what: what.to_owned(),
+            child: None,
+            log,
+        }
+    }
+
+    /// Runs `BIN args...` (with `env`, output to the log) and waits up to
+    /// `patience` until `/readyz` on `admin` answers 200; an error when the
+    /// process exits first or never gets ready.
+    pub fn start(
+        &mut self,
+        args: &[String],
+        env: &[(&str, &Path)],
+        admin: &str,
+        patience: Duration,
+    ) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        self.child = Some(command.spawn()?);
+        let deadline = Instant::now() + patience;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                return Err(format!(
+                    "{} exited at start: {status}; see {}",
+                    self.what,
+                    self.log.display()
+                )
+                .into());
+            }
+            if wire::get(admin, "/readyz").is_ok_and(|(code, _)| code == 200) {
+                return Ok(());
+            }
+            check(
+                Instant::now() < deadline,
+                format!("{} not ready within {patience:?}", self.what),
+            )?;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// SIGKILL: the process dies without releasing anything.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then wait up to 20 s for the exit; the exit status.
+    pub fn terminate(&mut self) -> Result<ExitStatus> {
+        let mut c = self.child.take().ok_or("not running")?;
+        let pid = i32::try_from(c.id())?;
+        // SAFETY: signalling a child process this test started and still owns.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = c.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                return Err(format!("{} did not exit within 20s of SIGTERM", self.what).into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
