@@ -43,6 +43,8 @@ pub struct ControllerArgs {
     /// host name and a random suffix).
     #[arg(long, value_name = "ID", env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Log line format, on stderr; the level comes from RUST_LOG (default
+    /// info).
     #[arg(long, value_enum, default_value_t = super::serve::LogFormat::Text)]
     pub log_format: super::serve::LogFormat,
 }

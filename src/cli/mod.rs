@@ -6,6 +6,7 @@ mod config;
 mod controller;
 mod dev;
 mod diagnose;
+mod docs;
 mod fixtures;
 mod offline;
 mod serve;
@@ -32,6 +33,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTPS admission webhook.
+    #[command(after_help = LOG_HELP)]
     Serve(Box<serve::ServeArgs>),
     /// Write a private CA and a serving certificate (ca.crt, tls.crt, tls.key).
     Certs(certs::CertsArgs),
@@ -40,6 +42,7 @@ pub enum Command {
     /// Answer an AdmissionReview (JSON) exactly as the server would.
     Review(offline::ReviewArgs),
     /// Run the lifecycle controller: expiry and platform scheduling.
+    #[command(after_help = LOG_HELP)]
     Controller(Box<controller::ControllerArgs>),
     /// Print, as JSON, what the lifecycle controller would do with a Pod.
     Diagnose(diagnose::DiagnoseArgs),
@@ -48,7 +51,15 @@ pub enum Command {
     /// Run a directory of fixtures (pods or reviews and their expected
     /// results) against a configuration.
     Test(fixtures::TestArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff), e.g. `sandbox-webhook man | man -l -`.
+    Man(docs::ManArgs),
 }
+
+/// The environment the long-running commands read besides their flags.
+const LOG_HELP: &str = "Environment:\n  RUST_LOG       log filter, e.g. info (the default), debug, \
+     sandbox_webhook=debug,hyper=info\n  POD_NAMESPACE  default of --namespace";
 
 /// The exit codes of every subcommand, documented in the README:
 /// 0 done; 1 the input was read and judged and found wanting (a denial, an
@@ -82,8 +93,9 @@ pub struct DecisionArgs {
     /// visible ASCII characters, at least one.
     #[arg(long, value_name = "TOKEN", value_parser = parse_egress_token)]
     pub egress_token: Option<String>,
-    /// The webhook's own namespace, which is always excluded.
-    #[arg(long, value_name = "NS")]
+    /// The webhook's own namespace, which is always excluded (`serve
+    /// --namespace`). `--webhook-namespace`, its old name, still works.
+    #[arg(long = "namespace", value_name = "NS", alias = "webhook-namespace")]
     pub webhook_namespace: Option<String>,
 }
 
@@ -121,6 +133,8 @@ pub fn run(args: Args) -> ExitCode {
         Command::Controller(a) => controller::controller(*a),
         Command::Diagnose(a) => diagnose::diagnose(a),
         Command::Config(a) => config::config(a),
+        Command::Completions(a) => docs::completions(&a),
+        Command::Man(a) => docs::man(&a),
         Command::Test(a) => fixtures::test(a),
     }
 }

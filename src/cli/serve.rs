@@ -40,6 +40,8 @@ pub struct ServeArgs {
     /// The webhook's own namespace, which is never mutated.
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Log line format, on stderr; the level comes from RUST_LOG (default
+    /// info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Development mode: serve a throwaway CA's certificate for localhost,
@@ -62,7 +64,9 @@ pub struct ServeArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    /// One human-readable line per event.
     Text,
+    /// One JSON object per line, for log collectors.
     Json,
 }
 
