@@ -16,26 +16,13 @@ import tempfile
 
 import yaml
 
+from tap import check, finish, run_checks
+
 CASE, PATH = sys.argv[1], sys.argv[2]
 NS = sys.argv[3] if len(sys.argv) > 3 else "sbx"
 SYSTEM_NS = ["kube-system", "kube-public", "kube-node-lease"]
 # Cluster-scoped, in this order; check_validating.py checks the second.
 WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-
-results = []
-
-
-def check(what, cond, why=""):
-    results.append((what, bool(cond), why))
-
-
-def run_checks(what, fn):
-    """Run fn(); an exception (KeyError on a missing field...) is a failure."""
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - report anything as a failed check
-        check(what, False, f"{type(e).__name__}: {e}")
-
 
 with open(PATH, encoding="utf-8") as f:
     docs = [d for d in yaml.safe_load_all(f) if d]
@@ -568,15 +555,4 @@ CASES = {"controller": case_controller, "controller-vap": case_controller_vap, "
          "helm": case_helm, "certManager": case_certmanager, "existingSecret": case_existing, "url": case_url,
          "all": case_all, "prefix": case_prefix, "single": case_single, "netpol": case_netpol_default}
 run_checks(f"{CASE}: checks ran to completion", CASES[CASE])
-
-failed = 0
-for what, ok, why in results:
-    if ok:
-        print(f"ok - [{CASE}] {what}")
-    else:
-        failed += 1
-        print(f"not ok - [{CASE}] {what}: {str(why)[:400]}")
-if not results:
-    print(f"not ok - [{CASE}] no checks ran")
-    failed = 1
-sys.exit(1 if failed else 0)
+finish(CASE)

@@ -12,6 +12,8 @@ import sys
 
 import yaml
 
+from tap import check, finish, run_checks
+
 CASE, PATH = sys.argv[1], sys.argv[2]
 NS = sys.argv[3] if len(sys.argv) > 3 else "sbx"
 
@@ -26,13 +28,6 @@ RULES = [
 TEMPLATE_LABELS = ["object.spec.template.metadata.labels",
                    "object.spec.jobTemplate.spec.template.metadata.labels",
                    "object.spec.podTemplate.metadata.labels"]
-
-results = []
-
-
-def check(what, cond, why=""):
-    results.append((what, bool(cond), why))
-
 
 with open(PATH, encoding="utf-8") as f:
     docs = [d for d in yaml.safe_load_all(f) if d]
@@ -143,19 +138,5 @@ def case_certmanager():
 
 CASES = {"default": case_default, "old": case_old, "off": case_off, "all": case_all, "url": case_url,
          "url-override": case_url_override, "certManager": case_certmanager}
-try:
-    CASES[CASE]()
-except Exception as e:  # noqa: BLE001 - report anything as a failed check
-    check("checks ran to completion", False, f"{type(e).__name__}: {e}")
-
-failed = 0
-for what, ok, why in results:
-    if ok:
-        print(f"ok - [validation {CASE}] {what}")
-    else:
-        failed += 1
-        print(f"not ok - [validation {CASE}] {what}: {str(why)[:400]}")
-if not results:
-    print(f"not ok - [validation {CASE}] no checks ran")
-    failed = 1
-sys.exit(1 if failed else 0)
+run_checks("checks ran to completion", CASES[CASE])
+finish(f"validation {CASE}")

@@ -27,15 +27,9 @@
 # sharing the cluster. Prints `N passed, M failed` last.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CHART="$ROOT/charts/sandbox-webhook"
-HERE="$ROOT/tests/chart"
-
-CLUSTER_SH="$ROOT/tests/e2e/cluster.sh"
+# lib.sh sets ROOT, CHART, HERE and CLUSTER_SH and defines usage.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh"
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 KUBECONFIG_ARG=""
 INSTALL=1
 for arg in "$@"; do
@@ -86,20 +80,7 @@ ensure_pyyaml || { echo "dryrun.sh: PyYAML is missing and could not be installed
 command -v openssl >/dev/null 2>&1 || { echo "dryrun.sh: openssl is required" >&2; exit 1; }
 HELM="$("$CLUSTER_SH" helm)" || { echo "dryrun.sh: tests/e2e/cluster.sh helm failed" >&2; exit 1; }
 
-if [[ -n "$KUBECONFIG_ARG" ]]; then
-    KUBECONFIG="$(cd "$(dirname "$KUBECONFIG_ARG")" && pwd)/$(basename "$KUBECONFIG_ARG")"
-    [[ -r "$KUBECONFIG" ]] || { echo "dryrun.sh: cannot read kubeconfig $KUBECONFIG_ARG" >&2; exit 2; }
-else
-    OWN_CLUSTER=1
-    t0=$SECONDS
-    "$CLUSTER_SH" start "$WORK/cluster" >/dev/null || { echo "dryrun.sh: cannot start a control plane" >&2; exit 1; }
-    KUBECONFIG="$WORK/cluster/kubeconfig"
-    log "control plane started in $((SECONDS - t0))s"
-fi
-export KUBECONFIG
-
-server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
-    || { echo "dryrun.sh: the API server in $KUBECONFIG does not answer" >&2; exit 1; }
+connect_cluster dryrun.sh "$KUBECONFIG_ARG"
 KUBE_VERSION="${server_version#v}"
 KUBE_VERSION="${KUBE_VERSION%%-*}"
 log "API server $server_version, helm $HELM"

@@ -24,14 +24,9 @@
 # PID. Prints `N passed, M failed` last; exits non-zero when anything failed.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CHART="$ROOT/charts/sandbox-webhook"
-HERE="$ROOT/tests/chart"
-CLUSTER_SH="$ROOT/tests/e2e/cluster.sh"
+# lib.sh sets ROOT, CHART, HERE and CLUSTER_SH and defines usage.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh"
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if [[ $# -gt 1 || "${1:-}" == -h || "${1:-}" == --help ]]; then usage >&2; exit 2; fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/sandbox-webhook-install.XXXXXX")"
@@ -185,19 +180,7 @@ BIN="$(webhook_binary)" || { echo "install.sh: cannot build the sandbox-webhook 
 log "helm: $HELM; binary: $BIN"
 
 # ------------------------------------------------------------------ cluster
-if [[ $# -eq 1 ]]; then
-    KUBECONFIG="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-    [[ -r "$KUBECONFIG" ]] || { echo "install.sh: cannot read kubeconfig $1" >&2; exit 2; }
-else
-    OWN_CLUSTER=1
-    t0=$SECONDS
-    "$CLUSTER_SH" start "$WORK/cluster" >/dev/null || { echo "install.sh: cannot start a control plane" >&2; exit 1; }
-    KUBECONFIG="$WORK/cluster/kubeconfig"
-    log "control plane started in $((SECONDS - t0))s"
-fi
-export KUBECONFIG
-server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
-    || { echo "install.sh: the API server in $KUBECONFIG does not answer" >&2; exit 1; }
+connect_cluster install.sh "${1:-}"
 log "API server $server_version"
 
 # ------------------------------------------------------------------ the local webhook

@@ -8,6 +8,19 @@
 
 chart_lib_log() { printf '# %s\n' "$*" >&2; }
 
+# The repository, the chart and the control plane's script, from where this
+# file is; the sourcing script may use them all.
+# shellcheck disable=SC2034
+{
+    ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+    CHART="$ROOT/charts/sandbox-webhook"
+    HERE="$ROOT/tests/chart"
+    CLUSTER_SH="$ROOT/tests/e2e/cluster.sh"
+}
+
+# usage: the running script's header comment (line 2 up to `set -euo`).
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
 # TAP-style results: each script sets pass=0 fail=0 and a $WORK directory.
 ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
 not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
@@ -81,4 +94,29 @@ webhook_binary() {
     local target="${CARGO_TARGET_DIR:-target}"
     [[ "$target" == /* ]] || target="$root/$target"
     printf '%s\n' "$target/debug/sandbox-webhook"
+}
+
+# connect_cluster NAME [KUBECONFIG]: use the kubeconfig given, or start a
+# control plane of our own in $WORK/cluster with $CLUSTER_SH (and set
+# OWN_CLUSTER=1, so the caller's cleanup stops it). Exports KUBECONFIG and
+# sets server_version to the API server's gitVersion (asked with the
+# caller's `kc`). NAME prefixes the messages; exits 2 on an unreadable
+# kubeconfig, 1 when no server answers.
+connect_cluster() {
+    local name="$1" given="${2:-}" t0
+    if [[ -n "$given" ]]; then
+        KUBECONFIG="$(cd "$(dirname "$given")" && pwd)/$(basename "$given")"
+        [[ -r "$KUBECONFIG" ]] || { echo "$name: cannot read kubeconfig $given" >&2; exit 2; }
+    else
+        # shellcheck disable=SC2034 # read by the sourcing script's cleanup
+        OWN_CLUSTER=1
+        t0=$SECONDS
+        "$CLUSTER_SH" start "$WORK/cluster" >/dev/null || { echo "$name: cannot start a control plane" >&2; exit 1; }
+        KUBECONFIG="$WORK/cluster/kubeconfig"
+        log "control plane started in $((SECONDS - t0))s"
+    fi
+    export KUBECONFIG
+    # shellcheck disable=SC2034 # read by the sourcing script
+    server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
+        || { echo "$name: the API server in $KUBECONFIG does not answer" >&2; exit 1; }
 }
