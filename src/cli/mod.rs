@@ -8,8 +8,10 @@ mod dev;
 mod diagnose;
 mod docs;
 mod fixtures;
+mod manifests;
 mod offline;
 mod serve;
+mod yaml;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -42,7 +42,7 @@ fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
     }
 }
 
-fn tokens(args: &DecisionArgs) -> Box<dyn TokenSource> {
+pub(super) fn tokens(args: &DecisionArgs) -> Box<dyn TokenSource> {
     match &args.egress_token {
         Some(t) => Box::new(FixedToken(t.clone())),
         None => Box::new(RandomTokens),
@@ -63,6 +63,11 @@ pub fn inject(args: InjectArgs) -> ExitCode {
         .iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'{');
+    // Several documents, a List, a workload: see `super::manifests`.
+    let text = String::from_utf8_lossy(&input);
+    if super::manifests::is_stream(&text, is_json) {
+        return super::manifests::run(&text, is_json, &config, &args.decision);
+    }
     let parsed: Result<Value, String> = if is_json {
         serde_json::from_slice(&input).map_err(|e| e.to_string())
     } else {

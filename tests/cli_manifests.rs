@@ -1,0 +1,188 @@
+//! `inject` on real manifests (SPEC 11): each shape a repository holds, its
+//! pod templates injected, everything else passed through as written.
+
+mod common;
+
+use common::cli::{Run, run};
+use serde_json::Value;
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
+const NOW: &str = "2026-01-01T00:00:00Z";
+
+fn inject(file: &str) -> Run {
+    let path = format!("{DIR}/{file}");
+    run(
+        &["inject", "-f", &path, "--now", NOW, "--egress-token", "t"],
+        std::path::Path::new(DIR),
+    )
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn annotations(v: &Value) -> &serde_json::Map<String, Value> {
+    v.get("annotations").and_then(Value::as_object).unwrap()
+}
+
+#[test]
+fn service_and_deployment_file() {
+    let r = inject("service-deployment.yaml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let input = std::fs::read_to_string(format!("{DIR}/service-deployment.yaml")).unwrap();
+    // The Service is written back as it was, comments included, and first.
+    let service = input.split("---\n").next().unwrap();
+    assert!(
+        r.stdout.starts_with(&format!("---\n{service}")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("name: web   # trailing comment"));
+    let out = docs(&r.stdout);
+    let kinds: Vec<_> = out.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Service", "Deployment", "Pod", "ConfigMap"]);
+    // The Deployment's template is injected; timeout stays, no expires-at.
+    let t = &out[1]["spec"]["template"];
+    let names: Vec<_> = t["spec"]["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["execd-installer"]);
+    assert_eq!(
+        t["spec"]["containers"][0]["command"][0],
+        "/opt/opensandbox/bootstrap.sh"
+    );
+    let a = annotations(&t["metadata"]);
+    assert_eq!(a["opensandbox.io/timeout"], "1h");
+    assert!(!a.contains_key("opensandbox.io/expires-at"), "{a:?}");
+    assert_eq!(out[1]["spec"]["replicas"], 1);
+    // The Pod gets its expiry.
+    assert_eq!(
+        annotations(&out[2]["metadata"])["opensandbox.io/expires-at"],
+        "2026-01-01T01:00:00Z"
+    );
+    // The labelled ConfigMap: unchanged, with a clear note.
+    assert!(
+        r.stderr.contains(
+            "document 4 (ConfigMap/cm): labelled opensandbox.io/id but not a Pod nor a workload"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("no containers"), "{}", r.stderr);
+}
+
+#[test]
+fn a_list_has_its_pods_injected_in_place() {
+    let r = inject("list.yaml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = docs(&r.stdout);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["kind"], "List");
+    let items = out[0]["items"].as_array().unwrap();
+    assert_eq!(
+        items[0]["spec"]["initContainers"][0]["name"],
+        "execd-installer"
+    );
+    assert_eq!(
+        items[1],
+        serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
+    );
+}
+
+#[test]
+fn job_and_cronjob_templates_are_injected_at_their_paths() {
+    for (file, pointer) in [
+        ("job.yaml", "/spec/template"),
+        ("cronjob.yaml", "/spec/jobTemplate/spec/template"),
+    ] {
+        let r = inject(file);
+        assert_eq!(r.code, 0, "{file}: {}", r.stderr);
+        let out = docs(&r.stdout);
+        let t = out[0].pointer(pointer).unwrap();
+        assert_eq!(
+            t["spec"]["initContainers"][0]["name"], "execd-installer",
+            "{file}"
+        );
+        assert_eq!(t["spec"]["restartPolicy"], "Never", "{file}");
+        let a = t["metadata"].get("annotations").and_then(Value::as_object);
+        assert!(
+            a.is_none_or(|a| !a.contains_key("opensandbox.io/expires-at")),
+            "{file}: {a:?}"
+        );
+    }
+    let cron = docs(&inject("cronjob.yaml").stdout);
+    assert_eq!(cron[0]["spec"]["schedule"], "0 3 * * *");
+}
+
+#[test]
+fn a_labelled_configmap_passes_through_with_a_note() {
+    let r = inject("configmap.yaml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let input = std::fs::read_to_string(format!("{DIR}/configmap.yaml")).unwrap();
+    assert_eq!(r.stdout, format!("---\n{input}"));
+    assert!(
+        r.stderr
+            .contains("ConfigMap/settings): labelled opensandbox.io/id but not a Pod"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_denied_template_fails_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = std::fs::read_to_string(format!("{DIR}/job.yaml"))
+        .unwrap()
+        .replace(", command: [sleep, '60']", "");
+    std::fs::write(dir.path().join("job.yaml"), job).unwrap();
+    let r = run(&["inject", "-f", "job.yaml"], dir.path());
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("Job/once) spec.template: "),
+        "{}",
+        r.stderr
+    );
+}
+
+/// PyYAML reads YAML 1.1, where an unquoted 2026-01-01T01:00:00Z is a
+/// timestamp: the output must keep it a string there too.
+#[test]
+fn expires_at_stays_a_string_through_pyyaml() {
+    let has_pyyaml = std::process::Command::new("python3")
+        .args(["-c", "import yaml"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_pyyaml,
+        "python3 with PyYAML is needed (tests/chart/run.sh installs it)"
+    );
+    let r = inject("service-deployment.yaml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("out.yaml"), &r.stdout).unwrap();
+    let check = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, yaml\n\
+             docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]\n\
+             v = docs[2]['metadata']['annotations']['opensandbox.io/expires-at']\n\
+             t = docs[1]['spec']['template']['metadata']['annotations']['opensandbox.io/timeout']\n\
+             assert isinstance(v, str) and v == '2026-01-01T01:00:00Z', repr(v)\n\
+             assert isinstance(t, str), repr(t)",
+        ])
+        .arg(dir.path().join("out.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
