@@ -279,10 +279,8 @@ fn order_of_checks() {
 #[test]
 fn each_transient_phrase() {
     for phrase in TRANSIENT_CAPACITY_INDICATORS {
-        let message = format!(
-            "0/2 nodes are available: 2 {}. kubernetes.io/os",
-            phrase.to_uppercase()
-        );
+        let shouted = phrase.to_uppercase();
+        let message = format!("0/2 nodes are available: 2 {shouted}. kubernetes.io/os");
         assert!(
             !unsched("Unschedulable", &message, true, false),
             "{message}"
@@ -293,10 +291,8 @@ fn each_transient_phrase() {
 #[test]
 fn each_affinity_wording() {
     for pattern in STANDARD_PATTERNS {
-        let message = format!(
-            "0/2 nodes are available: 2 node(s) {}/selector.",
-            pattern.to_uppercase()
-        );
+        let shouted = pattern.to_uppercase();
+        let message = format!("0/2 nodes are available: 2 node(s) {shouted}/selector.");
         assert!(unsched("Unschedulable", &message, true, false), "{message}");
         assert!(!unsched("Unschedulable", &message, true, true), "{message}");
     }
