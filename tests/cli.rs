@@ -299,3 +299,22 @@ fn config_defaults_is_accepted_by_validate() {
     assert_eq!((a.code, b.code), (0, 0));
     assert_eq!(a.stdout, b.stdout);
 }
+
+/// SPEC 11: a likely mistake is a warning on inject's stderr; the pod is
+/// still injected.
+#[test]
+fn inject_warns_about_likely_mistakes() {
+    let dir = workdir();
+    let pod = SANDBOX_POD.replace(
+        "  labels:",
+        "  annotations: {opensandbox.io/Timeout: 30m}\n  labels:",
+    );
+    std::fs::write(dir.path().join("typo.yaml"), pod).unwrap();
+    let r = run(&["inject", "-f", "typo.yaml"], dir.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("execd-installer"), "{}", r.stdout);
+    assert_eq!(
+        r.stderr,
+        "warning: annotation opensandbox.io/Timeout is ignored: did you mean opensandbox.io/timeout?\n"
+    );
+}

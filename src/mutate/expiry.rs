@@ -37,7 +37,7 @@ pub(crate) fn change(
     let keys = config.keys();
     let planned = plan(
         &ExpiryIntent {
-            has_expires_at: intent.has_expires_at,
+            has_expires_at: intent.expires_at.is_some(),
             timeout: intent.timeout,
             timeout_key: &keys.timeout,
         },
@@ -93,8 +93,15 @@ fn plan(
 }
 
 /// RFC 3339 check for `expires-at`; the value itself is kept as written.
-pub(crate) fn valid_expires_at(value: &str) -> bool {
-    DateTime::parse_from_rfc3339(value.trim()).is_ok()
+#[cfg(test)]
+fn valid_expires_at(value: &str) -> bool {
+    parse_expires_at(value).is_some()
+}
+
+pub(crate) fn parse_expires_at(value: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(value.trim())
+        .ok()
+        .map(|t| t.to_utc())
 }
 
 #[cfg(test)]

@@ -2,13 +2,14 @@
 //! Every annotation is validated up front: a malformed value is a denial,
 //! never silently ignored, even when another annotation makes it moot.
 
+use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
 use crate::config::{Config, EgressMode};
 
 use super::Denial;
 use super::denial::clip;
-use super::expiry::valid_expires_at;
+use super::expiry::parse_expires_at;
 use super::platform::{Platform, PlatformError};
 use super::pod::PodView;
 use super::policy::{self, NetworkPolicy};
@@ -17,7 +18,8 @@ use super::policy::{self, NetworkPolicy};
 pub(crate) struct Intent {
     pub platform: Option<Platform>,
     pub timeout: Option<u64>,
-    pub has_expires_at: bool,
+    /// The pod's own `expires-at`, parsed.
+    pub expires_at: Option<DateTime<Utc>>,
     pub policy: Option<NetworkPolicy>,
     pub egress_mode: Option<EgressMode>,
     pub credential_proxy: bool,
@@ -61,7 +63,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     if let Some(value) = get(&keys.expires_at)? {
-        if !valid_expires_at(&value) {
+        let Some(at) = parse_expires_at(&value) else {
             return Err(malformed(
                 &keys.expires_at,
                 format!(
@@ -69,8 +71,8 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
                     clip(&value)
                 ),
             ));
-        }
-        intent.has_expires_at = true;
+        };
+        intent.expires_at = Some(at);
     }
 
     if let Some(value) = get(&keys.network_policy)? {

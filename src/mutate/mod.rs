@@ -27,6 +27,7 @@ mod execd;
 mod expiry;
 mod intent;
 mod k8s;
+mod mistakes;
 mod patch;
 mod platform;
 pub(crate) mod pod;
@@ -163,6 +164,8 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
                 .to_owned(),
         );
     }
+
+    mistakes::warn(pod, &intent, ctx, &mut warnings);
 
     let patch = Parts {
         expiry,

@@ -32,6 +32,11 @@ impl<'a> RawMap<'a> {
     pub fn get(&self, key: &str) -> Option<&'a RawValue> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
+
+    /// The keys in document order (a key given twice appears twice).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_ref())
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for RawMap<'a> {
@@ -330,6 +335,14 @@ impl<'a> PodView<'a> {
             .as_ref()
             .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(key))
+    }
+
+    pub fn annotation_keys(&self) -> impl Iterator<Item = &str> {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .into_iter()
+            .flat_map(RawMap::keys)
     }
 
     pub fn has_labels(&self) -> bool {

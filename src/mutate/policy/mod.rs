@@ -13,6 +13,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::denial::clip;
+use super::mistakes::address;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
 
 /// Why a policy is refused: the end of a sentence that starts with the
@@ -60,6 +61,9 @@ pub struct NetworkPolicy {
     pub json: String,
     /// No rules and no default action: the sidecar denies everything.
     pub deny_all_by_omission: bool,
+    /// The first rule whose target looks like a URL or `host:port` (its
+    /// index and target), for a warning: the sidecar matches host names.
+    pub odd_target: Option<(usize, String)>,
 }
 
 #[derive(Serialize)]
@@ -118,6 +122,7 @@ impl NetworkPolicy {
         default_action: Option<&'static str>,
         egress: Vec<RuleOut<'_>>,
     ) -> Result<Self, serde_json::Error> {
+        let odd_target = first_odd_target(&egress);
         let deny_all_by_omission = default_action.is_none() && egress.is_empty();
         let json = serde_json::to_string(&PolicyOut {
             default_action,
@@ -126,6 +131,7 @@ impl NetworkPolicy {
         Ok(NetworkPolicy {
             json,
             deny_all_by_omission,
+            odd_target,
         })
     }
 }
@@ -154,6 +160,13 @@ fn check_rule<'r>(index: usize, rule: &'r Node<RuleDoc<'_>>) -> Result<RuleOut<'
         return Err(PolicyError::EmptyTarget(index));
     }
     Ok(RuleOut { action, target })
+}
+
+fn first_odd_target(rules: &[RuleOut<'_>]) -> Option<(usize, String)> {
+    rules
+        .iter()
+        .position(|r| address(r.target).is_some())
+        .map(|i| (i, rules[i].target.to_owned()))
 }
 
 fn action(value: &str) -> Option<&'static str> {
