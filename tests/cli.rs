@@ -318,3 +318,103 @@ fn inject_warns_about_likely_mistakes() {
         "warning: annotation opensandbox.io/Timeout is ignored: did you mean opensandbox.io/timeout?\n"
     );
 }
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+
+/// SPEC 11: `inject -o patch` prints the JSON patch, which applied to the
+/// input gives what `inject` prints; `-o diff` a unified diff of the two.
+#[test]
+fn inject_prints_the_patch_or_a_diff() {
+    let dir = workdir();
+    let d = dir.path();
+    let inject =
+        |file: &str, output: &str| run(&["inject", "-f", file, "-o", output, "--now", NOW], d);
+
+    let patch = inject("pod.yaml", "patch");
+    assert_eq!(patch.code, 0, "{}", patch.stderr);
+    let ops: json_patch::Patch = serde_json::from_str(&patch.stdout).unwrap();
+    let mut pod: serde_json::Value = serde_yaml_ng::from_str(SANDBOX_POD).unwrap();
+    json_patch::patch(&mut pod, &ops).unwrap();
+    let manifest = inject("pod.yaml", "manifest");
+    assert_eq!(manifest.code, 0, "{}", manifest.stderr);
+    let injected: serde_json::Value = serde_yaml_ng::from_str(&manifest.stdout).unwrap();
+    assert_eq!(pod, injected);
+
+    let diff = inject("pod.yaml", "diff");
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert!(
+        diff.stdout
+            .starts_with("--- a/pod.yaml\n+++ b/pod.yaml\n@@ "),
+        "{}",
+        diff.stdout
+    );
+    let added: Vec<_> = diff.stdout.lines().filter(|l| l.starts_with('+')).collect();
+    assert!(
+        added.iter().any(|l| l.contains("name: execd-installer")),
+        "{}",
+        diff.stdout
+    );
+    assert!(
+        diff.stdout.lines().any(|l| l.starts_with(' ')),
+        "no context: {}",
+        diff.stdout
+    );
+
+    // Nothing to change: an empty patch and an empty diff, still exit 0.
+    assert_eq!(inject("plain.yaml", "patch").stdout, "[]\n");
+    let none = inject("plain.yaml", "diff");
+    assert_eq!(
+        (none.code, none.stdout.as_str()),
+        (0, ""),
+        "{}",
+        none.stderr
+    );
+    // A denial is a denial whatever is printed.
+    let denied = inject("denied.yaml", "patch");
+    assert_eq!((denied.code, denied.stdout.as_str()), (1, ""));
+}
+
+/// SPEC 11: `review --decode` prints the response with the patch as the
+/// JSON patch its base64 text carries; everything else is the same answer.
+#[test]
+fn review_decode_prints_the_patch_as_json() {
+    use base64::Engine;
+    let dir = workdir();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/review-sandbox-create.review.json"
+    );
+    let review = |extra: &[&str]| {
+        let r = run(
+            &[
+                &[
+                    "review",
+                    "-f",
+                    path,
+                    "--now",
+                    NOW,
+                    "--egress-token",
+                    "t0k3n",
+                ],
+                extra,
+            ]
+            .concat(),
+            dir.path(),
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        serde_json::from_str::<serde_json::Value>(&r.stdout).unwrap()
+    };
+    let mut wire = review(&[]);
+    let decoded = review(&["--decode"]);
+    let text = wire["response"]["patch"]
+        .as_str()
+        .expect("base64 on the wire")
+        .to_owned();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap();
+    let ops: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(ops.as_array().is_some_and(|a| !a.is_empty()), "{ops}");
+    wire["response"]["patch"] = ops;
+    assert_eq!(decoded, wire);
+}

@@ -11,6 +11,7 @@ mod fixtures;
 mod manifests;
 mod offline;
 mod serve;
+mod views;
 mod yaml;
 
 use std::path::PathBuf;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use chrono::Utc;
 use serde_json::Value;
 
+use super::views::{self, InjectOutput};
 use super::{DecisionArgs, exit};
 use crate::config::Config;
 use crate::mutate::{self, Context, Decision, FixedToken, RandomTokens, TokenSource};
@@ -17,6 +18,10 @@ pub struct InjectArgs {
     /// Pod manifest (YAML or JSON); `-` reads standard input.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
+    /// What to print: the mutated manifest, the JSON patch, or a unified
+    /// diff of the manifest before and after.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: InjectOutput,
     #[command(flatten)]
     pub decision: DecisionArgs,
 }
@@ -26,6 +31,10 @@ pub struct ReviewArgs {
     /// AdmissionReview (JSON); `-` reads standard input.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
+    /// Print the response with its patch decoded to JSON, not base64, and
+    /// indented (for people; the server always sends base64).
+    #[arg(long)]
+    pub decode: bool,
     #[command(flatten)]
     pub decision: DecisionArgs,
 }
@@ -96,6 +105,8 @@ pub fn inject(args: InjectArgs) -> ExitCode {
         own_namespace: args.decision.webhook_namespace.as_deref(),
         tokens: tokens.as_ref(),
     };
+    let before = pod.clone();
+    let mut patch = None;
     match mutate::decide(&raw, None, &ctx) {
         Decision::Deny(denial) => {
             eprintln!("{denial}");
@@ -116,18 +127,29 @@ pub fn inject(args: InjectArgs) -> ExitCode {
             if let Err(e) = applied {
                 return fail(format!("internal error: the patch does not apply: {e}"));
             }
+            patch = Some(admission.patch);
         }
     }
-    let out = if is_json {
-        serde_json::to_string_pretty(&pod)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string())
-    } else {
-        serde_yaml_ng::to_string(&pod).map_err(|e| e.to_string())
+    let out = match args.output {
+        InjectOutput::Manifest => manifest(&pod, is_json),
+        InjectOutput::Patch => views::patch_text(patch.as_ref()),
+        InjectOutput::Diff => {
+            views::diff_text(&before, &pod, is_json, &args.file.display().to_string())
+        }
     };
     match out {
         Ok(text) => write_stdout(text.as_bytes()),
         Err(e) => fail(e),
+    }
+}
+
+fn manifest(pod: &Value, is_json: bool) -> Result<String, String> {
+    if is_json {
+        serde_json::to_string_pretty(pod)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())
+    } else {
+        serde_yaml_ng::to_string(pod).map_err(|e| e.to_string())
     }
 }
 
@@ -144,6 +166,15 @@ pub fn review(args: ReviewArgs) -> ExitCode {
         tokens: tokens.as_ref(),
     };
     match crate::review::review(&input, &ctx) {
+        Ok(reviewed) if args.decode => {
+            let decoded = crate::review::decoded(&reviewed.body)
+                .map_err(|e| e.to_string())
+                .and_then(|v| serde_json::to_string_pretty(&v).map_err(|e| e.to_string()));
+            match decoded {
+                Ok(text) => write_stdout((text + "\n").as_bytes()),
+                Err(e) => fail(format!("internal error: {e}")),
+            }
+        }
         Ok(reviewed) => {
             let mut body = reviewed.body;
             body.push(b'\n');

@@ -7,6 +7,7 @@
 //! (`wire::ReviewOut`) echoes uid, apiVersion and kind, carries the patch as
 //! base64 and reuses kube's `Status`.
 
+mod decode;
 mod validate;
 mod wire;
 
@@ -24,6 +25,7 @@ use crate::mutate::pod::PodView;
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
 use wire::{RequestIn, ResponseOut, ReviewIn, ReviewOut};
 
+pub use decode::{DecodeError, decoded};
 pub use validate::validate;
 
 /// A request that cannot be answered with an `AdmissionReview` at all; the
