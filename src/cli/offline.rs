@@ -75,6 +75,12 @@ pub fn inject(args: InjectArgs) -> ExitCode {
     // Several documents, a List, a workload: see `super::manifests`.
     let text = String::from_utf8_lossy(&input);
     if super::manifests::is_stream(&text, is_json) {
+        // Not yet: one patch or diff per injected template.
+        if args.output != InjectOutput::Manifest {
+            return fail(
+                "-o patch and -o diff take a single Pod; this input holds several documents, a List or a workload",
+            );
+        }
         return super::manifests::run(&text, is_json, &config, &args.decision);
     }
     let parsed: Result<Value, String> = if is_json {
