@@ -220,6 +220,9 @@ pub enum Unusable {
 /// (issued under the name of) the CA next to it, its key is the one in
 /// `tls.key`, it names every `dns` and `ips` entry, and both certificates
 /// stay valid for at least `min_days` more days.
+///
+/// # Errors
+/// The first check that fails, naming the file.
 pub fn check_written(
     dir: &Path,
     dns: &[String],

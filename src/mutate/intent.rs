@@ -145,6 +145,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
 
 /// The token travels in an HTTP header: visible ASCII only, and at least one
 /// character. `inject --egress-token` is held to the same rule.
+#[must_use]
 pub fn is_egress_token(value: &str) -> bool {
     !value.is_empty() && value.bytes().all(|b| b.is_ascii_graphic())
 }

@@ -108,6 +108,9 @@ impl Server {
     /// The same on listeners bound beforehand, for a caller that must know
     /// the ports are its own before it writes the files `settings` name
     /// (`serve --dev`).
+    ///
+    /// # Errors
+    /// The configuration or the TLS files, as [`Server::bind`].
     pub async fn bind_to(
         settings: ServerSettings,
         listeners: Listeners,
@@ -309,6 +312,9 @@ pub struct Listeners {
 
 impl Listeners {
     /// Binds the admin port, then the admission port.
+    ///
+    /// # Errors
+    /// [`ServeError::Bind`], naming the port that cannot be bound.
     pub async fn bind(addr: SocketAddr, admin_addr: SocketAddr) -> Result<Listeners, ServeError> {
         let admin_listener = bind(admin_addr, "admin").await?;
         let admin_local = local_addr(&admin_listener, admin_addr, "admin")?;
