@@ -15,7 +15,7 @@
 #   tests/e2e/cluster.sh start /tmp/cp && tests/chart/dryrun.sh /tmp/cp/kubeconfig
 #
 # cert-manager Issuer/Certificate and the ServiceMonitor are dry-run against
-# minimal test CRDs (tests/chart/kubeclient.py), the PodMonitor and
+# minimal test CRDs (tests/chart/minimal_crds.py), the PodMonitor and
 # PrometheusRule against those in tests/chart/crds/, when the cluster does not
 # have the real ones; they are created for the run and deleted afterwards.
 # The install part also switches certificate modes (helm -> certManager ->
@@ -56,8 +56,7 @@ cleanup() {
     exec 1>&3 2>&4
     if (( ! OWN_CLUSTER )) && [[ -n "${KUBECONFIG:-}" ]]; then
         for crd in "${OWN_CRDS[@]}"; do
-            python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" delete \
-                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$crd" >/dev/null 2>&1
+            kc delete "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$crd" >/dev/null 2>&1
         done
     fi
     if (( OWN_CLUSTER )); then
@@ -73,7 +72,9 @@ trap 'exit 143' TERM
 pass=0
 fail=0
 skip=0
-kc() { python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" "$@"; }
+# The official Kubernetes Python client, through kc.py (see lib.sh kube_python).
+KUBE_PYTHON="$(kube_python)" || { echo "dryrun.sh: cannot install the Kubernetes Python client" >&2; exit 1; }
+kc() { "$KUBE_PYTHON" "$HERE/kc.py" --kubeconfig "$KUBECONFIG" "$@"; }
 
 
 ensure_pyyaml || { echo "dryrun.sh: PyYAML is missing and could not be installed" >&2; exit 1; }
@@ -140,12 +141,11 @@ for mode in helm certManager existingSecret url values-all; do
         esac
     done <"$WORK/dry.out"
     if [[ $rc -ne 0 && $fail -eq $failed_before ]]; then
-        not_ok "[$mode] kubeclient.py dry-run exited $rc"
+        not_ok "[$mode] kc.py dry-run exited $rc"
     fi
 done
 run_test "dry-run stored nothing (no MutatingWebhookConfiguration rel-sandbox-webhook-$NS)" \
-    bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
-        /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rel-sandbox-webhook-$NS"
+    kc absent "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rel-sandbox-webhook-$NS"
 
 # ------------------------------------------------------------------ install / upgrade (helm mode)
 if (( INSTALL )); then
@@ -338,16 +338,18 @@ print([v["secret"]["secretName"] for v in vols if v["name"] == "tls"][0])'
     "$HELM" --namespace "$INSTALL_NS2" uninstall "$REL" >/dev/null 2>&1 || true
     run_test "helm install of the same release name in a second namespace" \
         "$HELM" --namespace "$INSTALL_NS2" install "$REL" "$CHART" "${VALUES[@]}"
-    run_test "two MutatingWebhookConfigurations, one per namespace" bash -c "
-        python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL-$INSTALL_NS >/dev/null &&
-        python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL-$INSTALL_NS2 >/dev/null"
+    both_configurations() {
+        kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL-$INSTALL_NS" >/dev/null &&
+            kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$FULL-$INSTALL_NS2" >/dev/null
+    }
+    run_test "two MutatingWebhookConfigurations, one per namespace" both_configurations
     run_test "helm uninstall (second namespace)" "$HELM" --namespace "$INSTALL_NS2" uninstall "$REL"
     run_test "the first release's webhook configuration survives the second's uninstall" \
-        bash -c "python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME >/dev/null"
+        kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME"
 
     run_test "helm uninstall" "${H[@]}" uninstall "$REL"
     run_test "uninstall removed the MutatingWebhookConfiguration" \
-        bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME"
+        kc absent "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC_NAME"
 fi
 
 echo

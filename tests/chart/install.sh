@@ -43,7 +43,9 @@ MWC="$REL-sandbox-webhook-$REL_NS"   # <fullname>-<release namespace>
 
 pass=0
 fail=0
-kc() { python3 "$HERE/kubeclient.py" --kubeconfig "$KUBECONFIG" "$@"; }
+# The official Kubernetes Python client, through kc.py (see lib.sh kube_python).
+KUBE_PYTHON="$(kube_python)" || { echo "install.sh: cannot install the Kubernetes Python client" >&2; exit 1; }
+kc() { "$KUBE_PYTHON" "$HERE/kc.py" --kubeconfig "$KUBECONFIG" "$@"; }
 
 stop_webhook() {
     [[ -n "$WEBHOOK_PID" ]] || return 0
@@ -443,11 +445,9 @@ run_test "webhook stopped: a Deployment with a denied template is created (pre-f
 run_test "helm uninstall" "$HELM" uninstall "$REL" --namespace "$REL_NS"
 RELEASE_INSTALLED=0
 run_test "uninstall removed the MutatingWebhookConfiguration" \
-    bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
-        /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC"
+    kc absent "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC"
 run_test "uninstall removed the ValidatingWebhookConfiguration" \
-    bash -c "! python3 '$HERE/kubeclient.py' --kubeconfig '$KUBECONFIG' get \
-        /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/$MWC"
+    kc absent "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/$MWC"
 run_test "after uninstall a sandbox pod is created again, unmutated" wait_mutation "$TEST_NS" no
 
 echo

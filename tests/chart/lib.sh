@@ -120,3 +120,32 @@ connect_cluster() {
     server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
         || { echo "$name: the API server in $KUBECONFIG does not answer" >&2; exit 1; }
 }
+
+# kube_python: the Python of a virtualenv with the official Kubernetes client
+# (requirements.txt), for kc.py. Made once under the cache and remade when
+# requirements.txt changes; concurrent callers wait on a lock. Prints its path.
+kube_python() {
+    local req venv
+    req="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/requirements.txt"
+    venv="${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/chart-venv"
+    mkdir -p "$(dirname "$venv")"
+    (
+        flock 9
+        if [[ -x "$venv/bin/python" ]] && cmp -s "$req" "$venv/requirements.txt" &&
+            "$venv/bin/python" -c 'import kubernetes, yaml' 2>/dev/null; then
+            exit 0
+        fi
+        chart_lib_log "installing the Kubernetes Python client into $venv"
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv" >&2; then
+            # Debian's python3 has no ensurepip without python3-venv.
+            [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1 || exit 1
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } >&2 || exit 1
+            rm -rf "$venv"
+            python3 -m venv "$venv" >&2 || exit 1
+        fi
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2 || exit 1
+        cp "$req" "$venv/requirements.txt"
+    ) 9>"$venv.lock" || return 1
+    printf '%s\n' "$venv/bin/python"
+}
