@@ -186,3 +186,31 @@ fn expires_at_stays_a_string_through_pyyaml() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// The same for a single Pod, the most common input of `inject`.
+#[test]
+fn a_single_pods_expires_at_stays_a_string_through_pyyaml() {
+    let r = inject("../fixtures/timeout-seconds.pod.yaml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("out.yaml"), &r.stdout).unwrap();
+    let check = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, yaml\n\
+             pod = yaml.safe_load(open(sys.argv[1]))\n\
+             a = pod['metadata']['annotations']\n\
+             v = a['opensandbox.io/expires-at']\n\
+             assert isinstance(v, str) and v == '2026-01-01T01:00:00Z', repr(v)\n\
+             assert isinstance(a['opensandbox.io/timeout'], str), repr(a)\n\
+             assert any(c['name'] == 'execd-installer' for c in pod['spec']['initContainers'])",
+        ])
+        .arg(dir.path().join("out.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -155,7 +155,8 @@ fn manifest(pod: &Value, is_json: bool) -> Result<String, String> {
             .map(|s| s + "\n")
             .map_err(|e| e.to_string())
     } else {
-        serde_yaml_ng::to_string(pod).map_err(|e| e.to_string())
+        // Quoted for YAML 1.1 readers, as manifests are (cli/yaml.rs).
+        Ok(super::yaml::to_string(pod))
     }
 }
 
