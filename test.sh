@@ -37,6 +37,9 @@ tests/chart/dryrun.sh
 step "Helm chart: out-of-cluster install pointing at the local binary"
 tests/chart/install.sh
 
+step "Fuzzing: cargo-fuzz, 60 s over both targets; corpus replayed in release (10 ms bar)"
+fuzz/run.sh
+
 step "Benchmarks: smoke run (release build, TLS load, RSS; fails on errors, never on speed)"
 CARGO_TARGET_DIR=target bench/run.sh --smoke
 
