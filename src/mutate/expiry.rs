@@ -1,6 +1,6 @@
 //! The sandbox's lifetime becomes an expiry annotation (SPEC 6).
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, TimeDelta, Utc};
 
 use crate::config::MIN_TIMEOUT_SECONDS;
 
@@ -85,6 +85,9 @@ fn plan(
         .ok()
         .and_then(TimeDelta::try_seconds)
         .and_then(|d| now.checked_add_signed(d))
+        // RFC 3339 has four-digit years: beyond 9999 chrono writes `+10000-…`,
+        // which the webhook itself would then refuse as `expires-at`.
+        .filter(|at| at.year() <= 9999)
         .ok_or_else(|| Denial::TimeoutOutOfRange {
             key: intent.timeout_key.to_owned(),
             seconds,
@@ -155,6 +158,21 @@ mod tests {
         );
         assert!(matches!(
             plan(&intent(Some(u64::MAX)), None, None, now()).unwrap_err(),
+            Denial::TimeoutOutOfRange { .. }
+        ));
+        // Found by fuzzing: an expiry past year 9999 is not RFC 3339.
+        let last: DateTime<Utc> = "9999-12-31T23:59:59Z".parse().unwrap();
+        let to_last = u64::try_from((last - now()).num_seconds()).unwrap();
+        assert_eq!(
+            plan(&intent(Some(to_last)), None, None, now()).unwrap(),
+            Expiry::At("9999-12-31T23:59:58Z".into())
+        );
+        assert!(matches!(
+            plan(&intent(Some(to_last + 2)), None, None, now()).unwrap_err(),
+            Denial::TimeoutOutOfRange { .. }
+        ));
+        assert!(matches!(
+            plan(&intent(Some(499_092_186_221)), None, None, now()).unwrap_err(),
             Denial::TimeoutOutOfRange { .. }
         ));
     }
