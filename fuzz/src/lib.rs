@@ -29,7 +29,7 @@ pub const OWN_NAMESPACE: &str = "sandbox-webhook";
 /// turned off with a low rule cap; a custom prefix that also excludes the
 /// namespace the generated pods use.
 const CONFIGS: [(&str, &str); 4] = [
-    ("default", ""),
+    ("default", "{}"),
     (
         "classic",
         "execd: {resources: {limits: {cpu: 100m, memory: 64Mi}}}\n\
