@@ -54,7 +54,8 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
     extract_config "$WORK/pinned.yaml" "$WORK/cfg-pinned.yaml"
     run_test "binary accepts digest-pinned config.execd.image/config.egress.image and injects them as given" bash -c "
         out=\$($(declare -f inject); bin='$bin'; inject --config '$WORK/cfg-pinned.yaml' -f '$WORK/pod-default.yaml') &&
-        grep -qF 'image: $pinned_execd' <<<\"\$out\" && grep -qF 'image: $pinned_egress' <<<\"\$out\""
+        grep -qF -e 'image: $pinned_execd' -e 'image: \"$pinned_execd\"' <<<\"\$out\" &&
+        grep -qF -e 'image: $pinned_egress' -e 'image: \"$pinned_egress\"' <<<\"\$out\""
 else
     log "no sandbox-webhook binary with an inject subcommand built: config.yaml contract checks skipped"
 fi
