@@ -165,25 +165,14 @@ fn expires_at_stays_a_string_through_pyyaml() {
     );
     let r = inject("service-deployment.yaml");
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("out.yaml"), &r.stdout).unwrap();
-    let check = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sys, yaml\n\
+    pyyaml_check(
+        &r.stdout,
+        "import sys, yaml\n\
              docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]\n\
              v = docs[2]['metadata']['annotations']['opensandbox.io/expires-at']\n\
              t = docs[1]['spec']['template']['metadata']['annotations']['opensandbox.io/timeout']\n\
              assert isinstance(v, str) and v == '2026-01-01T01:00:00Z', repr(v)\n\
              assert isinstance(t, str), repr(t)",
-        ])
-        .arg(dir.path().join("out.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
     );
 }
 
@@ -192,19 +181,25 @@ fn expires_at_stays_a_string_through_pyyaml() {
 fn a_single_pods_expires_at_stays_a_string_through_pyyaml() {
     let r = inject("../fixtures/timeout-seconds.pod.yaml");
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("out.yaml"), &r.stdout).unwrap();
-    let check = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sys, yaml\n\
+    pyyaml_check(
+        &r.stdout,
+        "import sys, yaml\n\
              pod = yaml.safe_load(open(sys.argv[1]))\n\
              a = pod['metadata']['annotations']\n\
              v = a['opensandbox.io/expires-at']\n\
              assert isinstance(v, str) and v == '2026-01-01T01:00:00Z', repr(v)\n\
              assert isinstance(a['opensandbox.io/timeout'], str), repr(a)\n\
              assert any(c['name'] == 'execd-installer' for c in pod['spec']['initContainers'])",
-        ])
+    );
+}
+
+/// Runs `script` in python3 with PyYAML on `stdout` written to a file
+/// (`sys.argv[1]`); the test fails with its stderr unless it exits 0.
+fn pyyaml_check(stdout: &str, script: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("out.yaml"), stdout).unwrap();
+    let check = std::process::Command::new("python3")
+        .args(["-c", script])
         .arg(dir.path().join("out.yaml"))
         .output()
         .unwrap();
