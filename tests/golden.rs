@@ -18,10 +18,11 @@ use base64::Engine;
 use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::{TOKEN, TestContext};
+use common::reviews;
 use sandbox_webhook::config::Config;
 use sandbox_webhook::fixtures::{self, Case, Kind, Options, Verdict};
 use sandbox_webhook::review;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const OWN_NAMESPACE: &str = "sandbox-webhook";
 
@@ -153,23 +154,9 @@ fn kube_parses_every_response() {
         let text = std::fs::read_to_string(case.input()).unwrap();
         let stem = case.name;
         let pod: Value = serde_yaml_ng::from_str(&text).unwrap();
-        let review = json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": format!("uid-{stem}"),
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "namespace": pod["metadata"]["namespace"].as_str().unwrap_or("default"),
-                "operation": "CREATE",
-                "object": pod,
-            }
-        });
-        bodies.push((
-            stem.clone(),
-            context_for(&stem),
-            review.to_string().into_bytes(),
-        ));
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+        let review = reviews::review(&format!("uid-{stem}"), namespace, "CREATE", &pod, None);
+        bodies.push((stem.clone(), context_for(&stem), review));
     }
     assert!(bodies.len() > 70, "{}", bodies.len());
     let (mut with_patch, mut denied) = (0, 0);

@@ -123,24 +123,15 @@ fn arb_annotation_value(key: &'static str) -> BoxedStrategy<Option<String>> {
     proptest::option::weighted(0.35, value.prop_map(str::to_owned)).boxed()
 }
 
-const KEYS: [&str; 10] = [
-    "platform",
-    "timeout",
-    "expires-at",
-    "network-policy",
-    "egress-mode",
-    "credential-proxy",
-    "entrypoint",
-    "main-container",
-    "inject",
-    "egress-auth-token",
-];
+/// The annotations the generator sets, after `<prefix>/`, space-separated.
+const KEYS: &str = "platform timeout expires-at network-policy egress-mode \
+    credential-proxy entrypoint main-container inject egress-auth-token";
 
 fn arb_annotations() -> impl Strategy<Value = Option<Value>> {
-    let per_key: Vec<_> = KEYS.iter().map(|k| arb_annotation_value(k)).collect();
+    let per_key: Vec<_> = KEYS.split_whitespace().map(arb_annotation_value).collect();
     (per_key, any::<bool>()).prop_map(|(values, present)| {
         let mut map = Map::new();
-        for (k, v) in KEYS.iter().zip(values) {
+        for (k, v) in KEYS.split_whitespace().zip(values) {
             if let Some(v) = v {
                 map.insert(format!("{P}/{k}"), json!(v));
             }

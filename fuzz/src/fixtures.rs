@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// `(name, body)` for every fixture in `dir`, in name order.
 pub fn reviews(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
@@ -47,22 +47,11 @@ fn yaml(text: &str, name: &str) -> Result<Value, String> {
     serde_yaml_ng::from_str(text).map_err(|e| format!("{name}: {e}"))
 }
 
-/// A Pod CREATE as the apiserver sends it, in the pod's namespace.
+/// A Pod CREATE of a fixture pod, in the pod's namespace.
 fn wrap(stem: &str, pod: Value) -> Value {
     let namespace = pod["metadata"]["namespace"]
         .as_str()
         .unwrap_or("sandboxes")
         .to_owned();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": format!("seed-{stem}"),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespace,
-            "operation": "CREATE",
-            "object": pod,
-        },
-    })
+    crate::pod_create(&format!("seed-{stem}"), Some(&namespace), pod)
 }

@@ -83,3 +83,20 @@ pub fn with_context<R>(config: &Config, f: impl FnOnce(&Context<'_>) -> R) -> R 
     };
     f(&ctx)
 }
+
+/// A Pod CREATE review of `pod` as the apiserver sends it; without a
+/// `namespace` the field is left out (a request the apiserver never sends,
+/// which the webhook must still answer).
+pub fn pod_create(uid: &str, namespace: Option<&str>, pod: serde_json::Value) -> serde_json::Value {
+    let mut request = serde_json::json!({
+        "uid": uid,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": "CREATE",
+        "object": pod,
+    });
+    if let Some(ns) = namespace {
+        request["namespace"] = ns.into();
+    }
+    serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+}

@@ -1,7 +1,6 @@
 //! `config validate FILE` and `config defaults`: the same strict reader the
 //! server uses at start-up and at every reload.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -59,14 +58,6 @@ fn defaults() -> ExitCode {
         Ok(text) => text,
         Err(e) => return exit::error(e),
     };
-    let mut out = std::io::stdout().lock();
     let header = "# The built-in configuration of sandbox-webhook (what runs without --config).\n";
-    match out
-        .write_all(header.as_bytes())
-        .and_then(|()| out.write_all(text.as_bytes()))
-        .and_then(|()| out.flush())
-    {
-        Ok(()) => exit::OK,
-        Err(e) => exit::error(format!("cannot write output: {e}")),
-    }
+    super::io::write_stdout(format!("{header}{text}").as_bytes())
 }

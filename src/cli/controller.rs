@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::logging::{LogFormat, init_logging};
 use crate::controller::{self, ControllerSettings, LeaseSettings};
 
 #[derive(Debug, clap::Args)]
@@ -45,8 +46,8 @@ pub struct ControllerArgs {
     pub identity: Option<String>,
     /// Log line format, on stderr; the level comes from RUST_LOG (default
     /// info).
-    #[arg(long, value_enum, default_value_t = super::serve::LogFormat::Text)]
-    pub log_format: super::serve::LogFormat,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 pub fn controller(args: ControllerArgs) -> ExitCode {
@@ -129,21 +130,6 @@ fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
             std::process::exit(130);
         });
     })
-}
-
-/// Like `serve`'s logging (kept separate: that file belongs to the server).
-fn init_logging(format: super::serve::LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        super::serve::LogFormat::Text => builder.try_init(),
-        super::serve::LogFormat::Json => builder.json().with_current_span(false).try_init(),
-    };
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {

@@ -1,8 +1,7 @@
 //! `diagnose`: what the lifecycle controller would do with one pod, through
 //! the same functions it calls (`crate::lifecycle::plan`).
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
@@ -29,14 +28,8 @@ pub struct DiagnoseArgs {
 
 pub fn diagnose(args: DiagnoseArgs) -> ExitCode {
     match run(&args) {
-        Ok(text) => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(format!("cannot write output: {e}")),
-            }
-        }
-        Err(e) => fail(e),
+        Ok(text) => super::io::write_stdout(text.as_bytes()),
+        Err(e) => super::exit::error(e),
     }
 }
 
@@ -45,7 +38,7 @@ fn run(args: &DiagnoseArgs) -> Result<String, String> {
         Some(path) => Config::load(path).map_err(|e| e.to_string())?,
         None => Config::default(),
     };
-    let input = read_input(&args.file)?;
+    let input = super::io::read_input(&args.file)?;
     let pod = parse_pod(&input)
         .map_err(|e| format!("{} is not a Pod manifest: {e}", args.file.display()))?;
     let now = args.now.unwrap_or_else(Utc::now);
@@ -63,20 +56,4 @@ fn parse_pod(input: &[u8]) -> Result<SandboxPod, String> {
         Some(other) => return Err(format!("kind is {other}, expected Pod")),
     }
     serde_json::from_value(value).map_err(|e| e.to_string())
-}
-
-fn read_input(path: &Path) -> Result<Vec<u8>, String> {
-    if path.as_os_str() == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(buf)
-    } else {
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-    }
-}
-
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    super::exit::error(message)
 }

@@ -28,7 +28,7 @@ pub fn completions(args: &CompletionsArgs) -> ExitCode {
     let mut cmd = Args::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "sandbox-webhook", &mut out);
-    print(&out)
+    super::io::write_stdout(&out)
 }
 
 /// Prints the roff page: `sandbox-webhook man | man -l -`.
@@ -52,14 +52,5 @@ pub fn man(args: &ManArgs) -> ExitCode {
     if let Err(e) = clap_mangen::Man::new(cmd).render(&mut out) {
         return exit::error(format!("cannot render the man page: {e}"));
     }
-    print(&out)
-}
-
-fn print(bytes: &[u8]) -> ExitCode {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Ok(()) => exit::OK,
-        Err(e) => exit::error(format!("cannot write output: {e}")),
-    }
+    super::io::write_stdout(&out)
 }

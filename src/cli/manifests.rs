@@ -10,7 +10,6 @@
 
 use std::process::ExitCode;
 
-use chrono::Utc;
 use serde_json::Value;
 
 use super::{DecisionArgs, exit, yaml};
@@ -261,13 +260,8 @@ fn describe(v: &Value) -> String {
 /// `inject` on a manifest stream: the output on stdout, notes on stderr,
 /// exit 1 if any pod or template is denied (nothing is printed then).
 pub fn run(input: &str, is_json: bool, config: &Config, decision: &DecisionArgs) -> ExitCode {
-    let tokens = super::offline::tokens(decision);
-    let ctx = Context {
-        config,
-        now: decision.now.unwrap_or_else(Utc::now),
-        own_namespace: decision.webhook_namespace.as_deref(),
-        tokens: tokens.as_ref(),
-    };
+    let tokens = decision.tokens();
+    let ctx = decision.context(config, tokens.as_ref());
     let injected = match inject(input, is_json, &ctx) {
         Ok(injected) => injected,
         Err(e) => return exit::error(format!("not a manifest: {e}")),
@@ -281,13 +275,5 @@ pub fn run(input: &str, is_json: bool, config: &Config, decision: &DecisionArgs)
         }
         return exit::REJECTED;
     }
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out
-        .write_all(injected.output.as_bytes())
-        .and_then(|()| out.flush())
-    {
-        Ok(()) => exit::OK,
-        Err(e) => exit::error(format!("cannot write output: {e}")),
-    }
+    super::io::write_stdout(injected.output.as_bytes())
 }

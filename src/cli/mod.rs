@@ -8,6 +8,8 @@ mod dev;
 mod diagnose;
 mod docs;
 mod fixtures;
+mod io;
+mod logging;
 mod manifests;
 mod offline;
 mod serve;
@@ -21,6 +23,7 @@ use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
+use crate::mutate::{Context, FixedToken, RandomTokens, TokenSource};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -107,6 +110,25 @@ impl DecisionArgs {
         match &self.config {
             Some(path) => Config::load(path).map_err(|e| e.to_string()),
             None => Ok(Config::default()),
+        }
+    }
+
+    /// The egress tokens these flags ask for: the fixed one, or random ones.
+    fn tokens(&self) -> Box<dyn TokenSource> {
+        match &self.egress_token {
+            Some(t) => Box::new(FixedToken(t.clone())),
+            None => Box::new(RandomTokens),
+        }
+    }
+
+    /// What the core decides with: `config`, at `--now` (or now), in
+    /// `--namespace`.
+    fn context<'a>(&'a self, config: &'a Config, tokens: &'a dyn TokenSource) -> Context<'a> {
+        Context {
+            config,
+            now: self.now.unwrap_or_else(Utc::now),
+            own_namespace: self.webhook_namespace.as_deref(),
+            tokens,
         }
     }
 }

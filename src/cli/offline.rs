@@ -1,16 +1,15 @@
 //! `inject` and `review`: the mutation core without a server.
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use chrono::Utc;
 use serde_json::Value;
 
+use super::io::{read_input, write_stdout};
 use super::views::{self, InjectOutput};
 use super::{DecisionArgs, exit};
 use crate::config::Config;
-use crate::mutate::{self, Context, Decision, FixedToken, RandomTokens, TokenSource};
+use crate::mutate::{self, Decision};
 use exit::error as fail;
 
 #[derive(Debug, clap::Args)]
@@ -39,27 +38,8 @@ pub struct ReviewArgs {
     pub decision: DecisionArgs,
 }
 
-fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
-    if path.as_os_str() == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(buf)
-    } else {
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-    }
-}
-
-pub(super) fn tokens(args: &DecisionArgs) -> Box<dyn TokenSource> {
-    match &args.egress_token {
-        Some(t) => Box::new(FixedToken(t.clone())),
-        None => Box::new(RandomTokens),
-    }
-}
-
 /// The configuration and the input bytes every offline command starts from.
-fn load(decision: &DecisionArgs, file: &PathBuf) -> Result<(Config, Vec<u8>), String> {
+fn load(decision: &DecisionArgs, file: &Path) -> Result<(Config, Vec<u8>), String> {
     Ok((decision.load_config()?, read_input(file)?))
 }
 
@@ -104,13 +84,8 @@ pub fn inject(args: InjectArgs) -> ExitCode {
     } else {
         pod.to_string()
     };
-    let tokens = tokens(&args.decision);
-    let ctx = Context {
-        config: &config,
-        now: args.decision.now.unwrap_or_else(Utc::now),
-        own_namespace: args.decision.webhook_namespace.as_deref(),
-        tokens: tokens.as_ref(),
-    };
+    let tokens = args.decision.tokens();
+    let ctx = args.decision.context(&config, tokens.as_ref());
     let before = pod.clone();
     let mut patch = None;
     match mutate::decide(&raw, None, &ctx) {
@@ -165,13 +140,8 @@ pub fn review(args: ReviewArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(e) => return fail(e),
     };
-    let tokens = tokens(&args.decision);
-    let ctx = Context {
-        config: &config,
-        now: args.decision.now.unwrap_or_else(Utc::now),
-        own_namespace: args.decision.webhook_namespace.as_deref(),
-        tokens: tokens.as_ref(),
-    };
+    let tokens = args.decision.tokens();
+    let ctx = args.decision.context(&config, tokens.as_ref());
     match crate::review::review(&input, &ctx) {
         Ok(reviewed) if args.decode => {
             let decoded = crate::review::decoded(&reviewed.body)
@@ -188,13 +158,5 @@ pub fn review(args: ReviewArgs) -> ExitCode {
             write_stdout(&body)
         }
         Err(e) => fail(e),
-    }
-}
-
-fn write_stdout(bytes: &[u8]) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => exit::OK,
-        Err(e) => fail(format!("cannot write output: {e}")),
     }
 }

@@ -88,17 +88,17 @@ static RESOURCE_NAME_RE: Pattern = LazyLock::new(|| Regex::new(RESOURCE_NAME));
 /// A namespace name; the error says what is wrong with it.
 pub fn dns_label(value: &str) -> Result<(), String> {
     if value.len() > DNS_LABEL_MAX {
-        return Err(format!(
-            "'{}' is {} characters long; a namespace name has at most {DNS_LABEL_MAX}",
-            shorten(value),
-            value.len()
-        ));
+        let len = value.len();
+        return refuse(
+            value,
+            format_args!("is {len} characters long; a namespace name has at most {DNS_LABEL_MAX}"),
+        );
     }
     if !matches(&DNS_LABEL_RE, value) {
-        return Err(format!(
-            "'{}' is not a namespace name: use lower-case letters, digits and '-', starting and ending with a letter or digit",
-            shorten(value)
-        ));
+        return refuse(
+            value,
+            "is not a namespace name: use lower-case letters, digits and '-', starting and ending with a letter or digit",
+        );
     }
     Ok(())
 }
@@ -106,26 +106,25 @@ pub fn dns_label(value: &str) -> Result<(), String> {
 pub fn dns_subdomain(value: &str) -> Result<(), String> {
     let too_long_label = value.split('.').any(|l| l.len() > DNS_LABEL_MAX);
     if value.len() > DNS_SUBDOMAIN_MAX || too_long_label {
-        return Err(format!(
-            "'{}' is too long for a DNS subdomain (at most {DNS_SUBDOMAIN_MAX} characters, {DNS_LABEL_MAX} between dots)",
-            shorten(value)
-        ));
+        return refuse(
+            value,
+            format_args!(
+                "is too long for a DNS subdomain (at most {DNS_SUBDOMAIN_MAX} characters, {DNS_LABEL_MAX} between dots)"
+            ),
+        );
     }
     if !matches(&DNS_SUBDOMAIN_RE, value) {
-        return Err(format!(
-            "'{}' is not a DNS subdomain such as opensandbox.io: use lower-case letters, digits, '-' and '.'",
-            shorten(value)
-        ));
+        return refuse(
+            value,
+            "is not a DNS subdomain such as opensandbox.io: use lower-case letters, digits, '-' and '.'",
+        );
     }
     Ok(())
 }
 
 pub fn image(value: &str) -> Result<(), String> {
-    let shown = shorten(value);
     if value.chars().any(char::is_whitespace) {
-        return Err(format!(
-            "'{shown}' contains whitespace; an image reference has none"
-        ));
+        return refuse(value, "contains whitespace; an image reference has none");
     }
     if !matches(&IMAGE_RE, value) {
         // Upper case is the usual mistake; say so when it is the only one.
@@ -134,14 +133,20 @@ pub fn image(value: &str) -> Result<(), String> {
         } else {
             "expected [registry[:port]/]repository[:tag][@sha256:digest], e.g. opensandbox/execd:v1.0.18"
         };
-        return Err(format!("'{shown}' is not a valid image reference: {hint}"));
+        return refuse(
+            value,
+            format_args!("is not a valid image reference: {hint}"),
+        );
     }
     let name = value.split('@').next().unwrap_or(value);
     let name_end = tag_start(name).unwrap_or(name.len());
     if name_end > IMAGE_NAME_MAX {
-        return Err(format!(
-            "'{shown}' has a registry and repository of {name_end} characters; at most {IMAGE_NAME_MAX} are allowed"
-        ));
+        return refuse(
+            value,
+            format_args!(
+                "has a registry and repository of {name_end} characters; at most {IMAGE_NAME_MAX} are allowed"
+            ),
+        );
     }
     Ok(())
 }
@@ -155,16 +160,13 @@ fn tag_start(name: &str) -> Option<usize> {
 
 pub fn quantity_syntax(value: &str) -> Result<(), String> {
     if value.trim_start().starts_with('-') {
-        return Err(format!(
-            "'{}' is negative; resources must be at least 0",
-            shorten(value)
-        ));
+        return refuse(value, "is negative; resources must be at least 0");
     }
     if !matches(&QUANTITY_RE, value) {
-        return Err(format!(
-            "'{}' is not a Kubernetes quantity such as 500m, 2, 1.5 or 256Mi",
-            shorten(value)
-        ));
+        return refuse(
+            value,
+            "is not a Kubernetes quantity such as 500m, 2, 1.5 or 256Mi",
+        );
     }
     Ok(())
 }
@@ -177,12 +179,17 @@ pub fn resource_name(value: &str) -> Result<(), String> {
         || extended_in_kubernetes_domain
         || value.len() > DNS_SUBDOMAIN_MAX
     {
-        return Err(format!(
-            "'{}' is not a container resource: use cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource such as example.com/gpu",
-            shorten(value)
-        ));
+        return refuse(
+            value,
+            "is not a container resource: use cpu, memory, ephemeral-storage, hugepages-<size> or an extended resource such as example.com/gpu",
+        );
     }
     Ok(())
+}
+
+/// The error for `value`: the value quoted (cut by [`shorten`]), then why.
+fn refuse(value: &str, why: impl std::fmt::Display) -> Result<(), String> {
+    Err(format!("'{}' {why}", shorten(value)))
 }
 
 /// Values quoted in messages are cut, so one broken line cannot flood a log.

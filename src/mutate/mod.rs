@@ -21,6 +21,37 @@ macro_rules! non_string_scalars {
     };
 }
 
+/// `impl Deserialize for $ty` through a visitor made of the given methods:
+/// the scaffolding every hand-written reader of `pod` and `policy` shares
+/// (serde's derive borrows neither list items nor map keys, and cannot read
+/// "any JSON value" without building a tree). The visitor's parameters are
+/// the type's; `'de` is always the first of the impl's, and the bounds are
+/// in brackets (`where ['de: 'a]`) so that the `;` after them ends them.
+macro_rules! deserialize_by_visitor {
+    (
+        impl<'de $(, $param:tt)*> for $ty:ty, visitor V<$($vparam:tt),*>
+        $(where [$($bound:tt)+])?;
+        expecting $expecting:literal, by $entry:ident;
+        $($method:item)*
+    ) => {
+        impl<'de $(, $param)*> serde::Deserialize<'de> for $ty $(where $($bound)+)? {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V<$($vparam),*>(std::marker::PhantomData<fn() -> $ty>);
+                impl<'de $(, $param)*> serde::de::Visitor<'de> for V<$($vparam),*>
+                $(where $($bound)+)?
+                {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    $($method)*
+                }
+                d.$entry(V(std::marker::PhantomData))
+            }
+        }
+    };
+}
+
 mod denial;
 mod egress;
 mod execd;

@@ -8,11 +8,10 @@
 //! requested.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::ops::Deref;
 
-use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess};
 use serde_json::value::RawValue;
 
 use super::denial::clip;
@@ -39,23 +38,15 @@ impl<'a> RawMap<'a> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for RawMap<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = RawMap<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((Text(k), v)) = map.next_entry()? {
-                    entries.push((k, v));
-                }
-                Ok(RawMap(entries))
-            }
+deserialize_by_visitor! {
+    impl<'de, 'a> for RawMap<'a>, visitor V<'a> where ['de: 'a];
+    expecting "a map", by deserialize_map;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some((Text(k), v)) = map.next_entry()? {
+            entries.push((k, v));
         }
-        d.deserialize_map(V(std::marker::PhantomData))
+        Ok(RawMap(entries))
     }
 }
 
@@ -81,23 +72,15 @@ impl<T> Deref for List<T> {
     }
 }
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = List<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a sequence")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut items = Vec::with_capacity(LIST_CAPACITY);
-                while let Some(item) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(List(items))
-            }
+deserialize_by_visitor! {
+    impl<'de, T> for List<T>, visitor V<T> where [T: Deserialize<'de>];
+    expecting "a sequence", by deserialize_seq;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(LIST_CAPACITY);
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
         }
-        d.deserialize_seq(V(std::marker::PhantomData))
+        Ok(List(items))
     }
 }
 
@@ -152,72 +135,56 @@ enum SelectorValue<'a> {
     Other(String),
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for SelectorValue<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = SelectorValue<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Text(Some(Cow::Borrowed(v))))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Text(Some(Cow::Owned(v.to_owned()))))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(SelectorValue::Text(None))
-            }
-            non_string_scalars!(|v| SelectorValue::Other(v.to_string()));
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(SelectorValue::Other("a list".to_owned()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(SelectorValue::Other("an object".to_owned()))
-            }
-        }
-        d.deserialize_any(V(std::marker::PhantomData))
+deserialize_by_visitor! {
+    impl<'de, 'a> for SelectorValue<'a>, visitor V<'a> where ['de: 'a];
+    expecting "a string", by deserialize_any;
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(SelectorValue::Text(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(SelectorValue::Text(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(SelectorValue::Text(None))
+    }
+    non_string_scalars!(|v| SelectorValue::Other(v.to_string()));
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(SelectorValue::Other("a list".to_owned()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(SelectorValue::Other("an object".to_owned()))
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for NodeSelector<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = NodeSelector<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of strings")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(Text(key)) = map.next_key()? {
-                    match map.next_value()? {
-                        SelectorValue::Text(value) => entries.push((key, value)),
-                        SelectorValue::Other(shown) => {
-                            return Err(de::Error::custom(format_args!(
-                                "spec.nodeSelector[{:?}] must be a string (quote the value), not {}",
-                                clip(&key),
-                                clip(&shown)
-                            )));
-                        }
-                    }
+deserialize_by_visitor! {
+    impl<'de, 'a> for NodeSelector<'a>, visitor V<'a> where ['de: 'a];
+    expecting "a map of strings", by deserialize_any;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(Text(key)) = map.next_key()? {
+            match map.next_value()? {
+                SelectorValue::Text(value) => entries.push((key, value)),
+                SelectorValue::Other(shown) => {
+                    return Err(de::Error::custom(format_args!(
+                        "spec.nodeSelector[{:?}] must be a string (quote the value), not {}",
+                        clip(&key),
+                        clip(&shown)
+                    )));
                 }
-                Ok(NodeSelector::Map(entries))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(NodeSelector::NotAMap)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(NodeSelector::NotAMap)
-            }
-            non_string_scalars!(|_v| NodeSelector::NotAMap);
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        Ok(NodeSelector::Map(entries))
     }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(NodeSelector::NotAMap)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(NodeSelector::NotAMap)
+    }
+    non_string_scalars!(|_v| NodeSelector::NotAMap);
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -253,21 +253,7 @@ pub async fn timed_review(
 
 /// An AdmissionReview (Pod CREATE) of `pod`, as the apiserver sends it.
 pub fn review_body(uid: &str, pod: &Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "team-a",
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:opensandbox:controller"},
-            "object": pod,
-            "dryRun": false,
-        },
-    }))
-    .expect("serializable")
+    super::reviews::review(uid, "team-a", "CREATE", pod, None)
 }
 
 /// A review of a sandbox pod with an egress policy, so the webhook adds the

@@ -67,28 +67,5 @@ pub fn workload(kind: &str, name: &str, pod: &SandboxPod) -> Value {
 /// The AdmissionReview of `operation` on `object` in namespace `team-a`
 /// (`old` for an UPDATE), as the apiserver sends it.
 pub fn workload_review(uid: &str, operation: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let resource = KINDS
-        .iter()
-        .find(|(k, _, _)| *k == kind)
-        .map_or("", |(_, _, r)| *r);
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": kind},
-            "resource": {"group": group, "version": version, "resource": resource},
-            "name": object["metadata"]["name"],
-            "namespace": "team-a",
-            "operation": operation,
-            "userInfo": {"username": "alice"},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false,
-        },
-    }))
-    .expect("serializable")
+    super::reviews::review(uid, "team-a", operation, object, old)
 }

@@ -2,9 +2,8 @@
 //! accepts any JSON value; `super::parse` checks its shape afterwards.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, MapAccess, SeqAccess};
 use serde_json::Value;
 
 use crate::mutate::pod::Text;
@@ -84,95 +83,71 @@ macro_rules! fields {
 fields!(PolicyDoc { "defaultAction" => default_action, "egress" => egress });
 fields!(RuleDoc { "action" => action, "target" => target });
 
-impl<'de, T: Fields<'de>> Deserialize<'de> for Node<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Fields<'de>> Visitor<'de> for V<T> {
-            type Value = Node<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut fields = T::default();
-                while let Some(Text(key)) = map.next_key()? {
-                    fields.field(key, &mut map)?;
-                }
-                Ok(Node::Object(fields))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<Value>()?.is_some() {}
-                Ok(Node::Other)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Node::Other)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Node::Other)
-            }
-            non_string_scalars!(|_v| Node::Other);
+deserialize_by_visitor! {
+    impl<'de, T> for Node<T>, visitor V<T> where [T: Fields<'de>];
+    expecting "any JSON value", by deserialize_any;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = T::default();
+        while let Some(Text(key)) = map.next_key()? {
+            fields.field(key, &mut map)?;
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        Ok(Node::Object(fields))
     }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<Value>()?.is_some() {}
+        Ok(Node::Other)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Node::Other)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Node::Other)
+    }
+    non_string_scalars!(|_v| Node::Other);
 }
 
-impl<'de> Deserialize<'de> for Scalar<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Scalar<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Scalar::Str(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Scalar::Str(Cow::Owned(v.to_owned())))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Scalar::Null)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(Scalar::Other)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-                Ok(Scalar::Other)
-            }
-            non_string_scalars!(|_v| Scalar::Other);
-        }
-        d.deserialize_any(V)
+deserialize_by_visitor! {
+    impl<'de> for Scalar<'de>, visitor V<'de>;
+    expecting "any JSON value", by deserialize_any;
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
     }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Scalar::Other)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Scalar::Other)
+    }
+    non_string_scalars!(|_v| Scalar::Other);
 }
 
-impl<'de> Deserialize<'de> for Rules<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Rules<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut rules = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(rule) = seq.next_element()? {
-                    rules.push(rule);
-                }
-                Ok(Rules::List(rules))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Rules::Null)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(Rules::Other)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Rules::Other)
-            }
-            non_string_scalars!(|_v| Rules::Other);
+deserialize_by_visitor! {
+    impl<'de> for Rules<'de>, visitor V<'de>;
+    expecting "any JSON value", by deserialize_any;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut rules = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(rule) = seq.next_element()? {
+            rules.push(rule);
         }
-        d.deserialize_any(V)
+        Ok(Rules::List(rules))
     }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Rules::Null)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Rules::Other)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Rules::Other)
+    }
+    non_string_scalars!(|_v| Rules::Other);
 }
