@@ -87,39 +87,45 @@ static RESOURCE_NAME_RE: Pattern = LazyLock::new(|| Regex::new(RESOURCE_NAME));
 
 /// A namespace name; the error says what is wrong with it.
 pub fn dns_label(value: &str) -> Result<(), String> {
-    if value.len() > DNS_LABEL_MAX {
-        let len = value.len();
-        return refuse(
-            value,
-            format_args!("is {len} characters long; a namespace name has at most {DNS_LABEL_MAX}"),
-        );
-    }
-    if !matches(&DNS_LABEL_RE, value) {
-        return refuse(
-            value,
-            "is not a namespace name: use lower-case letters, digits and '-', starting and ending with a letter or digit",
-        );
-    }
-    Ok(())
+    let len = value.len();
+    let too_long = (len > DNS_LABEL_MAX)
+        .then(|| format!("is {len} characters long; a namespace name has at most {DNS_LABEL_MAX}"));
+    name(
+        value,
+        too_long,
+        &DNS_LABEL_RE,
+        "is not a namespace name: use lower-case letters, digits and '-', starting and ending with a letter or digit",
+    )
 }
 
 pub fn dns_subdomain(value: &str) -> Result<(), String> {
     let too_long_label = value.split('.').any(|l| l.len() > DNS_LABEL_MAX);
-    if value.len() > DNS_SUBDOMAIN_MAX || too_long_label {
-        return refuse(
-            value,
-            format_args!(
-                "is too long for a DNS subdomain (at most {DNS_SUBDOMAIN_MAX} characters, {DNS_LABEL_MAX} between dots)"
-            ),
-        );
+    let too_long = (value.len() > DNS_SUBDOMAIN_MAX || too_long_label).then(|| {
+        format!(
+            "is too long for a DNS subdomain (at most {DNS_SUBDOMAIN_MAX} characters, {DNS_LABEL_MAX} between dots)"
+        )
+    });
+    name(
+        value,
+        too_long,
+        &DNS_SUBDOMAIN_RE,
+        "is not a DNS subdomain such as opensandbox.io: use lower-case letters, digits, '-' and '.'",
+    )
+}
+
+/// A name's checks in order: its length (`too_long` holds why it is too
+/// long), then its grammar (`mismatch` says what it should look like).
+fn name(
+    value: &str,
+    too_long: Option<String>,
+    pattern: &Pattern,
+    mismatch: &str,
+) -> Result<(), String> {
+    match too_long {
+        Some(why) => refuse(value, why),
+        None if !matches(pattern, value) => refuse(value, mismatch),
+        None => Ok(()),
     }
-    if !matches(&DNS_SUBDOMAIN_RE, value) {
-        return refuse(
-            value,
-            "is not a DNS subdomain such as opensandbox.io: use lower-case letters, digits, '-' and '.'",
-        );
-    }
-    Ok(())
 }
 
 pub fn image(value: &str) -> Result<(), String> {
@@ -207,54 +213,46 @@ pub fn shorten(value: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Accepted and refused values of each rule (`rule_cases.json`).
+    #[derive(serde::Deserialize)]
+    struct Cases {
+        accepted: Vec<String>,
+        refused: Vec<String>,
+    }
+
+    type Rule = fn(&str) -> Result<(), String>;
+
+    #[test]
+    fn each_rule_against_its_cases() {
+        let table: std::collections::BTreeMap<String, Cases> =
+            serde_json::from_str(include_str!("rule_cases.json")).unwrap();
+        let rules: [(&str, Rule); 5] = [
+            ("image", image),
+            ("quantity_syntax", quantity_syntax),
+            ("resource_name", resource_name),
+            ("dns_label", dns_label),
+            ("dns_subdomain", dns_subdomain),
+        ];
+        assert_eq!(table.len(), rules.len());
+        for (name, rule) in rules {
+            let cases = &table[name];
+            assert!(
+                !cases.accepted.is_empty() && !cases.refused.is_empty(),
+                "{name}"
+            );
+            for value in &cases.accepted {
+                assert_eq!(rule(value), Ok(()), "{name}: {value:?}");
+            }
+            for value in &cases.refused {
+                assert!(rule(value).is_err(), "{name}: {value:?} accepted");
+            }
+        }
+    }
+
     #[test]
     fn images() {
-        for good in [
-            "opensandbox/execd:v1.0.18",
-            "busybox",
-            "docker.io/library/busybox:1.36",
-            "registry.example.com:5000/team/execd:v1",
-            "localhost/execd",
-            "localhost:5000/execd:latest",
-            "registry:5000/execd",
-            "[::1]:5000/execd:v1",
-            "REGISTRY.Example.com/execd",
-            "a/b__c/d-e.f_g:TAG_1.2-x",
-            "ghcr.io/o/execd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-            "ghcr.io/o/execd:v1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-        ] {
-            assert_eq!(image(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "",
-            "opensandbox/execd: v1",
-            "opensandbox/execd:v1 ",
-            " opensandbox/execd",
-            "OpenSandbox/execd:v1",
-            "Opensandbox/execd",
-            "opensandbox/Execd",
-            "null",
-            "opensandbox/execd:",
-            "opensandbox/execd:-v1",
-            ":v1",
-            "opensandbox//execd",
-            "opensandbox/execd/",
-            "-execd",
-            "execd-",
-            "exe..cd",
-            "opensandbox/execd@sha256:abc",
-            "opensandbox/execd@sha256",
-            "https://registry.example.com/execd",
-            "opensandbox/execd:v1:v2",
-        ] {
-            if bad == "null" {
-                // A repository named "null" is a valid reference; the YAML
-                // null is caught before this rule (see read.rs).
-                assert_eq!(image(bad), Ok(()));
-                continue;
-            }
-            assert!(image(bad).is_err(), "{bad:?} accepted");
-        }
+        // A repository named "null" is a valid reference (it is in the
+        // table); the YAML null is caught before this rule (see read.rs).
         let long = format!("{}/x:v1", "a".repeat(300));
         assert!(image(&long).unwrap_err().contains("at most 255"));
         let tag = format!("x:{}", "a".repeat(129));
@@ -265,67 +263,17 @@ mod tests {
 
     #[test]
     fn quantities() {
-        for good in [
-            "0", "1", "+1", "500m", "1.5", "1.", ".5", "2Gi", "128Mi", "1Ki", "1Ei", "1e3", "1E-2",
-            "100n", "10u", "1k", "1M", "1G", "1T", "1P", "1E",
-        ] {
-            assert_eq!(quantity_syntax(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "lots", "", "1 Gi", " 1", "1gi", "1Gb", "1K", "1.5.5", ".", "1e1.5", "1ee", "Gi",
-            "1mi", "0x10", "1_000",
-        ] {
-            assert!(quantity_syntax(bad).is_err(), "{bad:?} accepted");
-        }
         assert!(quantity_syntax("-1").unwrap_err().contains("negative"));
     }
 
     #[test]
-    fn resource_names() {
-        for good in [
-            "cpu",
-            "memory",
-            "ephemeral-storage",
-            "hugepages-2Mi",
-            "hugepages-1Gi",
-            "nvidia.com/gpu",
-            "example.com/My_Device.1",
-        ] {
-            assert_eq!(resource_name(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "cpus",
-            "CPU",
-            "gpu",
-            "storage",
-            "hugepages-",
-            "kubernetes.io/gpu",
-            "x.kubernetes.io/gpu",
-            "Example.com/gpu",
-            "example.com/",
-            "/gpu",
-        ] {
-            assert!(resource_name(bad).is_err(), "{bad:?} accepted");
-        }
-    }
-
-    #[test]
     fn dns_names() {
-        assert_eq!(dns_label("kube-system"), Ok(()));
         assert_eq!(dns_label(&"a".repeat(63)), Ok(()));
-        for bad in ["", "Kube-System", "-a", "a-", "a.b", "a_b", " a", "ä"] {
-            assert!(dns_label(bad).is_err(), "{bad:?} accepted");
-        }
         assert!(
             dns_label(&"a".repeat(64))
                 .unwrap_err()
                 .contains("at most 63")
         );
-        assert_eq!(dns_subdomain("opensandbox.io"), Ok(()));
-        assert_eq!(dns_subdomain("a"), Ok(()));
-        for bad in ["", "null.", ".a", "a..b", "Open.io", "a_b.io", "a/b"] {
-            assert!(dns_subdomain(bad).is_err(), "{bad:?} accepted");
-        }
         assert!(dns_subdomain(&format!("{}.io", "a".repeat(64))).is_err());
         assert!(dns_subdomain(&vec!["a".repeat(63); 5].join(".")).is_err());
     }

@@ -21,35 +21,27 @@ pub use platform::PlatformReading;
 /// straight into this type, so containers and the rest of the status are
 /// skipped by the decoder and never held in memory. The fields the seed
 /// treats dynamically stay untyped.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct SandboxPod {
-    #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SpecFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusFields>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct SpecFields {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Value>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct StatusFields {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Value>,
 }
 

@@ -264,23 +264,6 @@ struct Container {
     security: Option<Security>,
 }
 
-#[derive(Debug, Default, Arbitrary)]
-enum ContainerName {
-    #[default]
-    Sandbox,
-    App,
-    ExecdInstaller,
-    Egress,
-    Any(String),
-}
-
-#[derive(Debug, Arbitrary)]
-enum Arg {
-    Bootstrap,
-    Python,
-    Any(String),
-}
-
 #[derive(Debug, Arbitrary)]
 enum EnvName {
     Execd,
@@ -296,34 +279,10 @@ struct Mount {
 }
 
 #[derive(Debug, Arbitrary)]
-enum VolumeName {
-    Bin,
-    Data,
-    Any(String),
-}
-
-#[derive(Debug, Arbitrary)]
-enum MountPath {
-    Opt,
-    OptSlash,
-    Data,
-    Any(String),
-}
-
-#[derive(Debug, Arbitrary)]
 struct Security {
     privileged: Option<bool>,
     add: Option<Vec<Capability>>,
     drop: Option<Vec<Capability>>,
-}
-
-#[derive(Debug, Arbitrary)]
-enum Capability {
-    NetAdmin,
-    NetRaw,
-    All,
-    Lower,
-    Any(String),
 }
 
 /// An init container, possibly shaped like one the webhook (or an
@@ -342,24 +301,77 @@ struct Volume {
 }
 
 #[derive(Debug, Arbitrary)]
-enum SelectorKey {
-    Os,
-    Arch,
-    Any(String),
-}
-
-#[derive(Debug, Arbitrary)]
 struct Expression {
     key: SelectorKey,
     operator: Operator,
     values: Option<Vec<Text>>,
 }
 
-#[derive(Debug, Arbitrary)]
-enum Operator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-    Any(String),
+/// Enums of the names the core knows, in this order, plus `Any(String)` for
+/// anything else, each with `as_str`. `arbitrary` decodes by variant order,
+/// so a new name goes last (the committed corpus keeps its meaning).
+macro_rules! names {
+    ($($name:ident { $($variant:ident => $text:expr),+ $(,)? })+) => {$(
+        #[derive(Debug, Arbitrary)]
+        enum $name {
+            $($variant,)+
+            Any(String),
+        }
+
+        impl $name {
+            fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => $text,)+
+                    Self::Any(s) => s,
+                }
+            }
+        }
+    )+};
+}
+
+const BIN: &str = "opensandbox-bin";
+const OPT: &str = "/opt/opensandbox";
+
+names! {
+    ContainerName {
+        Sandbox => "sandbox",
+        App => "app",
+        ExecdInstaller => "execd-installer",
+        Egress => "egress",
+    }
+    Arg {
+        Bootstrap => "/opt/opensandbox/bootstrap.sh",
+        Python => "python",
+    }
+    VolumeName {
+        Bin => BIN,
+        Data => "data",
+    }
+    MountPath {
+        Opt => OPT,
+        OptSlash => "/opt/opensandbox/",
+        Data => "/data",
+    }
+    Capability {
+        NetAdmin => "NET_ADMIN",
+        NetRaw => "NET_RAW",
+        All => "ALL",
+        Lower => "net_admin",
+    }
+    SelectorKey {
+        Os => "kubernetes.io/os",
+        Arch => "kubernetes.io/arch",
+    }
+    Operator {
+        In => "In",
+        NotIn => "NotIn",
+        Exists => "Exists",
+        DoesNotExist => "DoesNotExist",
+    }
+}
+
+impl Default for ContainerName {
+    fn default() -> Self {
+        Self::Sandbox
+    }
 }

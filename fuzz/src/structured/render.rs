@@ -4,9 +4,6 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 
-const BIN: &str = "opensandbox-bin";
-const OPT: &str = "/opt/opensandbox";
-
 impl Input {
     pub(super) fn review(&self, prefix: &str) -> Value {
         let mut labels = Map::new();
@@ -82,23 +79,10 @@ impl Input {
 
 impl Container {
     fn to_json(&self) -> Value {
-        let name = match &self.name {
-            ContainerName::Sandbox => "sandbox",
-            ContainerName::App => "app",
-            ContainerName::ExecdInstaller => "execd-installer",
-            ContainerName::Egress => "egress",
-            ContainerName::Any(s) => s,
-        };
+        let name = self.name.as_str();
         let mut c = json!({"name": name, "image": "python:3.12-slim"});
         if let Some(command) = &self.command {
-            let command: Vec<&str> = command
-                .iter()
-                .map(|a| match a {
-                    Arg::Bootstrap => "/opt/opensandbox/bootstrap.sh",
-                    Arg::Python => "python",
-                    Arg::Any(s) => s,
-                })
-                .collect();
+            let command: Vec<&str> = command.iter().map(Arg::as_str).collect();
             c["command"] = json!(command);
         }
         if let Some(env) = &self.env {
@@ -142,35 +126,8 @@ impl Container {
 
 impl Mount {
     fn to_json(&self) -> Value {
-        let path = match &self.path {
-            MountPath::Opt => OPT,
-            MountPath::OptSlash => "/opt/opensandbox/",
-            MountPath::Data => "/data",
-            MountPath::Any(s) => s,
-        };
+        let path = self.path.as_str();
         json!({"name": self.volume.as_str(), "mountPath": path})
-    }
-}
-
-impl VolumeName {
-    fn as_str(&self) -> &str {
-        match self {
-            VolumeName::Bin => BIN,
-            VolumeName::Data => "data",
-            VolumeName::Any(s) => s,
-        }
-    }
-}
-
-impl Capability {
-    fn as_str(&self) -> &str {
-        match self {
-            Capability::NetAdmin => "NET_ADMIN",
-            Capability::NetRaw => "NET_RAW",
-            Capability::All => "ALL",
-            Capability::Lower => "net_admin",
-            Capability::Any(s) => s,
-        }
     }
 }
 
@@ -208,25 +165,9 @@ impl Volume {
     }
 }
 
-impl SelectorKey {
-    fn as_str(&self) -> &str {
-        match self {
-            SelectorKey::Os => "kubernetes.io/os",
-            SelectorKey::Arch => "kubernetes.io/arch",
-            SelectorKey::Any(s) => s,
-        }
-    }
-}
-
 impl Expression {
     fn to_json(&self) -> Value {
-        let operator = match &self.operator {
-            Operator::In => "In",
-            Operator::NotIn => "NotIn",
-            Operator::Exists => "Exists",
-            Operator::DoesNotExist => "DoesNotExist",
-            Operator::Any(s) => s,
-        };
+        let operator = self.operator.as_str();
         let mut e = json!({"key": self.key.as_str(), "operator": operator});
         if let Some(values) = &self.values {
             let values: Vec<&str> = values.iter().map(Text::as_str).collect();
