@@ -40,11 +40,11 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lease_grace: u64,
-    /// This replica's identity in the Lease (default: $POD_NAME, else the
+    /// This replica's identity in the Lease (default: `$POD_NAME`, else the
     /// host name and a random suffix).
     #[arg(long, value_name = "ID", env = "POD_NAME")]
     pub identity: Option<String>,
-    /// Log line format, on stderr; the level comes from RUST_LOG (default
+    /// Log line format, on stderr; the level comes from `RUST_LOG` (default
     /// info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -102,10 +102,9 @@ pub fn controller(args: ControllerArgs) -> ExitCode {
 fn default_identity() -> Result<String, String> {
     let mut bytes = [0u8; 4];
     getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for an identity: {e}"))?;
-    let suffix: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = format!("{:08x}", u32::from_be_bytes(bytes));
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "controller".to_owned());
+        .map_or_else(|_| "controller".to_owned(), |h| h.trim().to_owned());
     Ok(format!("{host}-{suffix}"))
 }
 

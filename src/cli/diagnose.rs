@@ -26,8 +26,8 @@ pub struct DiagnoseArgs {
     pub namespace: Option<String>,
 }
 
-pub fn diagnose(args: DiagnoseArgs) -> ExitCode {
-    match run(&args) {
+pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
+    match run(args) {
         Ok(text) => super::io::write_stdout(text.as_bytes()),
         Err(e) => super::exit::error(e),
     }

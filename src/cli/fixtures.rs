@@ -29,7 +29,7 @@ pub struct TestArgs {
 
 /// Exit 0 when every case passed (or was updated), 1 when one failed, 2 when
 /// the directory or the configuration cannot be used.
-pub fn test(args: TestArgs) -> ExitCode {
+pub fn test(args: &TestArgs) -> ExitCode {
     let config = match &args.config {
         Some(path) => match Config::load(path) {
             Ok(config) => config,

@@ -4,7 +4,7 @@
 //! `super::offline`; everything else comes here.
 //!
 //! An object the webhook does not change is written back as the text it was
-//! read from, comments and key order included (serde_yaml_ng keeps neither).
+//! read from, comments and key order included (`serde_yaml_ng` keeps neither).
 //! A changed object is written by `super::yaml`, in its own key order, with
 //! ambiguous strings quoted. Documents keep their order.
 

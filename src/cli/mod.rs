@@ -45,7 +45,7 @@ pub enum Command {
     Certs(certs::CertsArgs),
     /// Mutate a Pod (YAML or JSON) like the webhook would and print it.
     Inject(offline::InjectArgs),
-    /// Answer an AdmissionReview (JSON) exactly as the server would.
+    /// Answer an `AdmissionReview` (JSON) exactly as the server would.
     Review(offline::ReviewArgs),
     /// Run the lifecycle controller: expiry and platform scheduling.
     #[command(after_help = LOG_HELP)]
@@ -149,17 +149,18 @@ fn parse_egress_token(s: &str) -> Result<String, String> {
     }
 }
 
+#[must_use]
 pub fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Serve(a) => serve::serve(*a),
         Command::Certs(a) => certs::certs(a),
-        Command::Inject(a) => offline::inject(a),
-        Command::Review(a) => offline::review(a),
+        Command::Inject(a) => offline::inject(&a),
+        Command::Review(a) => offline::review(&a),
         Command::Controller(a) => controller::controller(*a),
-        Command::Diagnose(a) => diagnose::diagnose(a),
+        Command::Diagnose(a) => diagnose::diagnose(&a),
         Command::Config(a) => config::config(a),
         Command::Completions(a) => docs::completions(&a),
         Command::Man(a) => docs::man(&a),
-        Command::Test(a) => fixtures::test(a),
+        Command::Test(a) => fixtures::test(&a),
     }
 }

@@ -27,7 +27,7 @@ pub struct InjectArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ReviewArgs {
-    /// AdmissionReview (JSON); `-` reads standard input.
+    /// `AdmissionReview` (JSON); `-` reads standard input.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
     /// Print the response with its patch decoded to JSON, not base64, and
@@ -43,7 +43,7 @@ fn load(decision: &DecisionArgs, file: &Path) -> Result<(Config, Vec<u8>), Strin
     Ok((decision.load_config()?, read_input(file)?))
 }
 
-pub fn inject(args: InjectArgs) -> ExitCode {
+pub fn inject(args: &InjectArgs) -> ExitCode {
     let (config, input) = match load(&args.decision, &args.file) {
         Ok(loaded) => loaded,
         Err(e) => return fail(e),
@@ -135,7 +135,7 @@ fn manifest(pod: &Value, is_json: bool) -> Result<String, String> {
     }
 }
 
-pub fn review(args: ReviewArgs) -> ExitCode {
+pub fn review(args: &ReviewArgs) -> ExitCode {
     let (config, input) = match load(&args.decision, &args.file) {
         Ok(loaded) => loaded,
         Err(e) => return fail(e),

@@ -40,12 +40,12 @@ pub struct ServeArgs {
     /// The webhook's own namespace, which is never mutated.
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
-    /// Log line format, on stderr; the level comes from RUST_LOG (default
+    /// Log line format, on stderr; the level comes from `RUST_LOG` (default
     /// info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Development mode: serve a throwaway CA's certificate for localhost,
-    /// 127.0.0.1 and ::1 from certs/dev/ (reused while valid, else written
+    /// 127.0.0.1 and `::1` from `certs/dev/` (reused while valid, else written
     /// once the ports are bound), on loopback only.
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     pub dev: bool,

@@ -1,6 +1,6 @@
-//! YAML output for objects `inject` changed. serde_yaml_ng writes YAML 1.2,
+//! YAML output for objects `inject` changed. `serde_yaml_ng` writes YAML 1.2,
 //! where `2026-01-01T01:00:00Z` or `0755` are plain strings; YAML 1.1
-//! readers (PyYAML, older `yq`, Ansible) read them as a timestamp or a
+//! readers (`PyYAML`, older `yq`, Ansible) read them as a timestamp or a
 //! number. So every string that is not plainly a word is written as a JSON
 //! string, which is also a valid YAML double-quoted scalar: what comes back
 //! is a string in every reader.

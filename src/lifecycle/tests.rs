@@ -16,7 +16,7 @@ fn pod(v: Value) -> SandboxPod {
     serde_json::from_value(v).unwrap()
 }
 
-fn sandbox(annotations: Value, labels: Value) -> SandboxPod {
+fn sandbox(annotations: &Value, labels: &Value) -> SandboxPod {
     let mut l = json!({format!("{P}/id"): "s1"});
     if let Some(extra) = labels.as_object() {
         for (k, v) in extra {
@@ -29,7 +29,7 @@ fn sandbox(annotations: Value, labels: Value) -> SandboxPod {
 }
 
 fn expiring(at: &str) -> SandboxPod {
-    sandbox(json!({format!("{P}/expires-at"): at}), json!({}))
+    sandbox(&json!({format!("{P}/expires-at"): at}), &json!({}))
 }
 
 fn with_owner(
@@ -72,10 +72,10 @@ fn expiry_time_and_due() {
 
 #[test]
 fn never_touched() {
-    assert_eq!(action(&sandbox(json!({}), json!({}))), ExpiryAction::None);
+    assert_eq!(action(&sandbox(&json!({}), &json!({}))), ExpiryAction::None);
     let manual = sandbox(
-        json!({format!("{P}/expires-at"): "2020-01-01T00:00:00Z"}),
-        json!({format!("{P}/manual-cleanup"): "true"}),
+        &json!({format!("{P}/expires-at"): "2020-01-01T00:00:00Z"}),
+        &json!({format!("{P}/manual-cleanup"): "true"}),
     );
     let p = plan(&manual, &Config::default(), None, now());
     assert_eq!(p.expiry.action, ExpiryAction::None);
@@ -85,14 +85,14 @@ fn never_touched() {
     );
     // manual-cleanup also wins over an invalid value: no Event either.
     let manual_invalid = sandbox(
-        json!({format!("{P}/expires-at"): "soon"}),
-        json!({format!("{P}/manual-cleanup"): "True"}),
+        &json!({format!("{P}/expires-at"): "soon"}),
+        &json!({format!("{P}/manual-cleanup"): "True"}),
     );
     assert_eq!(action(&manual_invalid), ExpiryAction::None);
     // Another value of the label is not manual cleanup.
     let not_manual = sandbox(
-        json!({format!("{P}/expires-at"): "2020-01-01T00:00:00Z"}),
-        json!({format!("{P}/manual-cleanup"): "false"}),
+        &json!({format!("{P}/expires-at"): "2020-01-01T00:00:00Z"}),
+        &json!({format!("{P}/manual-cleanup"): "false"}),
     );
     assert_eq!(action(&not_manual), ExpiryAction::DeletePod);
 }
@@ -217,7 +217,7 @@ fn unwatched_pods_get_no_action() {
 }
 
 fn pending(spec: Value, status: Value) -> SandboxPod {
-    let mut p = sandbox(json!({}), json!({}));
+    let mut p = sandbox(&json!({}), &json!({}));
     p.spec = serde_json::from_value(spec).unwrap();
     p.status = serde_json::from_value(status).unwrap();
     p
@@ -396,7 +396,7 @@ fn diagnosis_json() {
 
 fn plan_for_empty() -> Plan {
     plan(
-        &sandbox(json!({}), json!({})),
+        &sandbox(&json!({}), &json!({})),
         &Config::default(),
         None,
         now(),

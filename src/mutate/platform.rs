@@ -256,11 +256,11 @@ mod tests {
         }
     }
 
-    fn affinity(terms: Value) -> Value {
+    fn affinity(terms: &Value) -> Value {
         json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
     }
 
-    fn expr(key: &str, op: &str, values: Value) -> Value {
+    fn expr(key: &str, op: &str, values: &Value) -> Value {
         json!({"key": key, "operator": op, "values": values})
     }
 
@@ -275,7 +275,7 @@ mod tests {
             .to_string()
     }
 
-    fn sat(terms: Value, p: &Platform) -> bool {
+    fn sat(terms: &Value, p: &Platform) -> bool {
         plan_node_selector(None, Some(&affinity(terms)), p).is_ok()
     }
 
@@ -373,7 +373,8 @@ mod tests {
             plan_node_selector(Some(&raw(&sel)), None, &windows("amd64")).unwrap(),
             Some(SelectorChange::Set(vec![(ARCH_KEY, "amd64")]))
         );
-        let aff = affinity(json!([{"matchExpressions": [expr(ARCH_KEY, "In", json!(["arm64"]))]}]));
+        let aff =
+            affinity(&json!([{"matchExpressions": [expr(ARCH_KEY, "In", &json!(["arm64"]))]}]));
         assert_eq!(
             plan_node_selector(None, Some(&aff), &windows("amd64"))
                 .unwrap_err()
@@ -381,7 +382,7 @@ mod tests {
             "platform conflict with template nodeAffinity: required node affinity does not allow requested architecture 'amd64'."
         );
         // The os key is not requested for Windows, so an os expression is ignored.
-        let aff = affinity(json!([{"matchExpressions": [expr(OS_KEY, "In", json!(["linux"]))]}]));
+        let aff = affinity(&json!([{"matchExpressions": [expr(OS_KEY, "In", &json!(["linux"]))]}]));
         assert!(plan_node_selector(None, Some(&aff), &windows("amd64")).is_ok());
     }
 
@@ -389,66 +390,66 @@ mod tests {
     fn operators() {
         let p = linux("amd64");
         let one = |e: Value| json!([{"matchExpressions": [e]}]);
-        assert!(sat(one(expr(OS_KEY, "In", json!(["linux"]))), &p));
-        assert!(!sat(one(expr(OS_KEY, "In", json!(["windows"]))), &p));
-        assert!(sat(one(expr(ARCH_KEY, "NotIn", json!(["arm64"]))), &p));
-        assert!(!sat(one(expr(ARCH_KEY, "NotIn", json!(["amd64"]))), &p));
-        assert!(!sat(one(expr(OS_KEY, "DoesNotExist", json!([]))), &p));
-        assert!(sat(one(expr(OS_KEY, "Exists", json!([]))), &p));
-        assert!(sat(one(expr(ARCH_KEY, "Gt", json!(["1"]))), &p));
-        assert!(sat(one(expr(ARCH_KEY, "Lt", json!(["1"]))), &p));
+        assert!(sat(&one(expr(OS_KEY, "In", &json!(["linux"]))), &p));
+        assert!(!sat(&one(expr(OS_KEY, "In", &json!(["windows"]))), &p));
+        assert!(sat(&one(expr(ARCH_KEY, "NotIn", &json!(["arm64"]))), &p));
+        assert!(!sat(&one(expr(ARCH_KEY, "NotIn", &json!(["amd64"]))), &p));
+        assert!(!sat(&one(expr(OS_KEY, "DoesNotExist", &json!([]))), &p));
+        assert!(sat(&one(expr(OS_KEY, "Exists", &json!([]))), &p));
+        assert!(sat(&one(expr(ARCH_KEY, "Gt", &json!(["1"]))), &p));
+        assert!(sat(&one(expr(ARCH_KEY, "Lt", &json!(["1"]))), &p));
         assert!(
-            sat(one(expr(OS_KEY, "in", json!(["windows"]))), &p),
+            sat(&one(expr(OS_KEY, "in", &json!(["windows"]))), &p),
             "operators are case-sensitive"
         );
         // `values` not a list counts as empty: In fails, NotIn passes.
-        assert!(!sat(one(expr(OS_KEY, "In", json!("linux"))), &p));
-        assert!(sat(one(expr(OS_KEY, "NotIn", json!("linux"))), &p));
-        assert!(!sat(one(json!({"key": OS_KEY, "operator": "In"})), &p));
+        assert!(!sat(&one(expr(OS_KEY, "In", &json!("linux"))), &p));
+        assert!(sat(&one(expr(OS_KEY, "NotIn", &json!("linux"))), &p));
+        assert!(!sat(&one(json!({"key": OS_KEY, "operator": "In"})), &p));
     }
 
     #[test]
     fn expressions_are_anded_terms_ored() {
         let p = linux("amd64");
         let and_fail = json!([{"matchExpressions": [
-            expr(OS_KEY, "In", json!(["linux"])),
-            expr(ARCH_KEY, "In", json!(["arm64"]))
+            expr(OS_KEY, "In", &json!(["linux"])),
+            expr(ARCH_KEY, "In", &json!(["arm64"]))
         ]}]);
         assert_eq!(
-            plan_node_selector(None, Some(&affinity(and_fail.clone())), &p)
+            plan_node_selector(None, Some(&affinity(&and_fail.clone())), &p)
                 .unwrap_err()
                 .to_string(),
             AFF_LINUX
         );
         let mut or_ok = and_fail.as_array().unwrap().clone();
-        or_ok.push(json!({"matchExpressions": [expr(ARCH_KEY, "In", json!(["amd64"]))]}));
-        assert!(sat(Value::Array(or_ok), &p));
+        or_ok.push(json!({"matchExpressions": [expr(ARCH_KEY, "In", &json!(["amd64"]))]}));
+        assert!(sat(&Value::Array(or_ok), &p));
     }
 
     #[test]
     fn empty_and_missing_shapes() {
         let p = linux("amd64");
-        assert!(sat(json!([{}]), &p), "an empty term is satisfiable");
-        assert!(sat(json!([{"matchExpressions": []}]), &p));
-        assert!(sat(json!([{"matchExpressions": "x"}]), &p));
-        assert!(sat(json!([]), &p), "an empty term list is fine");
+        assert!(sat(&json!([{}]), &p), "an empty term is satisfiable");
+        assert!(sat(&json!([{"matchExpressions": []}]), &p));
+        assert!(sat(&json!([{"matchExpressions": "x"}]), &p));
+        assert!(sat(&json!([]), &p), "an empty term list is fine");
         assert!(plan_node_selector(None, Some(&json!({})), &p).is_ok());
         assert!(plan_node_selector(None, Some(&json!({"nodeAffinity": null})), &p).is_ok());
         assert!(plan_node_selector(None, Some(&json!("x")), &p).is_ok());
         let no_terms =
             json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}});
         assert!(plan_node_selector(None, Some(&no_terms), &p).is_ok());
-        assert!(sat(json!("not a list"), &p));
+        assert!(sat(&json!("not a list"), &p));
         // Only non-object terms: nothing to satisfy, so the seed refuses.
         assert_eq!(
-            plan_node_selector(None, Some(&affinity(json!(["x", 1]))), &p)
+            plan_node_selector(None, Some(&affinity(&json!(["x", 1]))), &p)
                 .unwrap_err()
                 .to_string(),
             AFF_LINUX
         );
         // Non-object expressions and non-string keys are skipped.
         assert!(sat(
-            json!([{"matchExpressions": ["x", {"key": 1, "operator": "DoesNotExist"}]}]),
+            &json!([{"matchExpressions": ["x", {"key": 1, "operator": "DoesNotExist"}]}]),
             &p
         ));
     }
@@ -457,11 +458,11 @@ mod tests {
     fn other_keys_are_ignored() {
         let p = linux("amd64");
         assert!(sat(
-            json!([{"matchExpressions": [expr("disk", "In", json!(["ssd"])), expr("zone", "DoesNotExist", json!([]))]}]),
+            &json!([{"matchExpressions": [expr("disk", "In", &json!(["ssd"])), expr("zone", "DoesNotExist", &json!([]))]}]),
             &p
         ));
         assert!(sat(
-            json!([{"matchExpressions": [expr("kubernetes.io/hostname", "In", json!([]))]}]),
+            &json!([{"matchExpressions": [expr("kubernetes.io/hostname", "In", &json!([]))]}]),
             &p
         ));
     }
@@ -470,7 +471,7 @@ mod tests {
     fn selector_checked_before_affinity() {
         let sel = json!({"kubernetes.io/arch": "arm64"});
         let aff =
-            affinity(json!([{"matchExpressions": [expr(OS_KEY, "DoesNotExist", json!([]))]}]));
+            affinity(&json!([{"matchExpressions": [expr(OS_KEY, "DoesNotExist", &json!([]))]}]));
         assert!(
             plan_node_selector(Some(&raw(&sel)), Some(&aff), &linux("amd64"))
                 .unwrap_err()

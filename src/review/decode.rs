@@ -55,7 +55,7 @@ mod tests {
 
     use super::*;
 
-    fn with_patch(patch: Value, patch_type: &str) -> Vec<u8> {
+    fn with_patch(patch: &Value, patch_type: &str) -> Vec<u8> {
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": {"uid": "u", "allowed": true, "patchType": patch_type, "patch": patch}})
         .to_string()
@@ -65,7 +65,8 @@ mod tests {
     #[test]
     fn decodes_the_patch_in_place() {
         let ops = r#"[{"op":"add","path":"/a","value":1}]"#;
-        let review = decoded(&with_patch(json!(BASE64.encode(ops)), "JSONPatch")).expect("decodes");
+        let review =
+            decoded(&with_patch(&json!(BASE64.encode(ops)), "JSONPatch")).expect("decodes");
         assert_eq!(
             review["response"]["patch"],
             json!([{"op": "add", "path": "/a", "value": 1}])
@@ -85,16 +86,16 @@ mod tests {
         let ops = r#"[{"op":"add","path":"/a","value":1}]"#;
         let cases = [
             (
-                with_patch(json!(ops.as_bytes()), "JSONPatch"),
+                with_patch(&json!(ops.as_bytes()), "JSONPatch"),
                 "not base64 text",
             ),
-            (with_patch(json!("not base64!"), "JSONPatch"), "not base64"),
+            (with_patch(&json!("not base64!"), "JSONPatch"), "not base64"),
             (
-                with_patch(json!(BASE64.encode("{}")), "JSONPatch"),
+                with_patch(&json!(BASE64.encode("{}")), "JSONPatch"),
                 "not a JSON patch",
             ),
             (
-                with_patch(json!(BASE64.encode(ops)), "MergePatch"),
+                with_patch(&json!(BASE64.encode(ops)), "MergePatch"),
                 "patchType",
             ),
             (b"{".to_vec(), "not JSON"),

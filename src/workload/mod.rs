@@ -34,7 +34,7 @@ pub struct WorkloadKind {
 const TEMPLATE: &[&str] = &["spec", "template"];
 
 /// The kinds of SPEC 11, in the order the SPEC lists them. The chart's
-/// ValidatingWebhookConfiguration lists the same groups and resources.
+/// `ValidatingWebhookConfiguration` lists the same groups and resources.
 pub const KINDS: [WorkloadKind; 8] = [
     apps("Deployment", "deployments"),
     apps("StatefulSet", "statefulsets"),

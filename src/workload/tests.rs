@@ -18,7 +18,7 @@ fn with_ctx<T>(config: &Config, f: impl FnOnce(&Context<'_>) -> T) -> T {
     f(&ctx)
 }
 
-fn template(annotations: Value) -> Value {
+fn template(annotations: &Value) -> Value {
     json!({
         "metadata": {"labels": {ID: "s1"}, "annotations": annotations},
         "spec": {"containers": [{"name": "sandbox", "image": "busybox", "command": ["sleep", "1d"]}]}
@@ -71,7 +71,7 @@ fn every_kind_finds_its_template_at_its_path() {
         assert_eq!((k.kind, k.path), (name, path));
         assert_eq!(k.fields.join("."), k.path, "{name}");
         assert_eq!(WorkloadKind::of(api_version, name), Some(k));
-        let t = template(json!({}));
+        let t = template(&json!({}));
         let mut object = workload(k, t.clone());
         let found = find_template(&object).unwrap().unwrap();
         assert_eq!(found.value, &t, "{name}");
@@ -85,7 +85,7 @@ fn every_kind_finds_its_template_at_its_path() {
 
 #[test]
 fn other_objects_have_no_template() {
-    let t = template(json!({}));
+    let t = template(&json!({}));
     for (api_version, kind) in [
         ("v1", "Pod"),
         ("v1", "Service"),
@@ -143,7 +143,7 @@ fn a_template_without_the_label_is_not_judged() {
 #[test]
 fn a_denied_template_gets_the_pod_message_after_its_path() {
     let config = max_3600();
-    let t = template(json!({"opensandbox.io/timeout": "2h"}));
+    let t = template(&json!({"opensandbox.io/timeout": "2h"}));
     for k in &KINDS {
         let object = workload(k, t.clone());
         let before = object.clone();
@@ -178,8 +178,8 @@ fn a_denied_template_gets_the_pod_message_after_its_path() {
 fn every_denial_is_the_pod_webhooks() {
     let policy = r#"{"defaultAction":"deny"}"#;
     let cases = [
-        template(json!({"opensandbox.io/network-policy": "{"})),
-        template(json!({"opensandbox.io/platform": "plan9/amd64"})),
+        template(&json!({"opensandbox.io/network-policy": "{"})),
+        template(&json!({"opensandbox.io/platform": "plan9/amd64"})),
         json!({"metadata": {"labels": {ID: "s"}}, "spec": {"containers": []}}),
         json!({"metadata": {"labels": {ID: "s"}, "annotations": {"opensandbox.io/network-policy": policy}},
             "spec": {"hostNetwork": true, "containers": [{"name": "a", "command": ["x"]}]}}),
@@ -203,7 +203,7 @@ fn every_denial_is_the_pod_webhooks() {
 
 #[test]
 fn an_admitted_template_keeps_its_warnings_under_its_path() {
-    let t = template(json!({"opensandbox.io/platform": "windows/amd64"}));
+    let t = template(&json!({"opensandbox.io/platform": "windows/amd64"}));
     let object = workload(kind("CronJob"), t);
     let verdict = with_ctx(&Config::default(), |ctx| {
         judge_change(&object, None, None, ctx)
@@ -223,7 +223,7 @@ fn an_admitted_template_keeps_its_warnings_under_its_path() {
 #[test]
 fn namespace_and_opt_out_are_read_as_for_pods() {
     let config = Config::default();
-    let t = template(json!({"opensandbox.io/timeout": "10s"}));
+    let t = template(&json!({"opensandbox.io/timeout": "10s"}));
     let object = workload(kind("Deployment"), t);
     with_ctx(&config, |ctx| {
         // The request's namespace wins; else the object's own.
@@ -259,13 +259,13 @@ fn an_update_judges_only_a_changed_template() {
     let config = max_3600();
     let bad = workload(
         kind("Deployment"),
-        template(json!({"opensandbox.io/timeout": "2h"})),
+        template(&json!({"opensandbox.io/timeout": "2h"})),
     );
     let mut relabelled = bad.clone();
     relabelled["metadata"]["labels"] = json!({"team": "a"});
     let mut changed = bad.clone();
     changed["spec"]["template"]["metadata"]["annotations"]["opensandbox.io/timeout"] = "3h".into();
-    let good = workload(kind("Deployment"), template(json!({})));
+    let good = workload(kind("Deployment"), template(&json!({})));
     with_ctx(&config, |ctx| {
         assert!(matches!(
             judge_change(&relabelled, Some(&bad), None, ctx),
@@ -300,7 +300,7 @@ fn the_template_pod_is_metadata_and_spec() {
     );
 }
 
-/// The chart's ValidatingWebhookConfiguration sends every kind of the
+/// The chart's `ValidatingWebhookConfiguration` sends every kind of the
 /// table, at the version whose template path the table knows.
 #[test]
 fn the_chart_sends_every_kind() {

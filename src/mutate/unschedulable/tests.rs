@@ -108,7 +108,7 @@ fn node_selector_keys() {
     }
 }
 
-fn affinity_terms(terms: Value) -> Value {
+fn affinity_terms(terms: &Value) -> Value {
     json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
 }
 
@@ -118,25 +118,25 @@ fn affinity_keys() {
     let e = |key: Value| json!({"key": key, "operator": "In", "values": ["x"]});
     assert_eq!(
         a(&affinity_terms(
-            json!([{"matchExpressions": [e(json!("kubernetes.io/os"))]}])
+            &json!([{"matchExpressions": [e(json!("kubernetes.io/os"))]}])
         )),
         (true, false)
     );
     assert_eq!(
         a(&affinity_terms(
-            json!([{"matchExpressions": [e(json!("kubernetes.io/arch"))]}])
+            &json!([{"matchExpressions": [e(json!("kubernetes.io/arch"))]}])
         )),
         (true, false)
     );
     assert_eq!(
         a(&affinity_terms(
-            json!([{"matchExpressions": [e(json!("zone"))]}])
+            &json!([{"matchExpressions": [e(json!("zone"))]}])
         )),
         (false, true)
     );
     // Terms are all read: a key in a later term counts.
     assert_eq!(
-        a(&affinity_terms(json!([
+        a(&affinity_terms(&json!([
             {"matchExpressions": [e(json!("zone"))]},
             {"matchExpressions": [e(json!("kubernetes.io/arch"))]}
         ]))),
@@ -151,7 +151,7 @@ fn affinity_keys() {
     ] {
         assert_eq!(
             a(&affinity_terms(
-                json!([{"matchExpressions": [e(key.clone())]}])
+                &json!([{"matchExpressions": [e(key.clone())]}])
             )),
             (false, false),
             "{key}"
@@ -160,12 +160,12 @@ fn affinity_keys() {
     // matchFields are not read by the seed.
     assert_eq!(
         a(&affinity_terms(
-            json!([{"matchFields": [e(json!("metadata.name"))]}])
+            &json!([{"matchFields": [e(json!("metadata.name"))]}])
         )),
         (false, false)
     );
     // Selector and affinity add up.
-    let mut both = affinity_terms(json!([{"matchExpressions": [e(json!("zone"))]}]));
+    let mut both = affinity_terms(&json!([{"matchExpressions": [e(json!("zone"))]}]));
     both["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
     assert_eq!(a(&both), (true, true));
 }
@@ -204,7 +204,7 @@ fn has_platform_is_the_first_half() {
         &json!({"nodeSelector": {"disk": "ssd"}})
     ));
     assert!(has_platform_constraints_in_pod_spec(&affinity_terms(
-        json!([{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]}]}])
+        &json!([{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]}]}])
     )));
 }
 
