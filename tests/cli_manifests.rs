@@ -134,6 +134,85 @@ fn a_labelled_configmap_passes_through_with_a_note() {
     );
 }
 
+fn inject_with(file: &str, output: &str) -> Run {
+    let path = format!("{DIR}/{file}");
+    let args = [
+        "inject",
+        "-f",
+        &path,
+        "-o",
+        output,
+        "--now",
+        NOW,
+        "--egress-token",
+        "t",
+    ];
+    run(&args, std::path::Path::new(DIR))
+}
+
+/// `-o diff` on a stream: every removed line is one of the input, every
+/// added line one of `-o manifest`'s output, and the untouched Service is
+/// not among them.
+#[test]
+fn a_streams_diff_shows_only_the_changed_documents() {
+    let r = inject_with("service-deployment.yaml", "diff");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let path = format!("{DIR}/service-deployment.yaml");
+    assert!(
+        r.stdout
+            .starts_with(&format!("--- a/{path}\n+++ b/{path}\n@@ ")),
+        "{}",
+        r.stdout
+    );
+    let input = std::fs::read_to_string(&path).unwrap();
+    let manifest = inject("service-deployment.yaml").stdout;
+    let changed: Vec<&str> = r
+        .stdout
+        .lines()
+        .skip(2)
+        .filter(|l| !l.starts_with([' ', '@']))
+        .collect();
+    assert!(
+        changed.iter().any(|l| l.contains("execd-installer")),
+        "{}",
+        r.stdout
+    );
+    for line in &changed {
+        let (sign, text) = line.split_at(1);
+        let side = if sign == "+" { &manifest } else { &input };
+        assert!(matches!(sign, "+" | "-"), "{line:?}");
+        assert!(
+            side.lines().any(|l| l == text),
+            "{line:?} is not in its side"
+        );
+        assert!(
+            !text.contains("kind: Service"),
+            "the Service changed: {line:?}"
+        );
+    }
+    // Nothing to inject: an empty diff, exit 0, the note still on stderr.
+    let r = inject_with("configmap.yaml", "diff");
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("labelled opensandbox.io/id but not a Pod"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_streams_patch_is_refused_with_the_way_out() {
+    let r = inject_with("service-deployment.yaml", "patch");
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("-o patch takes a single Pod") && r.stderr.contains("use -o diff"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stdout, "");
+}
+
 #[test]
 fn a_denied_template_fails_with_its_path() {
     let dir = tempfile::tempdir().unwrap();

@@ -106,6 +106,17 @@ pub fn inject(input: &str, is_json: bool, ctx: &Context<'_>) -> Result<Injected,
     Ok(run.done(output))
 }
 
+/// The stream as it is written when nothing in it changes: each document as
+/// read, after a `---` of its own. The "before" of `-o diff`, so that the
+/// separators the writer adds do not show as changes.
+fn written_back(input: &str) -> String {
+    let mut output = String::new();
+    for doc in documents(input) {
+        push_doc(&mut output, doc);
+    }
+    output
+}
+
 /// An untouched document, as it was, after a `---` of its own.
 fn push_doc(output: &mut String, doc: &str) {
     if !doc.trim_start().starts_with("---") {
@@ -257,9 +268,17 @@ fn describe(v: &Value) -> String {
     }
 }
 
-/// `inject` on a manifest stream: the output on stdout, notes on stderr,
-/// exit 1 if any pod or template is denied (nothing is printed then).
-pub fn run(input: &str, is_json: bool, config: &Config, decision: &DecisionArgs) -> ExitCode {
+/// `inject` on a manifest stream: the output on stdout (with `diff_name`, a
+/// unified diff of the stream's text before and after under that name),
+/// notes on stderr, exit 1 if any pod or template is denied (nothing is
+/// printed then).
+pub fn run(
+    input: &str,
+    is_json: bool,
+    config: &Config,
+    decision: &DecisionArgs,
+    diff_name: Option<&str>,
+) -> ExitCode {
     let tokens = decision.tokens();
     let ctx = decision.context(config, tokens.as_ref());
     let injected = match inject(input, is_json, &ctx) {
@@ -275,5 +294,23 @@ pub fn run(input: &str, is_json: bool, config: &Config, decision: &DecisionArgs)
         }
         return exit::REJECTED;
     }
-    super::io::write_stdout(injected.output.as_bytes())
+    let output = match diff_name {
+        None => Ok(injected.output),
+        // A JSON List is compared as pretty JSON, as a single Pod is.
+        Some(name) if is_json => serde_json::from_str(input)
+            .and_then(|before| Ok((before, serde_json::from_str(&injected.output)?)))
+            .map_err(|e| e.to_string())
+            .and_then(|(before, after)| super::views::diff_text(&before, &after, true, name)),
+        // YAML: unchanged objects are written back as read, so only the
+        // changed documents show in a diff of the text.
+        Some(name) => Ok(super::views::text_diff(
+            &written_back(input),
+            &injected.output,
+            name,
+        )),
+    };
+    match output {
+        Ok(text) => super::io::write_stdout(text.as_bytes()),
+        Err(e) => exit::error(format!("internal error: {e}")),
+    }
 }

@@ -55,13 +55,22 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
     // Several documents, a List, a workload: see `super::manifests`.
     let text = String::from_utf8_lossy(&input);
     if super::manifests::is_stream(&text, is_json) {
-        // Not yet: one patch or diff per injected template.
-        if args.output != InjectOutput::Manifest {
+        // A JSON patch addresses one object; a diff of the stream's text
+        // shows every changed document in place.
+        if args.output == InjectOutput::Patch {
             return fail(
-                "-o patch and -o diff take a single Pod; this input holds several documents, a List or a workload",
+                "-o patch takes a single Pod (a JSON patch addresses one object); this input holds several documents, a List or a workload: use -o diff",
             );
         }
-        return super::manifests::run(&text, is_json, &config, &args.decision);
+        let diff_name =
+            (args.output == InjectOutput::Diff).then(|| args.file.display().to_string());
+        return super::manifests::run(
+            &text,
+            is_json,
+            &config,
+            &args.decision,
+            diff_name.as_deref(),
+        );
     }
     let parsed: Result<Value, String> = if is_json {
         serde_json::from_slice(&input).map_err(|e| e.to_string())

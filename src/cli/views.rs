@@ -14,7 +14,8 @@ pub enum InjectOutput {
     Manifest,
     /// The JSON patch the webhook would send (`[]` when nothing changes).
     Patch,
-    /// A unified diff of the manifest before and after the patch.
+    /// A unified diff of the manifest before and after the patch (of the
+    /// whole stream, for several documents, a List or a workload).
     Diff,
 }
 
@@ -47,13 +48,18 @@ pub fn diff_text(before: &Value, after: &Value, json: bool, name: &str) -> Resul
             serde_yaml_ng::to_string(v).map_err(|e| e.to_string())
         }
     };
-    let (old, new) = (render(before)?, render(after)?);
+    Ok(text_diff(&render(before)?, &render(after)?, name))
+}
+
+/// A unified diff (3 lines of context) of two texts, with `name` in the
+/// headers; empty when they are the same.
+pub fn text_diff(old: &str, new: &str, name: &str) -> String {
     if old == new {
-        return Ok(String::new());
+        return String::new();
     }
-    Ok(similar::TextDiff::from_lines(old.as_str(), new.as_str())
+    similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{name}"), &format!("b/{name}"))
-        .to_string())
+        .to_string()
 }
