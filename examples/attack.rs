@@ -4,7 +4,9 @@
 //! figures per attack, so a build before and after a change can be compared
 //! with the same script (bench/attack.sh runs both).
 //!
-//!   cargo run --release --example attack -- ATTACK ADDR ADMIN_ADDR CA_PEM PID
+//! ```text
+//! cargo run --release --example attack -- ATTACK ADDR ADMIN_ADDR CA_PEM PID
+//! ```
 //!
 //! ATTACK: raw-tcp | trickle | stalled-bodies | admin-flood | pipeline |
 //! early-close | shutdown. Every loop here is bounded in count and time, and

@@ -8,7 +8,11 @@
 //! - the API calls made during the run, from the apiserver's
 //!   `apiserver_request_total`, minus the calls this program makes itself.
 //!
-//! Usage: controller_bench KUBECONFIG CONTROLLER_PID CONTROLLER_ADMIN_ADDR [PODS] [SPREAD_S] [LEAD_S]
+//! Usage:
+//!
+//! ```text
+//! controller_bench KUBECONFIG CONTROLLER_PID CONTROLLER_ADMIN_ADDR [PODS] [SPREAD_S] [LEAD_S]
+//! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

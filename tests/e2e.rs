@@ -1,6 +1,6 @@
 //! End-to-end: a real kube-apiserver and etcd (started by
 //! `tests/e2e/cluster.sh`, envtest-style) call a real `sandbox-webhook serve`
-//! process on 127.0.0.1 through MutatingWebhookConfigurations whose
+//! process on 127.0.0.1 through `MutatingWebhookConfigurations` whose
 //! `clientConfig.url` points at it. Every assertion is on the pod as stored by
 //! the apiserver, read back with GET.
 //!
@@ -8,10 +8,12 @@
 //! Each scenario has its own namespaces and webhook configuration
 //! (`tests/e2e/env.rs`), so they pass in any order:
 //!
-//!   cargo test --test e2e                          declared order
-//!   cargo test --test e2e -- pod_security          only names containing it
-//!   E2E_ORDER=reverse cargo test --test e2e
-//!   E2E_ORDER=shuffle [E2E_SEED=N] cargo test --test e2e
+//! ```text
+//! cargo test --test e2e                          declared order
+//! cargo test --test e2e -- pod_security          only names containing it
+//! E2E_ORDER=reverse cargo test --test e2e
+//! E2E_ORDER=shuffle [E2E_SEED=N] cargo test --test e2e
+//! ```
 //!
 //! (`tests/common/suite.rs` picks and orders them.)
 //! It prints `N passed, M failed` and stops everything it started, also when

@@ -73,7 +73,7 @@ pub fn der(pem: &str) -> Vec<u8> {
         .to_vec()
 }
 
-/// The decoded JSON patch of an AdmissionReview response.
+/// The decoded JSON patch of an `AdmissionReview` response.
 pub fn patch_of(body: &[u8]) -> Value {
     let review = sandbox_webhook::review::parse_response(body).expect("AdmissionReview");
     let patch = review.response.expect("response").patch.expect("a patch");

@@ -251,7 +251,7 @@ pub async fn timed_review(
     Ok(started.elapsed())
 }
 
-/// An AdmissionReview (Pod CREATE) of `pod`, as the apiserver sends it.
+/// An `AdmissionReview` (Pod CREATE) of `pod`, as the apiserver sends it.
 pub fn review_body(uid: &str, pod: &Value) -> Vec<u8> {
     super::reviews::review(uid, "team-a", "CREATE", pod, None)
 }

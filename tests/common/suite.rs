@@ -2,10 +2,12 @@
 //! and in what order, the control plane they share, each one's outcome with
 //! panics caught, and the `N passed, M failed` summary.
 //!
-//!   cargo test --test SUITE                     declared order
-//!   cargo test --test SUITE -- NAME             only names containing NAME
-//!   E2E_ORDER=reverse cargo test --test SUITE
-//!   E2E_ORDER=shuffle [E2E_SEED=N] cargo test --test SUITE
+//! ```text
+//! cargo test --test SUITE                     declared order
+//! cargo test --test SUITE -- NAME             only names containing NAME
+//! E2E_ORDER=reverse cargo test --test SUITE
+//! E2E_ORDER=shuffle [E2E_SEED=N] cargo test --test SUITE
+//! ```
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Workloads around a pod template (SPEC 11): the pod of a [`SandboxPod`]
-//! as the template of a Deployment, Job, BatchSandbox..., valid for the
-//! apiserver, and the AdmissionReview the apiserver sends for one.
+//! as the template of a Deployment, Job, `BatchSandbox`..., valid for the
+//! apiserver, and the `AdmissionReview` the apiserver sends for one.
 
 use serde_json::{Map, Value, json};
 
@@ -64,7 +64,7 @@ pub fn workload(kind: &str, name: &str, pod: &SandboxPod) -> Value {
     Value::Object(object)
 }
 
-/// The AdmissionReview of `operation` on `object` in namespace `team-a`
+/// The `AdmissionReview` of `operation` on `object` in namespace `team-a`
 /// (`old` for an UPDATE), as the apiserver sends it.
 pub fn workload_review(uid: &str, operation: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
     super::reviews::review(uid, "team-a", operation, object, old)

@@ -1,7 +1,7 @@
 //! What every scenario gets: a client, the shared webhook process, and a
 //! [`Scope`] of its own: namespaces labelled with the scenario's name and a
-//! MutatingWebhookConfiguration, named after the scenario, that selects only
-//! those namespaces (and, for the pre-flight, a ValidatingWebhookConfiguration
+//! `MutatingWebhookConfiguration`, named after the scenario, that selects only
+//! those namespaces (and, for the pre-flight, a `ValidatingWebhookConfiguration`
 //! likewise). No scenario sees another's configuration, so none
 //! depends on which ran before it.
 
@@ -44,7 +44,7 @@ pub struct Env {
     pub webhook: Webhook,
 }
 
-/// One webhook of a MutatingWebhookConfiguration.
+/// One webhook of a `MutatingWebhookConfiguration`.
 pub struct WebhookEntry<'a> {
     pub name: &'a str,
     pub url: String,
@@ -130,7 +130,7 @@ pub struct Scope<'e> {
     pub id: String,
     /// The scenario's first namespace.
     pub ns: String,
-    /// Its MutatingWebhookConfiguration.
+    /// Its `MutatingWebhookConfiguration`.
     pub configuration: String,
 }
 

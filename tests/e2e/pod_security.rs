@@ -2,7 +2,7 @@
 //! webhooks, so it judges the injected pod. A sandbox that meets the
 //! `restricted` level still meets it after injection when it asks for no
 //! network policy. With a policy it needs `privileged`: the egress sidecar
-//! adds NET_ADMIN and the installer is privileged (it disables IPv6), which
+//! adds `NET_ADMIN` and the installer is privileged (it disables IPv6), which
 //! `restricted` and `baseline` both refuse.
 
 use k8s_openapi::api::core::v1::Container;

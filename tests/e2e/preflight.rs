@@ -1,5 +1,5 @@
 //! The workload pre-flight (SPEC 11) against the real apiserver: a
-//! ValidatingWebhookConfiguration with the chart's rules and matchCondition
+//! `ValidatingWebhookConfiguration` with the chart's rules and matchCondition
 //! calls `/validate`. Workloads whose template the pod webhook would deny
 //! are refused at create and update with the pod webhook's message; valid
 //! ones are stored unchanged; with the pre-flight down, everything is
@@ -28,7 +28,7 @@ const CRD: &str = "batchsandboxes.sandbox.opensandbox.io";
 const REQUESTS: &str = "sandbox_webhook_admission_requests_total";
 
 /// Each scenario's own webhook process (so that stopping it affects no
-/// other scenario), with `expiry.maxTimeoutSeconds: 3600`, the BatchSandbox
+/// other scenario), with `expiry.maxTimeoutSeconds: 3600`, the `BatchSandbox`
 /// CRD, and the scope's namespace.
 async fn start<'e>(env: &'e Env, id: &str) -> Result<(Webhook, Scope<'e>)> {
     let webhook = env.own_webhook(id, Some("expiry: {maxTimeoutSeconds: 3600}\n"))?;
@@ -227,7 +227,7 @@ async fn create_with(
     api(env, ns, kind).create(&pp, &object).await
 }
 
-/// A minimal BatchSandbox CRD (no schema beyond "keep everything"), shared
+/// A minimal `BatchSandbox` CRD (no schema beyond "keep everything"), shared
 /// by the scenarios and left in place: a CRD is cluster-wide, and deleting
 /// one under another scenario's objects would break it.
 async fn ensure_crd(env: &Env) -> Result<()> {
@@ -289,7 +289,7 @@ fn chart_condition() -> Result<String> {
     Ok(expression.replace("{{ $id | quote }}", &format!("\"{P}/id\"")))
 }
 
-/// The scope's ValidatingWebhookConfiguration: the chart's rules and
+/// The scope's `ValidatingWebhookConfiguration`: the chart's rules and
 /// matchCondition, `failurePolicy: Ignore`, this scope's namespaces only.
 async fn register_preflight(env: &Env, scope: &Scope<'_>, url: &str) -> Result<()> {
     use base64::Engine;
