@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::fmt::Write as _;
+
 use common::cli::run;
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
@@ -37,7 +39,10 @@ fn user_fixtures() -> tempfile::TempDir {
 }
 
 fn indent(yaml: &str) -> String {
-    yaml.lines().map(|l| format!("  {l}\n")).collect()
+    yaml.lines().fold(String::new(), |mut out, l| {
+        writeln!(out, "  {l}").expect("writing to a String");
+        out
+    })
 }
 
 #[test]

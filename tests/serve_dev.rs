@@ -50,19 +50,16 @@ fn exit_within(mut cmd: Command, limit: Duration) -> (Option<i32>, String) {
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output()));
-    match rx.recv_timeout(limit) {
-        Ok(out) => {
-            let out = out.unwrap();
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        }
-        Err(_) => {
-            // Still serving: stop it so the test fails instead of hanging.
-            let _ = Command::new("kill").arg(pid.to_string()).status();
-            (None, format!("still running after {limit:?}"))
-        }
+    if let Ok(out) = rx.recv_timeout(limit) {
+        let out = out.unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    } else {
+        // Still serving: stop it so the test fails instead of hanging.
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        (None, format!("still running after {limit:?}"))
     }
 }
 

@@ -31,12 +31,12 @@ async fn answers_exactly_like_review_and_the_cli() {
         response.headers()["content-type"].to_str().unwrap(),
         "application/json"
     );
-    let served = response.bytes().await.unwrap().to_vec();
+    let over_https = response.bytes().await.unwrap().to_vec();
 
     let ctx = TestContext::new().config(Config::load(&config_path).unwrap());
     let direct = sandbox_webhook::review::review(&body, &ctx.get()).unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&served),
+        String::from_utf8_lossy(&over_https),
         String::from_utf8_lossy(&direct.body)
     );
 
@@ -50,12 +50,12 @@ async fn answers_exactly_like_review_and_the_cli() {
             .arg(&input),
     );
     assert_eq!(
-        String::from_utf8_lossy(&served).trim_end(),
+        String::from_utf8_lossy(&over_https).trim_end(),
         String::from_utf8_lossy(&cli).trim_end()
     );
 
     // And it really is a mutation with the configured image.
-    let patch = patch_of(&served).to_string();
+    let patch = patch_of(&over_https).to_string();
     assert!(patch.contains("example.com/egress:v1"), "{patch}");
     let requests = "sandbox_webhook_admission_requests_total";
     assert_eq!(server.metric(requests, &MUTATED).await, 1);
@@ -72,9 +72,12 @@ async fn null_handler_allows_without_looking() {
     let body = egress_review("uid-null", true);
     let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
     assert_eq!(response.status(), 200);
-    let served = response.bytes().await.unwrap().to_vec();
-    assert_eq!(served, sandbox_webhook::review::null_review(&body).unwrap());
-    let review = sandbox_webhook::review::parse_response(&served).expect("AdmissionReview");
+    let over_https = response.bytes().await.unwrap().to_vec();
+    assert_eq!(
+        over_https,
+        sandbox_webhook::review::null_review(&body).unwrap()
+    );
+    let review = sandbox_webhook::review::parse_response(&over_https).expect("AdmissionReview");
     let response = review.response.expect("response");
     assert!(response.allowed);
     assert!(response.patch.is_none());

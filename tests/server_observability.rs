@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::metrics::Metrics;
 use common::server::{Pki, Running, eventually, start_with_config, tls_connect};
 use sandbox_webhook::certs::Ca;
+use tokio::io::AsyncWriteExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
@@ -33,7 +34,6 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
     })
     .await;
     // Not TLS at all.
-    use tokio::io::AsyncWriteExt;
     let mut plain = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     plain
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")

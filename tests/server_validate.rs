@@ -68,7 +68,7 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
 
     let deployment = workload("Deployment", "web", &too_long());
     let body = workload_review("uid-deny", "CREATE", &deployment, None);
-    let (served, answer) = review(&server, &pki, "/validate", &body).await;
+    let (over_https, answer) = review(&server, &pki, "/validate", &body).await;
     let response = &answer["response"];
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(answer["kind"], "AdmissionReview");
@@ -92,7 +92,7 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
     };
     let direct = sandbox_webhook::review::validate(&body, &ctx).unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&served),
+        String::from_utf8_lossy(&over_https),
         String::from_utf8_lossy(&direct.body)
     );
 

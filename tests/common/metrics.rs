@@ -63,17 +63,20 @@ impl Metrics {
     }
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "the assert below admits only whole numbers in [0, 2^53), which convert exactly"
+)]
 fn whole(sample: &Sample, text: &str) -> u64 {
-    let v = match sample.value {
-        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
-        _ => panic!("{} is a histogram or summary in:\n{text}", sample.metric),
+    let (Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v)) = sample.value else {
+        panic!("{} is a histogram or summary in:\n{text}", sample.metric)
     };
     assert!(
         v >= 0.0 && v.fract() == 0.0 && v < 2f64.powi(53),
         "{} is {v}, not a whole count, in:\n{text}",
         sample.metric
     );
-    // Exact: a whole number below 2^53 converts without loss.
     v as u64
 }
 

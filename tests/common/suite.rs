@@ -80,7 +80,7 @@ pub async fn outcome(scenario: impl Future<Output = Result<()>>) -> Option<Strin
             panic
                 .downcast_ref::<String>()
                 .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| panic.downcast_ref::<&str>().map(ToString::to_string))
                 .unwrap_or_else(|| "panic".into()),
         ),
     }
