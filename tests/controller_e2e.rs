@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use common::suite;
-use harness::*;
+use harness::{
+    Cluster, Controller, HOME, LEASE_SECONDS, Result, check, diagnose, events, namespace,
+};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
@@ -173,7 +175,7 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
 
 /// Runs one scenario and restores the replicas; the failure message, if any.
 async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
-    let failure = suite::outcome(run_scenario(env, name)).await;
+    let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
     match (failure, env.restore().await) {
         (None, Ok(())) => None,
         (None, Err(e)) => Some(format!("restoring the replicas: {e}")),

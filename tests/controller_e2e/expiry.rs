@@ -16,7 +16,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Env;
-use crate::harness::*;
+use crate::harness::{
+    P, Result, check, create_expiring, expires_at, in_seconds, pp, rfc3339, sandbox, wait_gone,
+    wall,
+};
 
 /// Waits for the pod to go and checks it went within 1 s after `at`, never
 /// before; the delay.
@@ -114,18 +117,18 @@ pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env, id: &str) -> Resu
     let manual = json!({format!("{P}/manual-cleanup"): "true"});
     pods.create(
         &pp(),
-        &sandbox("manual", manual, expires_at(past), json!({}), json!({}))?,
+        &sandbox("manual", &manual, &expires_at(past), &json!({}), &json!({}))?,
     )
     .await?;
     let invalid = json!({format!("{P}/expires-at"): "tomorrow"});
     pods.create(
         &pp(),
-        &sandbox("invalid", json!({}), invalid, json!({}), json!({}))?,
+        &sandbox("invalid", &json!({}), &invalid, &json!({}), &json!({}))?,
     )
     .await?;
     pods.create(
         &pp(),
-        &sandbox("forever", json!({}), json!({}), json!({}), json!({}))?,
+        &sandbox("forever", &json!({}), &json!({}), &json!({}), &json!({}))?,
     )
     .await?;
     env.event(ns, "invalid", "InvalidExpiry", Some("Warning"), 10)
@@ -165,7 +168,13 @@ where
 {
     let owners: Api<K> = Api::namespaced(env.client.clone(), ns);
     let owner = owners.create(&pp(), &owner).await?;
-    let pod = sandbox(name, labels, expires_at(at), owner_ref(&owner)?, json!({}))?;
+    let pod = sandbox(
+        name,
+        &labels,
+        &expires_at(at),
+        &owner_ref(&owner)?,
+        &json!({}),
+    )?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
     Ok(pods.get(name).await?)
@@ -267,7 +276,7 @@ async fn recreate(pods: &Api<Pod>, name: &str) -> Result<()> {
     };
     pods.delete(name, &now).await?;
     wait_gone(pods, name, Duration::from_secs(10)).await?;
-    let pod = sandbox(name, json!({}), json!({}), json!({}), json!({}))?;
+    let pod = sandbox(name, &json!({}), &json!({}), &json!({}), &json!({}))?;
     pods.create(&pp(), &pod).await?;
     Ok(())
 }
@@ -281,7 +290,7 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
     // The write itself: a delete decided for the old UID cannot hit the new pod.
     pods.create(
         &pp(),
-        &sandbox("same", json!({}), json!({}), json!({}), json!({}))?,
+        &sandbox("same", &json!({}), &json!({}), &json!({}), &json!({}))?,
     )
     .await?;
     let stale: SandboxPod = Api::<SandboxPod>::namespaced(env.client.clone(), ns)

@@ -134,9 +134,7 @@ pub fn rfc3339(t: DateTime<Utc>) -> String {
 /// A whole second at least `secs` seconds from now.
 pub fn in_seconds(secs: i64) -> DateTime<Utc> {
     let t = Utc::now() + chrono::TimeDelta::seconds(secs);
-    DateTime::parse_from_rfc3339(&rfc3339(t))
-        .map(|t| t.with_timezone(&Utc))
-        .unwrap_or(t)
+    DateTime::parse_from_rfc3339(&rfc3339(t)).map_or(t, |t| t.with_timezone(&Utc))
         + chrono::TimeDelta::seconds(1)
 }
 
@@ -144,10 +142,10 @@ pub fn in_seconds(secs: i64) -> DateTime<Utc> {
 /// here: the controller only reads labels, annotations and the spec).
 pub fn sandbox(
     name: &str,
-    labels: Value,
-    annotations: Value,
-    extra_meta: Value,
-    spec: Value,
+    labels: &Value,
+    annotations: &Value,
+    extra_meta: &Value,
+    spec: &Value,
 ) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -172,7 +170,7 @@ pub fn expires_at(at: DateTime<Utc>) -> Value {
 
 /// Creates sandbox pod `name` that expires at `at`; the pod as created.
 pub async fn create_expiring(pods: &Api<Pod>, name: &str, at: DateTime<Utc>) -> Result<Pod> {
-    let pod = sandbox(name, json!({}), expires_at(at), json!({}), json!({}))?;
+    let pod = sandbox(name, &json!({}), &expires_at(at), &json!({}), &json!({}))?;
     Ok(pods.create(&pp(), &pod).await?)
 }
 

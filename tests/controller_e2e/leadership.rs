@@ -11,7 +11,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::Env;
-use crate::harness::*;
+use crate::harness::{
+    HOME, LEASE, LEASE_SECONDS, P, Result, check, create_expiring, in_seconds, pp, repo, rfc3339,
+    wait_gone,
+};
 
 /// The chart's renewal policy, rendered by helm as the apiserver serves the
 /// API, applied, exercised with a bad and a good renewal, and removed again:

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::harness::*;
+use crate::harness::{LEASE_SECONDS, P, Result, check, events, pp, rfc3339, sandbox, wait_gone};
 use crate::{CAPACITY_MESSAGE, Env, SCHEDULER_MESSAGE};
 
 pub(crate) fn condition<'a>(
@@ -42,7 +42,7 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
     for name in ["arm", "cpu"] {
         pods.create(
             &pp(),
-            &sandbox(name, json!({}), json!({}), json!({}), arm.clone())?,
+            &sandbox(name, &json!({}), &json!({}), &json!({}), &arm)?,
         )
         .await?;
     }
@@ -144,7 +144,7 @@ pub(crate) async fn delete_unschedulable_removes_the_pod(env: &mut Env, id: &str
     let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
     pods.create(
         &pp(),
-        &sandbox("arm-gone", json!({}), json!({}), json!({}), arm)?,
+        &sandbox("arm-gone", &json!({}), &json!({}), &json!({}), &arm)?,
     )
     .await?;
     schedule_failure(&pods, "arm-gone", SCHEDULER_MESSAGE).await?;

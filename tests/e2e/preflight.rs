@@ -80,30 +80,9 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
         }
     }
 
-    // Valid templates are stored as sent: nothing is mutated.
-    let valid = SandboxPod::new("fine").annotation("timeout", "30m");
-    for kind in APPLIED {
-        let name = format!("valid-{}", kind.to_lowercase());
-        let sent = workload(kind, &name, &valid);
-        create(env, &scope.ns, &sent).await?;
-        let stored = serde_json::to_value(api(env, &scope.ns, kind).get(&name).await?)?;
-        let (sent_t, stored_t) = (&sent["spec"]["template"], &stored["spec"]["template"]);
-        check(
-            kept_labels(sent_t, stored_t)
-                && stored_t["metadata"]["annotations"] == sent_t["metadata"]["annotations"]
-                && stored_t["spec"]["containers"][0]["command"]
-                    == sent_t["spec"]["containers"][0]["command"]
-                && stored_t["spec"].get("initContainers").is_none(),
-            format!("{kind}'s template is stored unchanged: {stored_t}"),
-        )?;
-        if kind == "BatchSandbox" {
-            // No schema defaults on this CRD: the whole spec is as sent.
-            check(
-                stored["spec"] == sent["spec"],
-                "BatchSandbox spec stored byte for byte",
-            )?;
-        }
-    }
+    // Valid templates are stored as sent; this leaves `valid-deployment`
+    // for the update below.
+    valid_templates_are_stored_as_sent(env, &scope).await?;
 
     // An UPDATE that makes the template one the pod webhook would deny.
     let deployments = api(env, &scope.ns, "Deployment");
@@ -167,6 +146,35 @@ pub async fn workloads_are_admitted_while_the_preflight_is_down(env: &Env, id: &
                 format!("{kind} was refused while the pre-flight was down (Ignore): {e}")
             })?;
         api(env, &scope.ns, kind).get(&name).await?;
+    }
+    Ok(())
+}
+
+/// Creates a `valid-<kind>` of each applied kind with a template the pod
+/// webhook allows; each is stored as sent: nothing is mutated.
+async fn valid_templates_are_stored_as_sent(env: &Env, scope: &Scope<'_>) -> Result<()> {
+    let valid = SandboxPod::new("fine").annotation("timeout", "30m");
+    for kind in APPLIED {
+        let name = format!("valid-{}", kind.to_lowercase());
+        let sent = workload(kind, &name, &valid);
+        create(env, &scope.ns, &sent).await?;
+        let stored = serde_json::to_value(api(env, &scope.ns, kind).get(&name).await?)?;
+        let (sent_t, stored_t) = (&sent["spec"]["template"], &stored["spec"]["template"]);
+        check(
+            kept_labels(sent_t, stored_t)
+                && stored_t["metadata"]["annotations"] == sent_t["metadata"]["annotations"]
+                && stored_t["spec"]["containers"][0]["command"]
+                    == sent_t["spec"]["containers"][0]["command"]
+                && stored_t["spec"].get("initContainers").is_none(),
+            format!("{kind}'s template is stored unchanged: {stored_t}"),
+        )?;
+        if kind == "BatchSandbox" {
+            // No schema defaults on this CRD: the whole spec is as sent.
+            check(
+                stored["spec"] == sent["spec"],
+                "BatchSandbox spec stored byte for byte",
+            )?;
+        }
     }
     Ok(())
 }

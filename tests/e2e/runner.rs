@@ -34,7 +34,7 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
 /// Runs one scenario and removes its webhook configurations; the failure
 /// message, if any.
 async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
-    let failure = suite::outcome(crate::run_scenario(env, name)).await;
+    let failure = suite::outcome(Box::pin(crate::run_scenario(env, name))).await;
     match (failure, env.clean_up(name).await) {
         (None, Ok(())) => None,
         (None, Err(e)) => Some(format!("cleaning up: {e}")),
