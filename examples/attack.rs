@@ -314,19 +314,16 @@ async fn early_close(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> usize 
                 read_response(s).await
             }
             .await;
-            match outcome {
-                Ok(response) => {
-                    if is_review && response.status != 200 {
-                        failures += 1;
-                    }
-                    if response.closes() {
-                        conn = None;
-                    }
+            if let Ok(response) = outcome {
+                if is_review && response.status != 200 {
+                    failures += 1;
                 }
-                Err(_) => {
-                    failures += usize::from(is_review);
+                if response.closes() {
                     conn = None;
                 }
+            } else {
+                failures += usize::from(is_review);
+                conn = None;
             }
         }
     }

@@ -85,63 +85,44 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     if sorted.is_empty() {
         return 0;
     }
+    #[expect(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a sample count is exact in f64, and with p in [0, 1] the rounded index is a whole number in [0, len - 1]"
+    )]
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() < 4 {
-        return Err("usage: controller_bench KUBECONFIG CONTROLLER_PID ADMIN_ADDR [PODS] [SPREAD_S] [LEAD_S]".into());
+/// KiB as MiB, for the RSS figures.
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "an RSS in KiB is far below 2^52, so exact in f64"
+)]
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// When the bench pods expire: pod `i` of `n` at `base + i * spread / n`
+/// seconds, `base` a whole second.
+#[derive(Clone, Copy)]
+struct Schedule {
+    base: DateTime<Utc>,
+    spread: i64,
+    n: i64,
+}
+
+impl Schedule {
+    fn expiry(self, i: usize) -> DateTime<Utc> {
+        let i = i64::try_from(i).expect("a pod index is below the pod count, an i64");
+        self.base + TimeDelta::seconds(i * self.spread / self.n)
     }
-    let pid: u32 = args[2].parse()?;
-    let admin = args[3].clone();
-    let n: usize = args.get(4).map_or(Ok(5000), |a| a.parse())?;
-    let spread: i64 = args.get(5).map_or(Ok(60), |a| a.parse())?;
-    let lead: i64 = args.get(6).map_or(Ok(45), |a| a.parse())?;
+}
 
-    let kubeconfig = Kubeconfig::read_from(&args[1])?;
-    let client = Client::try_from(
-        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
-    )?;
-    let ns: Namespace = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-    )?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-
-    let idle_rss = rss_kib(pid, "VmRSS:")?;
-    let before = request_totals(&client).await?;
-
-    // Our own watch records when each pod's DELETED event arrives.
-    let deleted: std::sync::Arc<std::sync::Mutex<HashMap<String, DateTime<Utc>>>> =
-        Default::default();
-    let recorder = {
-        let deleted = deleted.clone();
-        let stream = watcher::watcher(pods.clone(), watcher::Config::default());
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                if let watcher::Event::Delete(pod) = event
-                    && let (Some(name), Ok(mut map)) = (pod.metadata.name, deleted.lock())
-                {
-                    map.insert(name, Utc::now());
-                }
-            }
-        })
-    };
-
-    let start = Utc::now();
-    let base = DateTime::parse_from_rfc3339(
-        &(start + TimeDelta::seconds(lead)).to_rfc3339_opts(SecondsFormat::Secs, true),
-    )?
-    .with_timezone(&Utc);
-    let expiry = |i: usize| base + TimeDelta::seconds(i as i64 * spread / n as i64);
-    let created = Instant::now();
+/// Creates pods `p-0` .. `p-{n-1}`, each with its expiry, `CONCURRENCY` at
+/// a time.
+async fn create_pods(pods: &Api<Pod>, n: usize, schedule: Schedule) -> Result<()> {
     stream::iter(0..n)
         .map(|i| {
             let pods = pods.clone();
@@ -149,7 +130,7 @@ async fn main() -> Result<()> {
                 let pod: Pod = serde_json::from_value(json!({
                     "apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": format!("p-{i}"), "labels": {"opensandbox.io/id": format!("p-{i}")},
-                        "annotations": {"opensandbox.io/expires-at": expiry(i).to_rfc3339_opts(SecondsFormat::Secs, true)}},
+                        "annotations": {"opensandbox.io/expires-at": schedule.expiry(i).to_rfc3339_opts(SecondsFormat::Secs, true)}},
                     "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36", "command": ["sleep", "3600"]}]},
                 }))?;
                 pods.create(&PostParams::default(), &pod).await?;
@@ -159,72 +140,28 @@ async fn main() -> Result<()> {
         .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<()>>()
         .await?;
-    let create_secs = created.elapsed().as_secs_f64();
-    let ready_before_expiry = Utc::now() < base;
+    Ok(())
+}
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while controller_metric(&admin, "sandbox_webhook_controller_watched_pods") < n as f64
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let cached = controller_metric(&admin, "sandbox_webhook_controller_watched_pods");
-    let full_rss = rss_kib(pid, "VmRSS:")?;
-
-    let end = base + TimeDelta::seconds(spread + 60);
-    while deleted.lock().map(|m| m.len()).unwrap_or(0) < n && Utc::now() < end {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = request_totals(&client).await?;
-    let peak_rss = rss_kib(pid, "VmHWM:")?;
-    let end_rss = rss_kib(pid, "VmRSS:")?;
-    recorder.abort();
-
-    let map = deleted.lock().map(|m| m.clone()).unwrap_or_default();
-    let mut delays: Vec<i64> = (0..n)
-        .filter_map(|i| Some((*map.get(&format!("p-{i}"))? - expiry(i)).num_milliseconds()))
-        .collect();
-    delays.sort_unstable();
-    let early = delays.iter().filter(|d| **d < 0).count();
-
-    println!(
-        "pods: {n}, expiries spread over {spread} s from {}",
-        base.to_rfc3339_opts(SecondsFormat::Secs, true)
-    );
-    println!(
-        "created in {create_secs:.1} s ({:.0}/s); all created before the first expiry: {ready_before_expiry}",
-        n as f64 / create_secs
-    );
-    println!("controller cache: {cached} pods");
-    println!(
-        "removed: {} of {n}; removed before expiry: {early}",
-        delays.len()
-    );
-    println!(
-        "removal delay after expiry (watch-observed): p50 {} ms, p99 {} ms, max {} ms",
-        percentile(&delays, 0.50),
-        percentile(&delays, 0.99),
-        delays.last().copied().unwrap_or(0)
-    );
-    println!(
-        "controller RSS: idle {:.1} MiB, {n} pods cached {:.1} MiB, peak {:.1} MiB, after {:.1} MiB",
-        idle_rss as f64 / 1024.0,
-        full_rss as f64 / 1024.0,
-        peak_rss as f64 / 1024.0,
-        end_rss as f64 / 1024.0
-    );
+/// The controller's API calls between `before` and `after` (this program's
+/// own taken out: `pods` pod POSTs and the calls below), then the pod reads
+/// since the apiserver started.
+fn print_api_calls(
+    before: &BTreeMap<(String, String, String), f64>,
+    after: &BTreeMap<(String, String, String), f64>,
+    pods: f64,
+) {
     // This program's own calls: one namespace POST, N pod POSTs, and its
     // watch (one LIST and one WATCH); the rest is the controller's.
     let mut ours: HashMap<(&str, &str), f64> = HashMap::new();
     ours.insert(("POST", "namespaces"), 1.0);
-    ours.insert(("POST", "pods"), n as f64);
+    ours.insert(("POST", "pods"), pods);
     ours.insert(("LIST", "pods"), 1.0);
     ours.insert(("WATCH", "pods"), 1.0);
     println!(
         "controller API calls during the run (apiserver_request_total delta minus this program's):"
     );
-    for ((verb, resource, sub), v) in &after {
+    for ((verb, resource, sub), v) in after {
         let delta = v - before
             .get(&(verb.clone(), resource.clone(), sub.clone()))
             .copied()
@@ -258,11 +195,14 @@ async fn main() -> Result<()> {
             .unwrap_or(0.0);
         println!("  {verb:<6} pods {total:.0}");
     }
-    // A watch is counted in apiserver_request_total only when it ends; the
-    // open ones are in apiserver_longrunning_requests.
+}
+
+/// The pod watches open now: a watch is counted in `apiserver_request_total`
+/// only when it ends; the open ones are in `apiserver_longrunning_requests`.
+async fn open_pod_watches(client: &Client) -> Result<f64> {
     let req = axum::http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(req).await?;
-    let open: f64 = text
+    Ok(text
         .lines()
         .filter(|l| {
             l.starts_with("apiserver_longrunning_requests{")
@@ -270,7 +210,147 @@ async fn main() -> Result<()> {
                 && l.contains("verb=\"WATCH\"")
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+        .sum())
+}
+
+/// A client of the cluster in `kubeconfig`, and the bench namespace `NS`
+/// created in it.
+async fn client_with_namespace(kubeconfig: &str) -> Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
+    let client = Client::try_from(
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
+    )?;
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    Ok(client)
+}
+
+/// When each pod's DELETED event arrived, by pod name.
+type Deletions = std::sync::Arc<std::sync::Mutex<HashMap<String, DateTime<Utc>>>>;
+
+/// Our own watch of `pods`, recording when each pod's DELETED event arrives
+/// until the task is aborted.
+fn record_deletions(pods: &Api<Pod>) -> (Deletions, tokio::task::JoinHandle<()>) {
+    let deleted = Deletions::default();
+    let recorder = {
+        let deleted = deleted.clone();
+        let stream = watcher::watcher(pods.clone(), watcher::Config::default());
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(event)) = stream.next().await {
+                if let watcher::Event::Delete(pod) = event
+                    && let (Some(name), Ok(mut map)) = (pod.metadata.name, deleted.lock())
+                {
+                    map.insert(name, Utc::now());
+                }
+            }
+        })
+    };
+    (deleted, recorder)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        return Err("usage: controller_bench KUBECONFIG CONTROLLER_PID ADMIN_ADDR [PODS] [SPREAD_S] [LEAD_S]".into());
+    }
+    let pid: u32 = args[2].parse()?;
+    let admin = args[3].clone();
+    let n: usize = args.get(4).map_or(Ok(5000), |a| a.parse())?;
+    let spread: i64 = args.get(5).map_or(Ok(60), |a| a.parse())?;
+    let lead: i64 = args.get(6).map_or(Ok(45), |a| a.parse())?;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a pod count is far below 2^52, so exact in f64"
+    )]
+    let pods_f64 = n as f64;
+    let n_i64 = i64::try_from(n)?;
+
+    let client = client_with_namespace(&args[1]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+
+    let idle_rss = rss_kib(pid, "VmRSS:")?;
+    let before = request_totals(&client).await?;
+
+    let (deleted, recorder) = record_deletions(&pods);
+
+    let start = Utc::now();
+    let base = DateTime::parse_from_rfc3339(
+        &(start + TimeDelta::seconds(lead)).to_rfc3339_opts(SecondsFormat::Secs, true),
+    )?
+    .with_timezone(&Utc);
+    let schedule = Schedule {
+        base,
+        spread,
+        n: n_i64,
+    };
+    let created = Instant::now();
+    create_pods(&pods, n, schedule).await?;
+    let create_secs = created.elapsed().as_secs_f64();
+    let ready_before_expiry = Utc::now() < base;
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while controller_metric(&admin, "sandbox_webhook_controller_watched_pods") < pods_f64
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cached = controller_metric(&admin, "sandbox_webhook_controller_watched_pods");
+    let full_rss = rss_kib(pid, "VmRSS:")?;
+
+    let end = base + TimeDelta::seconds(spread + 60);
+    while deleted.lock().map_or(0, |m| m.len()) < n && Utc::now() < end {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = request_totals(&client).await?;
+    let peak_rss = rss_kib(pid, "VmHWM:")?;
+    let end_rss = rss_kib(pid, "VmRSS:")?;
+    recorder.abort();
+
+    let map = deleted.lock().map(|m| m.clone()).unwrap_or_default();
+    let mut delays: Vec<i64> = (0..n)
+        .filter_map(|i| {
+            Some((*map.get(&format!("p-{i}"))? - schedule.expiry(i)).num_milliseconds())
+        })
+        .collect();
+    delays.sort_unstable();
+    let early = delays.iter().filter(|d| **d < 0).count();
+
+    println!(
+        "pods: {n}, expiries spread over {spread} s from {}",
+        base.to_rfc3339_opts(SecondsFormat::Secs, true)
+    );
+    println!(
+        "created in {create_secs:.1} s ({:.0}/s); all created before the first expiry: {ready_before_expiry}",
+        pods_f64 / create_secs
+    );
+    println!("controller cache: {cached} pods");
+    println!(
+        "removed: {} of {n}; removed before expiry: {early}",
+        delays.len()
+    );
+    println!(
+        "removal delay after expiry (watch-observed): p50 {} ms, p99 {} ms, max {} ms",
+        percentile(&delays, 0.50),
+        percentile(&delays, 0.99),
+        delays.last().copied().unwrap_or(0)
+    );
+    println!(
+        "controller RSS: idle {:.1} MiB, {n} pods cached {:.1} MiB, peak {:.1} MiB, after {:.1} MiB",
+        mib(idle_rss),
+        mib(full_rss),
+        mib(peak_rss),
+        mib(end_rss)
+    );
+    print_api_calls(&before, &after, pods_f64);
+    let open = open_pod_watches(&client).await?;
     println!("  open WATCH pods {open:.0}");
     Ok(())
 }

@@ -64,7 +64,7 @@ fn args() -> Result<Args, String> {
                     value
                         .parse()
                         .map_err(|_| format!("bad --duration {value}"))?,
-                )
+                );
             }
             _ => return Err(format!("unknown flag {flag}")),
         }
@@ -157,7 +157,9 @@ async fn connection(
                     Ok(_) if status.is_success() => {
                         previous_done = Instant::now();
                         let us = previous_done.duration_since(clock).as_micros();
-                        tally.latencies_us.push(us.min(u128::from(u32::MAX)) as u32);
+                        tally
+                            .latencies_us
+                            .push(u32::try_from(us).unwrap_or(u32::MAX));
                     }
                     Ok(_) => tally.error(format!("HTTP {status}")),
                     Err(e) => tally.error(e),
@@ -226,17 +228,27 @@ fn main() -> std::process::ExitCode {
 
     let mut lat = tally.latencies_us;
     lat.sort_unstable();
+    #[expect(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a sample count is exact in f64, and with p in [0, 1] the rounded index is a whole number in [0, len - 1]"
+    )]
     let pct = |p: f64| -> u32 {
         if lat.is_empty() {
             return 0;
         }
         lat[((lat.len() - 1) as f64 * p).round() as usize]
     };
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a request count is exact in f64"
+    )]
+    let rps = lat.len() as f64 / seconds;
     println!(
-        "requests={} errors={} seconds={seconds:.2} rps={:.0} p50_us={} p90_us={} p99_us={} max_us={}",
+        "requests={} errors={} seconds={seconds:.2} rps={rps:.0} p50_us={} p90_us={} p99_us={} max_us={}",
         lat.len(),
         tally.errors,
-        lat.len() as f64 / seconds,
         pct(0.50),
         pct(0.90),
         pct(0.99),
