@@ -26,6 +26,11 @@ use kube::runtime::watcher;
 use kube::{Client, Config};
 use serde_json::json;
 
+// The percentile the e2e latency check uses.
+#[path = "../tests/common/stats.rs"]
+mod stats;
+use stats::percentile;
+
 // The admin-port GET of the e2e tests; this example uses part of the module.
 #[allow(dead_code)]
 #[path = "../tests/common/wire.rs"]
@@ -79,20 +84,6 @@ async fn request_totals(client: &Client) -> Result<BTreeMap<(String, String, Str
         *totals.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
     }
     Ok(totals)
-}
-
-fn percentile(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    #[expect(
-        clippy::cast_precision_loss,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "a sample count is exact in f64, and with p in [0, 1] the rounded index is a whole number in [0, len - 1]"
-    )]
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// KiB as MiB, for the RSS figures.

@@ -15,6 +15,7 @@ pub mod pods;
 pub mod processes;
 pub mod reviews;
 pub mod server;
+pub mod stats;
 pub mod suite;
 pub mod wire;
 pub mod workloads;

@@ -1,11 +1,11 @@
-//! The AdmissionReview the apiserver sends, around any object the tests
+//! The `AdmissionReview` the apiserver sends, around any object the tests
 //! admit: a pod, a workload, a fixture.
 
 use serde_json::{Value, json};
 
 use super::workloads::KINDS;
 
-/// The AdmissionReview of `operation` on `object` in `namespace` (`old` for
+/// The `AdmissionReview` of `operation` on `object` in `namespace` (`old` for
 /// an UPDATE). The request's kind and resource are the object's: a workload
 /// kind of SPEC 11, else a core/v1 Pod.
 pub fn review(

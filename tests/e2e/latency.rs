@@ -7,18 +7,8 @@ use kube::api::PostParams;
 
 use crate::Result;
 use crate::common::pods::SandboxPod;
+use crate::common::stats::percentile;
 use crate::env::{Env, Scope, check, has_init};
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    #[expect(
-        clippy::cast_precision_loss,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "a sample count is exact in f64, and with p in [0, 1] the rounded index is a whole number in [0, len - 1]"
-    )]
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
 
 async fn timed_creates(scope: &Scope<'_>, prefix: &str, n: usize) -> Result<Vec<Duration>> {
     let mut out = Vec::with_capacity(n);
