@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 
-use crate::config::Config;
 use crate::lifecycle::{self, SandboxPod};
 
 #[derive(Debug, clap::Args)]
@@ -34,10 +33,7 @@ pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
 }
 
 fn run(args: &DiagnoseArgs) -> Result<String, String> {
-    let config = match &args.config {
-        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
-        None => Config::default(),
-    };
+    let config = super::load_config(args.config.as_deref())?;
     let input = super::io::read_input(&args.file)?;
     let pod = parse_pod(&input)
         .map_err(|e| format!("{} is not a Pod manifest: {e}", args.file.display()))?;

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit;
-use crate::config::Config;
 use crate::fixtures::{self, Format, Options};
 
 #[derive(Debug, clap::Args)]
@@ -30,12 +29,9 @@ pub struct TestArgs {
 /// Exit 0 when every case passed (or was updated), 1 when one failed, 2 when
 /// the directory or the configuration cannot be used.
 pub fn test(args: &TestArgs) -> ExitCode {
-    let config = match &args.config {
-        Some(path) => match Config::load(path) {
-            Ok(config) => config,
-            Err(e) => return exit::error(e),
-        },
-        None => Config::default(),
+    let config = match super::load_config(args.config.as_deref()) {
+        Ok(config) => config,
+        Err(e) => return exit::error(e),
     };
     let options = Options {
         config,

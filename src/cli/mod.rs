@@ -105,12 +105,17 @@ pub struct DecisionArgs {
     pub webhook_namespace: Option<String>,
 }
 
+/// The `--config` file of the offline commands, or the built-in defaults.
+fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
+    match path {
+        Some(path) => Config::load(path).map_err(|e| e.to_string()),
+        None => Ok(Config::default()),
+    }
+}
+
 impl DecisionArgs {
     fn load_config(&self) -> Result<Config, String> {
-        match &self.config {
-            Some(path) => Config::load(path).map_err(|e| e.to_string()),
-            None => Ok(Config::default()),
-        }
+        load_config(self.config.as_deref())
     }
 
     /// The egress tokens these flags ask for: the fixed one, or random ones.
