@@ -21,6 +21,23 @@ macro_rules! non_string_scalars {
     };
 }
 
+/// The `Visitor` methods of a reader that wants one shape and counts a list,
+/// a string, a boolean or a number as "not it" (`$value`). A list is read
+/// through as `$skip`: `IgnoredAny`, or `Value` where a skipped value must
+/// report the syntax errors a `Value` would.
+macro_rules! not_this_shape {
+    ($value:expr, lists as $skip:ty) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<$skip>()?.is_some() {}
+            Ok($value)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        non_string_scalars!(|_v| $value);
+    };
+}
+
 /// `impl Deserialize for $ty` through a visitor made of the given methods:
 /// the scaffolding every hand-written reader of `pod` and `policy` shares
 /// (serde's derive borrows neither list items nor map keys, and cannot read

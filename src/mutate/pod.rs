@@ -177,14 +177,7 @@ deserialize_by_visitor! {
         }
         Ok(NodeSelector::Map(entries))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(NodeSelector::NotAMap)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(NodeSelector::NotAMap)
-    }
-    non_string_scalars!(|_v| NodeSelector::NotAMap);
+    not_this_shape!(NodeSelector::NotAMap, lists as IgnoredAny);
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -93,17 +93,10 @@ deserialize_by_visitor! {
         }
         Ok(Node::Object(fields))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<Value>()?.is_some() {}
-        Ok(Node::Other)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Node::Other)
-    }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(Node::Other)
     }
-    non_string_scalars!(|_v| Node::Other);
+    not_this_shape!(Node::Other, lists as Value);
 }
 
 deserialize_by_visitor! {
