@@ -24,7 +24,7 @@ nice cargo build --release --bin sandbox-webhook --example controller_bench >&2
 BIN="${CARGO_TARGET_DIR:-target}/release/sandbox-webhook"
 BENCH="${CARGO_TARGET_DIR:-target}/release/examples/controller_bench"
 
-tests/e2e/cluster.sh start "$WORK/cluster" >/dev/null
+tests/e2e/cluster.sh start --bare "$WORK/cluster" >/dev/null
 KUBECONFIG="$WORK/cluster/kubeconfig"
 ADMIN="127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 KUBECONFIG="$KUBECONFIG" RUST_LOG=warn "$BIN" controller --admin-addr "$ADMIN" --namespace default \

@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use common::processes::Plane;
 use common::suite;
 use harness::{
     Cluster, Controller, HOME, LEASE_SECONDS, Result, check, diagnose, events, namespace,
@@ -184,5 +185,5 @@ async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
 }
 
 fn main() -> ExitCode {
-    suite::main("controller e2e", SCENARIOS, setup, run_one)
+    suite::main("controller e2e", SCENARIOS, Plane::Bare, setup, run_one)
 }

@@ -111,7 +111,7 @@ connect_cluster() {
         # shellcheck disable=SC2034 # read by the sourcing script's cleanup
         OWN_CLUSTER=1
         t0=$SECONDS
-        "$CLUSTER_SH" start "$WORK/cluster" >/dev/null || { echo "$name: cannot start a control plane" >&2; exit 1; }
+        "$CLUSTER_SH" start --bare "$WORK/cluster" >/dev/null || { echo "$name: cannot start a control plane" >&2; exit 1; }
         KUBECONFIG="$WORK/cluster/kubeconfig"
         log "control plane started in $((SECONDS - t0))s"
     fi

@@ -35,29 +35,52 @@ pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Which control plane a suite runs against.
+#[derive(Clone, Copy, Debug)]
+pub enum Plane {
+    /// etcd and kube-apiserver only (`cluster.sh start --bare`), envtest-style:
+    /// no scheduler, no controller-manager, no nodes.
+    Bare,
+    /// The whole product (`cluster.sh up`): every control-plane component,
+    /// kwok nodes, this binary's webhook and controller on the host, and the
+    /// chart's objects calling them.
+    Up,
+}
+
 /// The control plane; stopped on drop, by PID.
 pub struct Cluster {
     dir: PathBuf,
 }
 
 impl Cluster {
-    pub fn start(dir: PathBuf) -> Result<Self> {
-        let status = Command::new(repo().join("tests/e2e/cluster.sh"))
-            .arg("start")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .status()?;
+    pub fn start(dir: PathBuf, plane: Plane) -> Result<Self> {
+        let mut command = Command::new(repo().join("tests/e2e/cluster.sh"));
+        match plane {
+            Plane::Bare => command.args(["start", "--bare"]),
+            Plane::Up => command.arg("up").env("SANDBOX_WEBHOOK", BIN),
+        };
+        let status = command.arg(&dir).stdout(Stdio::null()).status()?;
         // Constructed before the check so a half-started plane is stopped too.
         let cluster = Cluster { dir };
         check(
             status.success(),
-            format!("cluster.sh start failed: {status}"),
+            format!("cluster.sh {plane:?} failed: {status}"),
         )?;
         Ok(cluster)
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
+    }
+
+    /// `cluster.env`: what `cluster.sh` started, where (`NAME=VALUE` lines).
+    pub fn vars(&self) -> Result<std::collections::HashMap<String, String>> {
+        let text = std::fs::read_to_string(self.dir.join("cluster.env"))?;
+        Ok(text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect())
     }
 
     /// A client of the admin user.

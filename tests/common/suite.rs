@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use futures_util::FutureExt;
 
-use super::processes::{Cluster, Result};
+use super::processes::{Cluster, Plane, Result};
 
 /// `scenarios![Env; module::function, ...]` defines `SCENARIOS` (the names,
 /// in declared order) and `run_scenario(env, name)`. Each function is
@@ -86,7 +86,7 @@ pub async fn outcome(scenario: impl Future<Output = Result<()>>) -> Option<Strin
     }
 }
 
-/// The whole main: picks the scenarios, starts the control plane in a
+/// The whole main: picks the scenarios, starts the `plane` in a
 /// fresh work directory, makes the suite's environment with `setup`, runs
 /// each scenario with `run_one` (which returns its failure, if any), stops
 /// everything and prints the summary. `suite` names it in messages and in
@@ -95,6 +95,7 @@ pub async fn outcome(scenario: impl Future<Output = Result<()>>) -> Option<Strin
 pub fn main<E>(
     suite: &str,
     all: &[&'static str],
+    plane: Plane,
     setup: impl AsyncFnOnce(&Path, &Cluster) -> Result<E>,
     mut run_one: impl AsyncFnMut(&mut E, &'static str) -> Option<String>,
 ) -> ExitCode {
@@ -119,8 +120,15 @@ pub fn main<E>(
     if let Err(e) = std::fs::create_dir_all(&work) {
         return could_not_start(suite, &format!("cannot create {}: {e}", work.display()));
     }
-    println!("{suite}: starting kube-apiserver and etcd (tests/e2e/cluster.sh)");
-    let cluster = match Cluster::start(work.join("cluster")) {
+    match plane {
+        Plane::Bare => println!(
+            "{suite}: starting kube-apiserver and etcd (tests/e2e/cluster.sh start --bare)"
+        ),
+        Plane::Up => println!(
+            "{suite}: starting the whole control plane, the webhook and the controller (tests/e2e/cluster.sh up)"
+        ),
+    }
+    let cluster = match Cluster::start(work.join("cluster"), plane) {
         Ok(c) => c,
         Err(e) => return could_not_start(suite, &format!("cannot start the control plane: {e}")),
     };

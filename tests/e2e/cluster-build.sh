@@ -1,22 +1,34 @@
 # shellcheck shell=bash
-# Part of tests/e2e/cluster.sh (sourced there, not run): building etcd,
-# kube-apiserver and helm from the Go module proxy into the cache, one build
-# lock per target. Uses cluster.sh's paths, versions, log and die.
+# Part of tests/e2e/cluster.sh (sourced there, not run): building etcd, the
+# Kubernetes control plane (kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl), kwok and helm from the Go module proxy
+# into the cache, one build lock per target. Uses cluster.sh's paths,
+# versions, log and die.
 
-# go_build OUT MODULE_DIR PACKAGE LDFLAGS...: build PACKAGE inside MODULE_DIR into OUT.
+# go_build OUT MODULE_DIR LDFLAGS PACKAGE...: build the PACKAGEs inside
+# MODULE_DIR in one `go build`. With one package OUT is the binary; with
+# several it is a directory that receives one binary per package (named
+# after the package's last element), so the packages share one compile and
+# link step and the directory appears whole or not at all.
 go_build() {
-    local out="$1" moddir="$2" pkg="$3"; shift 3
-    local ldflags="-s -w $*"
-    local tmp="$out.tmp.$$"
+    local out="$1" moddir="$2" ldflags="-s -w $3"; shift 3
+    local tmp="$out.tmp.$$" dest
     local t0=$SECONDS
-    log "building $(basename "$out") ($pkg) ..."
+    if (( $# > 1 )); then
+        mkdir -p "$tmp"
+        dest="$tmp/"
+    else
+        dest="$tmp"
+    fi
+    log "building $(basename "$out") ($*) ..."
     # -mod=readonly: go.mod/go.sum are complete and committed; never rewrite them.
     # nice: builds share the machine with other compilers.
     if ! (cd "$moddir" && GOFLAGS="${GOFLAGS:-} -mod=readonly" CGO_ENABLED=0 \
-            nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg"); then
-        rm -f "$tmp"
-        die "go build of $pkg failed"
+            nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$dest" "$@"); then
+        rm -rf "$tmp"
+        die "go build of $* failed"
     fi
+    rm -rf "$out"
     mv -f "$tmp" "$out"
     log "built $(basename "$out") in $((SECONDS - t0))s"
 }
@@ -37,35 +49,62 @@ with_build_lock() {
     exec 9>&-
 }
 
-# etcd and kube-apiserver: what `start` needs.
+# The Kubernetes binaries `start` runs, all present.
+kube_bins_present() {
+    local b
+    for b in "$KUBE_APISERVER_BIN" "$KUBE_SCHEDULER_BIN" "$KUBE_CONTROLLER_MANAGER_BIN" "$KUBECTL_BIN"; do
+        [[ -x "$b" ]] || return 1
+    done
+}
+
+# etcd, and the four Kubernetes binaries in one `go build`: they share most
+# of their packages, so the scheduler, controller-manager and kubectl cost
+# little beyond the apiserver's compile.
 build_control_plane_locked() {
     local t0=$SECONDS built=0
     if [[ ! -x "$ETCD_BIN" ]]; then
-        go_build "$ETCD_BIN" "$MOD_DIR/etcd" . \
-            "-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+        go_build "$ETCD_BIN" "$MOD_DIR/etcd" \
+            "-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" .
         built=1
     fi
-    if [[ ! -x "$KUBE_APISERVER_BIN" ]]; then
-        local ldf=() key val
+    if ! kube_bins_present; then
+        local ldf="" key val
         # Same version stamping as kubernetes' hack/lib/version.sh, so /version
         # reports the real release (helm and clients look at it).
         for key in gitVersion=$KUBE_VERSION gitMajor=$KUBE_MAJOR gitMinor=$KUBE_MINOR \
                    gitTreeState=clean buildDate=1970-01-01T00:00:00Z; do
             val="${key#*=}"; key="${key%%=*}"
-            ldf+=("-X k8s.io/component-base/version.$key=$val" "-X k8s.io/client-go/pkg/version.$key=$val")
+            ldf+=" -X k8s.io/component-base/version.$key=$val -X k8s.io/client-go/pkg/version.$key=$val"
         done
-        go_build "$KUBE_APISERVER_BIN" "$MOD_DIR" k8s.io/kubernetes/cmd/kube-apiserver "${ldf[@]}"
+        go_build "$KUBE_BIN_DIR" "$MOD_DIR" "$ldf" \
+            k8s.io/kubernetes/cmd/kube-apiserver \
+            k8s.io/kubernetes/cmd/kube-scheduler \
+            k8s.io/kubernetes/cmd/kube-controller-manager \
+            k8s.io/kubernetes/cmd/kubectl
         built=1
     fi
     if (( built )); then
-        log "etcd/kube-apiserver build took $((SECONDS - t0))s"
+        log "control plane build took $((SECONDS - t0))s"
     fi
 }
 
 build_control_plane() {
-    if [[ -x "$ETCD_BIN" && -x "$KUBE_APISERVER_BIN" ]]; then return 0; fi
+    if [[ -x "$ETCD_BIN" ]] && kube_bins_present; then return 0; fi
     need_go
     with_build_lock control-plane build_control_plane_locked
+}
+
+# kwok: its own module, since it pulls k8s.io/* v0.36.x (its version is a
+# constant in its source, so nothing to stamp).
+build_kwok_locked() {
+    [[ -x "$KWOK_BIN" ]] && return 0
+    go_build "$KWOK_BIN" "$MOD_DIR/kwok" "" sigs.k8s.io/kwok/cmd/kwok
+}
+
+build_kwok() {
+    if [[ -x "$KWOK_BIN" ]]; then return 0; fi
+    need_go
+    with_build_lock kwok build_kwok_locked
 }
 
 # helm only. Stamped like helm's own Makefile: version, and the Kubernetes
@@ -79,13 +118,14 @@ build_control_plane() {
 build_helm_locked() {
     [[ -x "$HELM_BIN" ]] && return 0
     local p="helm.sh/helm/v3"
-    go_build "$HELM_BIN" "$MOD_DIR/helm" "$p/cmd/helm" \
-        "-X $p/internal/version.version=$HELM_VERSION" \
-        "-X $p/internal/version.gitTreeState=clean" \
-        "-X $p/pkg/chartutil.k8sVersionMajor=$KUBE_MAJOR" \
-        "-X $p/pkg/chartutil.k8sVersionMinor=$KUBE_MINOR" \
-        "-X $p/pkg/lint/rules.k8sVersionMajor=$KUBE_MAJOR" \
-        "-X $p/pkg/lint/rules.k8sVersionMinor=$KUBE_MINOR"
+    go_build "$HELM_BIN" "$MOD_DIR/helm" \
+        "-X $p/internal/version.version=$HELM_VERSION \
+         -X $p/internal/version.gitTreeState=clean \
+         -X $p/pkg/chartutil.k8sVersionMajor=$KUBE_MAJOR \
+         -X $p/pkg/chartutil.k8sVersionMinor=$KUBE_MINOR \
+         -X $p/pkg/lint/rules.k8sVersionMajor=$KUBE_MAJOR \
+         -X $p/pkg/lint/rules.k8sVersionMinor=$KUBE_MINOR" \
+        "$p/cmd/helm"
     # The stamping must have taken (a renamed variable in a new helm would
     # silently leave v1.20.0).
     local kv chk
@@ -111,13 +151,15 @@ build_helm() {
 cmd_build() {
     local t0=$SECONDS
     build_control_plane
+    build_kwok
     build_helm
     log "build: all binaries in $BIN_DIR ($((SECONDS - t0))s)"
-    printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\n' "$KUBE_APISERVER_BIN" "$ETCD_BIN" "$HELM_BIN"
+    printf 'KUBE_APISERVER=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\nKUBECTL=%s\nETCD=%s\nKWOK=%s\nHELM=%s\n' \
+        "$KUBE_APISERVER_BIN" "$KUBE_SCHEDULER_BIN" "$KUBE_CONTROLLER_MANAGER_BIN" "$KUBECTL_BIN" \
+        "$ETCD_BIN" "$KWOK_BIN" "$HELM_BIN"
 }
 
 cmd_helm() {
     build_helm
     printf '%s\n' "$HELM_BIN"
 }
-

@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
-# Test control plane for sandbox-webhook's end-to-end tests, in the spirit of
-# controller-runtime's envtest: a real etcd and a real kube-apiserver running
-# as plain processes on 127.0.0.1 (no kubelet, scheduler or controller-manager).
+# A whole Kubernetes control plane as plain processes on 127.0.0.1, for
+# sandbox-webhook's end-to-end tests and for trying the product without kind
+# or a container engine: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok, whose fake nodes (3 linux/amd64, 2 linux/arm64,
+# 1 tainted windows/amd64) take pods to Running without a container runtime.
+# `--bare` starts only etcd and kube-apiserver, in the spirit of
+# controller-runtime's envtest.
 #
 # Usage:
-#   tests/e2e/cluster.sh build        build (or reuse) etcd, kube-apiserver, helm;
+#   tests/e2e/cluster.sh up [DIR]     the whole product: a control plane, the webhook
+#                                     and the controller as host processes, wired with
+#                                     the webhook configurations the chart renders;
+#                                     prints the `export` lines to use it
+#   tests/e2e/cluster.sh env [DIR]    print those `export` lines again
+#   tests/e2e/cluster.sh down [DIR]   stop everything `up` started (idempotent)
+#                                     (DIR defaults to $SANDBOX_WEBHOOK_CLUSTER, else
+#                                     ${SANDBOX_WEBHOOK_CACHE:-~/.cache/sandbox-webhook}/cluster)
+#   tests/e2e/cluster.sh build        build (or reuse) etcd, the Kubernetes binaries
+#                                     (kube-apiserver, kube-scheduler,
+#                                     kube-controller-manager, kubectl), kwok and helm;
 #                                     prints NAME=PATH lines on stdout
 #   tests/e2e/cluster.sh helm         build (or reuse) helm only; prints its path
-#   tests/e2e/cluster.sh start DIR    start a control plane whose state lives in DIR;
+#   tests/e2e/cluster.sh start [--bare] DIR
+#                                     start a control plane whose state lives in DIR;
 #                                     prints `export KUBECONFIG=DIR/kubeconfig` on stdout
 #   tests/e2e/cluster.sh smoke DIR    check a started control plane: pod, namespace,
 #                                     MutatingWebhookConfiguration create/delete
 #   tests/e2e/cluster.sh stop DIR     stop the processes listed in DIR/pids (idempotent)
 #
-# Everything informational goes to stderr, so `eval "$(cluster.sh start DIR)"` works.
-# `start` builds only etcd and kube-apiserver, `helm` only helm.
-# Binaries are cached in ${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/bin,
-# keyed by version (and, for helm, the Kubernetes version stamped into it).
+# Everything informational goes to stderr, so `eval "$(cluster.sh up)"` works.
+# `helm` builds only helm. Binaries are cached in
+# ${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/bin, keyed by version
+# (and, for helm, the Kubernetes version stamped into it).
 # All network traffic stays on 127.0.0.1.
 set -euo pipefail
 
@@ -38,24 +53,39 @@ pinned_version() {
 
 KUBE_VERSION="$(pinned_version "$MOD_DIR/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(pinned_version "$MOD_DIR/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+KWOK_VERSION="$(pinned_version "$MOD_DIR/kwok/go.mod" sigs.k8s.io/kwok)"
 HELM_VERSION="$(pinned_version "$MOD_DIR/helm/go.mod" helm.sh/helm/v3)"
 
 # Kubernetes major/minor of the control plane, e.g. v1.37.2 -> 1 and 37.
 KUBE_MAJOR="${KUBE_VERSION#v}"; KUBE_MAJOR="${KUBE_MAJOR%%.*}"
 KUBE_MINOR="${KUBE_VERSION#v*.}"; KUBE_MINOR="${KUBE_MINOR%%.*}"
 
-KUBE_APISERVER_BIN="$BIN_DIR/kube-apiserver-$KUBE_VERSION"
+# The four Kubernetes binaries come out of one `go build` (see
+# build_control_plane), into one directory per version.
+KUBE_BIN_DIR="$BIN_DIR/kubernetes-$KUBE_VERSION"
+KUBE_APISERVER_BIN="$KUBE_BIN_DIR/kube-apiserver"
+KUBE_SCHEDULER_BIN="$KUBE_BIN_DIR/kube-scheduler"
+KUBE_CONTROLLER_MANAGER_BIN="$KUBE_BIN_DIR/kube-controller-manager"
+KUBECTL_BIN="$KUBE_BIN_DIR/kubectl"
 ETCD_BIN="$BIN_DIR/etcd-$ETCD_VERSION"
+KWOK_BIN="$BIN_DIR/kwok-$KWOK_VERSION"
 # helm is stamped with the control plane's Kubernetes version (see build_helm),
 # so the cache key names it too: a build with other stamping is another file.
 HELM_BIN="$BIN_DIR/helm-$HELM_VERSION-k8s$KUBE_MAJOR.$KUBE_MINOR"
 
 # ---------------------------------------------------------------------------
-# build: go_build, the build locks, build_control_plane, build_helm, cmd_build
-# and cmd_helm are in cluster-build.sh
+# Sourced parts: builds (cluster-build.sh), certificates and the kubeconfig
+# (cluster-pki.sh), the controller-manager, scheduler, kwok and nodes
+# (cluster-plane.sh), and up/env/down (cluster-up.sh).
 # ---------------------------------------------------------------------------
 # shellcheck source-path=SCRIPTDIR source=cluster-build.sh
 source "$SCRIPT_DIR/cluster-build.sh"
+# shellcheck source-path=SCRIPTDIR source=cluster-pki.sh
+source "$SCRIPT_DIR/cluster-pki.sh"
+# shellcheck source-path=SCRIPTDIR source=cluster-plane.sh
+source "$SCRIPT_DIR/cluster-plane.sh"
+# shellcheck source-path=SCRIPTDIR source=cluster-up.sh
+source "$SCRIPT_DIR/cluster-up.sh"
 
 # ---------------------------------------------------------------------------
 # start / stop
@@ -98,83 +128,6 @@ pick_ports() {
         used+="$p "
         printf -v "$name" '%s' "$p"
     done
-}
-
-gen_certs() {
-    local d="$1"
-    cat >"$d/openssl.cnf" <<'EOF'
-[ req ]
-distinguished_name = dn
-prompt = no
-[ dn ]
-CN = unused
-[ v3_ca ]
-basicConstraints = critical, CA:TRUE
-keyUsage = critical, keyCertSign, cRLSign, digitalSignature
-subjectKeyIdentifier = hash
-[ v3_server ]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature, keyEncipherment
-extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, DNS:localhost, IP:10.0.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc
-[ v3_client ]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature, keyEncipherment
-extendedKeyUsage = clientAuth
-EOF
-    local q=(-config "$d/openssl.cnf")
-    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
-    openssl req -x509 -new -key "$d/ca.key" "${q[@]}" -extensions v3_ca -subj "/CN=sandbox-webhook-e2e-ca" \
-        -days 3650 -out "$d/ca.crt"
-
-    openssl ecparam -name prime256v1 -genkey -noout -out "$d/apiserver.key" 2>/dev/null
-    openssl req -new -key "$d/apiserver.key" "${q[@]}" -subj "/CN=kube-apiserver" -out "$d/apiserver.csr"
-    openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-        -extfile "$d/openssl.cnf" -extensions v3_server -days 3650 -out "$d/apiserver.crt" 2>/dev/null
-
-    # Admin user: the system:masters group is bound to cluster-admin by RBAC bootstrap.
-    openssl ecparam -name prime256v1 -genkey -noout -out "$d/admin.key" 2>/dev/null
-    openssl req -new -key "$d/admin.key" "${q[@]}" -subj "/O=system:masters/CN=sandbox-webhook-e2e-admin" \
-        -out "$d/admin.csr"
-    openssl x509 -req -in "$d/admin.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-        -extfile "$d/openssl.cnf" -extensions v3_client -days 3650 -out "$d/admin.crt" 2>/dev/null
-
-    # Service-account token signing key pair.
-    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/sa.key" 2>/dev/null
-    openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub"
-    rm -f "$d/apiserver.csr" "$d/admin.csr"
-    chmod 600 "$d"/*.key
-}
-
-write_kubeconfig() {
-    local d="$1" server="$2"
-    local ca cert key
-    ca="$(base64 -w0 <"$d/ca.crt")"
-    cert="$(base64 -w0 <"$d/admin.crt")"
-    key="$(base64 -w0 <"$d/admin.key")"
-    cat >"$d/kubeconfig.tmp" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sandbox-webhook-e2e
-  cluster:
-    server: $server
-    certificate-authority-data: $ca
-users:
-- name: admin
-  user:
-    client-certificate-data: $cert
-    client-key-data: $key
-contexts:
-- name: sandbox-webhook-e2e
-  context:
-    cluster: sandbox-webhook-e2e
-    user: admin
-    namespace: default
-current-context: sandbox-webhook-e2e
-EOF
-    chmod 600 "$d/kubeconfig.tmp"
-    mv -f "$d/kubeconfig.tmp" "$d/kubeconfig"
 }
 
 # True if PID is alive and its command line mentions DIR (guards against PID reuse).
@@ -244,10 +197,10 @@ on_start_exit() {
         for (( i=${#STARTED_PIDS[@]}-1; i>=0; i-- )); do rev+=("${STARTED_PIDS[i]}"); done
         stop_pids "$START_DIR" "${rev[@]}"
         rm -f "$START_DIR/pids"
-        for f in etcd.log kube-apiserver.log; do
-            if [[ -f "$START_DIR/$f" ]]; then
-                log "--- last lines of $START_DIR/$f ---"
-                tail -n 25 "$START_DIR/$f" >&2 || true
+        for f in "$START_DIR"/*.log; do
+            if [[ -f "$f" ]]; then
+                log "--- last lines of $f ---"
+                tail -n 25 "$f" >&2 || true
             fi
         done
     fi
@@ -282,10 +235,10 @@ namespaces_exist() {
     done
 }
 
-cmd_start() {
-    local d="${1:?usage: cluster.sh start DIR}"
-    mkdir -p "$d"
-    d="$(cd "$d" && pwd)"
+# start_plane DIR BARE: the control plane in DIR (BARE=1: etcd and
+# kube-apiserver only); cluster.env written last. The caller sets the traps.
+start_plane() {
+    local d="$1" bare="$2"
     START_DIR="$d"
     if [[ -f "$d/pids" ]]; then
         local pid old=()
@@ -295,15 +248,14 @@ cmd_start() {
         done
         rm -f "$d/pids"
     fi
-    trap on_start_exit EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
 
     need_tools
     build_control_plane
+    (( bare )) || build_kwok
 
     rm -rf "$d/etcd-data"
-    rm -f "$d/kubeconfig" "$d/cluster.env" "$d/etcd.log" "$d/kube-apiserver.log"
+    rm -f "$d/kubeconfig" "$d/cluster.env" "$d"/*.log
+    : >"$d/pids"
     gen_certs "$d"
 
     local etcd_port etcd_peer_port api_port
@@ -312,9 +264,8 @@ cmd_start() {
     local api_url="https://127.0.0.1:$api_port"
 
     log "starting etcd $ETCD_VERSION on $etcd_url"
-    # stdin/stdout/stderr detached so callers reading our stdout do not hang;
-    # setsid so the control plane outlives the calling shell's job control.
-    setsid "$ETCD_BIN" \
+    # 8 GiB backend quota: the scale benchmark stores 50,000 injected pods.
+    spawn "$d" etcd "$ETCD_BIN" \
         --name=default \
         --data-dir="$d/etcd-data" \
         --listen-client-urls="$etcd_url" \
@@ -323,24 +274,29 @@ cmd_start() {
         --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
         --initial-cluster="default=http://127.0.0.1:$etcd_peer_port" \
         --unsafe-no-fsync=true \
-        --log-level=warn \
-        </dev/null >"$d/etcd.log" 2>&1 &
-    local etcd_pid=$!
-    STARTED_PIDS+=("$etcd_pid")
-    echo "etcd $etcd_pid" >"$d/pids"
+        --quota-backend-bytes=8589934592 \
+        --log-level=warn
+    local etcd_pid=$SPAWNED_PID
     wait_for "etcd" 30 "$etcd_pid" curl -sf --max-time 2 "$etcd_url/health"
 
+    # The ServiceAccount admission plugin needs each namespace's `default`
+    # ServiceAccount, which only a controller-manager creates: off in a bare
+    # plane, where every Pod create would otherwise be refused.
+    local enabled="MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NamespaceLifecycle,PodSecurity"
+    local plugins=("--enable-admission-plugins=$enabled,ServiceAccount")
+    if (( bare )); then
+        plugins=("--enable-admission-plugins=$enabled" --disable-admission-plugins=ServiceAccount)
+    fi
     log "starting kube-apiserver $KUBE_VERSION on $api_url"
-    # --disable-admission-plugins=ServiceAccount: there is no controller-manager to
-    #   create each namespace's `default` ServiceAccount, so with that plugin on,
-    #   every Pod create would be rejected.
     # PodSecurity is on by default; it is named so that the Pod Security e2e
     #   scenario (restricted/baseline/privileged namespaces) never silently
     #   tests nothing.
     # --authorization-mode=RBAC: the admin client cert is in system:masters.
     # --endpoint-reconciler-type=none: the reconciler of the `kubernetes` Service's
     #   endpoints refuses a loopback advertise address and the apiserver exits.
-    setsid "$KUBE_APISERVER_BIN" \
+    # --max-*-inflight: the scale benchmark creates pods as fast as the
+    #   apiserver takes them; the defaults (400/200) would throttle it first.
+    spawn "$d" kube-apiserver "$KUBE_APISERVER_BIN" \
         --etcd-servers="$etcd_url" \
         --bind-address=127.0.0.1 \
         --advertise-address=127.0.0.1 \
@@ -355,19 +311,23 @@ cmd_start() {
         --service-account-key-file="$d/sa.pub" \
         --service-account-signing-key-file="$d/sa.key" \
         --authorization-mode=RBAC \
-        --enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,NamespaceLifecycle,PodSecurity \
-        --disable-admission-plugins=ServiceAccount \
+        "${plugins[@]}" \
         --allow-privileged=true \
-        --profiling=false \
-        </dev/null >"$d/kube-apiserver.log" 2>&1 &
-    local api_pid=$!
-    STARTED_PIDS+=("$api_pid")
-    echo "kube-apiserver $api_pid" >>"$d/pids"
+        --max-requests-inflight=1000 \
+        --max-mutating-requests-inflight=500 \
+        --profiling=false
+    local api_pid=$SPAWNED_PID
     wait_for "kube-apiserver /readyz" 120 "$api_pid" readyz_ok "$d" "$api_url"
     wait_for "namespaces default and kube-system" 60 "$api_pid" namespaces_exist "$d" "$api_url"
-
     write_kubeconfig "$d" "$api_url"
-    cat >"$d/cluster.env" <<EOF
+
+    PLANE_PORTS=""
+    local plane=bare
+    if (( ! bare )); then
+        start_rest_of_plane "$d" "$api_url"
+        plane=whole
+    fi
+    cat >"$d/cluster.env.tmp" <<EOF
 KUBECONFIG=$d/kubeconfig
 KUBE_APISERVER_URL=$api_url
 ETCD_URL=$etcd_url
@@ -376,9 +336,27 @@ CA_KEY=$d/ca.key
 ADMIN_CERT=$d/admin.crt
 ADMIN_KEY=$d/admin.key
 HELM=$HELM_BIN
+KUBECTL=$KUBECTL_BIN
+PLANE=$plane
+${PLANE_PORTS}
 EOF
+    mv -f "$d/cluster.env.tmp" "$d/cluster.env"
+    log "control plane ready: $api_url ($(awk '{printf "%s%s", s, $1; s=", "}' "$d/pids"); logs in $d)"
+}
+
+cmd_start() {
+    local bare=0
+    if [[ "${1:-}" == --bare ]]; then bare=1; shift; fi
+    [[ $# -eq 1 ]] || usage
+    local d="$1"
+    mkdir -p "$d"
+    d="$(cd "$d" && pwd)"
+    START_DIR="$d"
+    trap on_start_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    start_plane "$d" "$bare"
     START_OK=1
-    log "control plane ready: $api_url (pids: $etcd_pid $api_pid; logs in $d)"
     printf 'export KUBECONFIG=%s\n' "$d/kubeconfig"
 }
 
@@ -455,7 +433,10 @@ main() {
     case "$sub" in
         build) cmd_build "$@" ;;
         helm) cmd_helm "$@" ;;
-        start) [[ $# -eq 1 ]] || usage; cmd_start "$1" ;;
+        start) cmd_start "$@" ;;
+        up) cmd_up "$@" ;;
+        env) cmd_env "$@" ;;
+        down) cmd_down "$@" ;;
         stop) [[ $# -eq 1 ]] || usage; cmd_stop "$1" ;;
         smoke) [[ $# -eq 1 ]] || usage; cmd_smoke "$1" ;;
         *) usage ;;

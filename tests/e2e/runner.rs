@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use crate::Result;
-use crate::common::processes::{BIN, Cluster};
+use crate::common::processes::{BIN, Cluster, Plane};
 use crate::common::suite;
 use crate::env::{Env, check};
 use crate::processes::Webhook;
@@ -43,5 +43,5 @@ async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
 }
 
 pub fn main() -> ExitCode {
-    suite::main("e2e", crate::SCENARIOS, setup, run_one)
+    suite::main("e2e", crate::SCENARIOS, Plane::Bare, setup, run_one)
 }
