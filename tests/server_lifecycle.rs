@@ -6,12 +6,14 @@ mod common;
 
 use common::https::{client, patch_of, post_review};
 use common::server::{
-    PATIENCE, Pki, RELOAD, Running, admin_get, assert_header, egress_review, eventually,
-    read_response, replace, start_with_config, tls_connect,
+    PATIENCE, Pki, RELOAD, Running, admin_get, assert_header, egress_review, eventually, post,
+    read_response, replace, start_tuned, start_with_config, tls_connect,
 };
 use sandbox_webhook::server::Server;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
@@ -120,6 +122,45 @@ async fn shutdown_finishes_the_request_in_flight() {
     tokio::time::timeout(PATIENCE, server.task)
         .await
         .expect("drained in time")
+        .unwrap()
+        .unwrap();
+}
+
+/// During the shutdown delay a keep-alive connection is closed by the
+/// response to its next request (`Connection: close`), never between two
+/// requests: the apiserver's Go client does not retry a POST that met EOF,
+/// so an idle connection closed under it would lose a pod create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_the_shutdown_delay_responses_close_their_connection() {
+    let (pki, mut server) = start_tuned(|t| t.shutdown_delay = Duration::from_secs(2)).await;
+    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let review = post("/mutate", "application/json", &egress_review("uid-1", true));
+    stream.write_all(&review).await.unwrap();
+    let first = read_response(&mut stream).await.expect("a response");
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("connection"), None, "{:?}", first.headers);
+
+    server.trigger_shutdown();
+    eventually("not ready", PATIENCE, || async {
+        admin_get(server.admin, "/readyz").await.0 == 503
+    })
+    .await;
+    // Still answered on the same connection, which then ends.
+    stream.write_all(&review).await.unwrap();
+    let second = read_response(&mut stream)
+        .await
+        .expect("a response in the delay");
+    assert_eq!(second.status, 200);
+    assert_header(&second, "connection", "close");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "the connection stays open after Connection: close: {read:?} {rest:?}"
+    );
+    tokio::time::timeout(PATIENCE * 2, server.task)
+        .await
+        .expect("stops after the delay")
         .unwrap()
         .unwrap();
 }

@@ -28,6 +28,7 @@ use super::budget::{BodyBudget, BodyError};
 use super::log::Clean;
 use super::metrics::{Metrics, Webhook};
 use super::settings::{Clock, Handler, MAX_BODY_BYTES};
+use super::shutdown::Readiness;
 
 /// Everything that goes wrong with one HTTP request, mapped to a status in
 /// one place ([`HttpError::status`]) and answered as
@@ -116,10 +117,13 @@ pub(crate) struct AppState {
     pub metrics: Arc<Metrics>,
     pub handler: Handler,
     pub budget: BodyBudget,
+    /// False from the shutdown signal on (and before serving starts).
+    pub ready: Readiness,
 }
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
+    let ready = state.ready.clone();
     Router::new()
         .route("/mutate", post(mutate))
         .route("/validate", post(validate))
@@ -127,20 +131,28 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "POST" } })
         .with_state(state)
         .layer(CatchPanicLayer::custom(PanicResponse(metrics)))
-        .layer(middleware::from_fn(close_unless_body_read))
+        .layer(middleware::from_fn_with_state(ready, close_when_needed))
 }
 
-/// A response written before the request body was read whole leaves the
-/// rest of that body on the wire, so hyper closes the connection after it.
-/// Saying so with `Connection: close` lets the client (Go's `net/http`, in
-/// the apiserver) open a fresh connection for its next request instead of
-/// sending it on this one and failing with EOF: Go does not retry a POST.
-async fn close_unless_body_read(request: Request, next: Next) -> Response {
+/// `Connection: close` on the responses after which the connection must
+/// not carry another request, so that the client (Go's `net/http`, in the
+/// apiserver) opens a fresh one for its next request instead of sending it
+/// on this one and failing with EOF: Go does not retry a POST.
+/// - A response written before the request body was read whole leaves the
+///   rest of that body on the wire, so hyper closes the connection after it.
+/// - During the shutdown delay every connection is about to be closed: each
+///   one that carries a request in that time is closed by its response, so
+///   the client moves to a ready replica without a request lost in between.
+async fn close_when_needed(
+    State(ready): State<Readiness>,
+    request: Request,
+    next: Next,
+) -> Response {
     let has_body = has_body(request.headers());
     let mut response = next.run(request).await;
     let read_whole = response.status() == StatusCode::OK
         || response.extensions().get::<BodyConsumed>().is_some();
-    if has_body && !read_whole {
+    if (has_body && !read_whole) || !ready.get() {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -154,6 +154,7 @@ impl Server {
                 metrics.body_buffered.clone(),
             ),
             metrics,
+            ready: ready.clone(),
         });
         Server {
             listener,
