@@ -30,6 +30,7 @@ pub struct ControllerMetrics {
     unschedulable: Counter,
     leader: Gauge,
     watched: Gauge,
+    timers: Gauge,
     api_errors: Family<OperationLabels, Counter>,
 }
 
@@ -52,6 +53,10 @@ impl ControllerMetrics {
             "controller_watched_pods",
             "Sandbox pods in the controller's cache (0 on a standby)",
         );
+        let timers = r.add(
+            "controller_timers",
+            "Wake-ups armed: one per cached sandbox whose expiry (or a retried write) is still ahead (0 on a standby)",
+        );
         let api_errors = r.add(
             "controller_api_errors",
             "Kubernetes API calls that failed and are retried, by operation",
@@ -62,6 +67,7 @@ impl ControllerMetrics {
             unschedulable,
             leader,
             watched,
+            timers,
             api_errors,
         };
         // Every series exists from the start at 0, so a rate or a test sees
@@ -93,6 +99,10 @@ impl ControllerMetrics {
         self.watched.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    pub fn set_timers(&self, n: usize) {
+        self.timers.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     pub fn api_error(&self, operation: &'static str) {
         self.api_errors
             .get_or_create(&OperationLabels { operation })
@@ -122,6 +132,7 @@ mod tests {
         m.expired("deleted-owner");
         m.unschedulable();
         m.set_leader(true);
+        m.set_timers(3);
         let text = m.encode().unwrap();
         assert!(
             text.contains("sandbox_webhook_expired_total{action=\"deleted-owner\"} 1"),
@@ -130,5 +141,6 @@ mod tests {
         assert!(text.contains("sandbox_webhook_expired_total{action=\"left-owned\"} 0"));
         assert!(text.contains("sandbox_webhook_platform_unschedulable_total 1"));
         assert!(text.contains("sandbox_webhook_controller_leader 1"));
+        assert!(text.contains("sandbox_webhook_controller_timers 3"));
     }
 }

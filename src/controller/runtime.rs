@@ -39,6 +39,8 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// What the loop shares with the tasks it spawns.
 pub struct Shared {
+    /// The watch's initial list is the streaming one (`initial_list`).
+    pub streaming_list: bool,
     pub config: Config,
     pub own_namespace: Option<String>,
     pub condition_type: String,
@@ -117,6 +119,9 @@ pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output =
     if !fields.is_empty() {
         config = config.fields(&fields);
     }
+    if shared.streaming_list {
+        config = config.streaming_lists();
+    }
     let (store, writer) = reflector::store();
     let strip_shared = Arc::clone(&shared);
     let events = watcher::watcher(api, config)
@@ -154,8 +159,10 @@ pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output =
                 None => break,
             },
         }
+        state.shared.metrics.set_timers(state.timers.len());
     }
     state.shared.metrics.set_watched(0);
+    state.shared.metrics.set_timers(0);
 }
 
 impl Loop {
@@ -174,11 +181,33 @@ impl Loop {
                     self.handled.remove(uid);
                 }
             }
-            // Pods deleted while the watch was down have no Delete event;
-            // their timers find nothing in the cache when they fire.
-            Event::Init | Event::InitDone => {}
+            // Pods deleted while the watch was down have no Delete event:
+            // once a relist is complete, drop what is kept for pods that are
+            // no longer in the cache, so nothing accumulates across relists.
+            Event::InitDone => self.forget_gone(),
+            Event::Init => {}
         }
         self.shared.metrics.set_watched(self.store.len());
+    }
+
+    fn forget_gone(&mut self) {
+        let gone: Vec<Key> = self
+            .timers
+            .keys()
+            .filter(|key| self.store.get(key).is_none())
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.cancel(key);
+        }
+        let live: HashSet<String> = self
+            .store
+            .state()
+            .iter()
+            .filter_map(|pod| pod.metadata.uid.clone())
+            .collect();
+        self.handled
+            .retain(|uid, _| live.contains(uid) || self.in_flight.contains(uid));
     }
 
     fn cancel(&mut self, key: &Key) {
