@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::logging::{LogFormat, init_logging};
+use crate::controller::initial_list::InitialList;
 use crate::controller::{self, ControllerSettings, LeaseSettings};
 
 #[derive(Debug, clap::Args)]
@@ -44,6 +45,11 @@ pub struct ControllerArgs {
     /// host name and a random suffix).
     #[arg(long, value_name = "ID", env = "POD_NAME")]
     pub identity: Option<String>,
+    /// How the pod watch fills its cache: `streaming` (the apiserver sends
+    /// the pods as watch events, KEP-3157), `list` (a paginated LIST), or
+    /// `auto`: streaming where the apiserver serves it.
+    #[arg(long, value_enum, default_value_t = InitialList::Auto)]
+    pub initial_list: InitialList,
     /// Log line format, on stderr; the level comes from `RUST_LOG` (default
     /// info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -77,6 +83,7 @@ pub fn controller(args: ControllerArgs) -> ExitCode {
             grace_seconds: args.lease_grace,
         },
         own_namespace: namespace,
+        initial_list: args.initial_list,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -9,6 +9,7 @@
 
 pub mod actions;
 mod admin;
+pub mod initial_list;
 pub(crate) mod metrics;
 mod resource;
 pub(crate) mod runtime;
@@ -50,6 +51,8 @@ pub struct ControllerSettings {
     /// The controller's own namespace, ignored like the excluded ones.
     pub own_namespace: Option<String>,
     pub lease: LeaseSettings,
+    /// How the watch fills the cache (`--initial-list`).
+    pub initial_list: initial_list::InitialList,
 }
 
 #[derive(Debug, Error)]
@@ -127,7 +130,9 @@ pub async fn run(
         .map_err(lease_error)?;
     let (mut leader, lease_task) = manager.watch().await;
 
+    let streaming = streaming_list(&client, settings.initial_list).await;
     let shared = Arc::new(runtime::Shared {
+        streaming_list: streaming,
         condition_type: lifecycle::condition_type(&config),
         actions: actions::Actions::new(client.clone(), lease.identity.clone()),
         own_namespace: settings.own_namespace.clone(),
@@ -183,6 +188,23 @@ pub async fn run(
     let _ = admin_stop.send(true);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, admin_task).await;
     Ok(())
+}
+
+/// Whether the pod watch uses the streaming list, and the log line that
+/// says which it is.
+async fn streaming_list(client: &Client, choice: initial_list::InitialList) -> bool {
+    let pods: kube::Api<lifecycle::SandboxPod> = kube::Api::all(client.clone());
+    let streaming = initial_list::use_streaming(choice, &pods).await;
+    tracing::info!(
+        ?choice,
+        initial_list = if streaming {
+            "streaming (sendInitialEvents)"
+        } else {
+            "list"
+        },
+        "how the pod watch fills its cache"
+    );
+    streaming
 }
 
 /// Waits (for at most the grace) for the lease task to release the Lease,
