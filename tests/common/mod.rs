@@ -13,6 +13,7 @@ pub mod https;
 pub mod metrics;
 pub mod pods;
 pub mod processes;
+pub mod proxy;
 pub mod reviews;
 pub mod server;
 pub mod stats;

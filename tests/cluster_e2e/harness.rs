@@ -1,0 +1,368 @@
+//! What every scenario of the whole-cluster suite gets: a client, the
+//! processes `cluster.sh up` started (read from its `cluster.env`), and
+//! helpers to wait on what the cluster's own controllers do.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+pub use crate::common::P;
+use crate::common::metrics::Metrics;
+pub use crate::common::processes::{BIN, Cluster, Result, check, repo};
+use crate::common::wire;
+
+/// Namespaces of this suite carry this label, with the scenario as value.
+pub const SCOPE_LABEL: &str = "sandbox-webhook-e2e/scenario";
+
+pub struct Env {
+    pub client: Client,
+    pub work: PathBuf,
+    /// `cluster.env` of `cluster.sh up`.
+    pub vars: HashMap<String, String>,
+}
+
+pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
+    Ok(Env {
+        client: cluster.client().await?,
+        work: work.to_owned(),
+        vars: cluster.vars()?,
+    })
+}
+
+impl Env {
+    pub fn var(&self, key: &str) -> Result<&str> {
+        self.vars
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| format!("cluster.env has no {key}").into())
+    }
+
+    pub fn pods(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// The scenario's namespace `e2e-cl-<id>` (with `labels`), once its
+    /// `default` `ServiceAccount` exists: the `ServiceAccount` admission plugin
+    /// refuses pods before the controller-manager has made it.
+    pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
+        let name = namespace_name(id);
+        let mut all = serde_json::Map::new();
+        all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
+        for (k, v) in labels {
+            all.insert((*k).into(), json!(v));
+        }
+        let ns: Namespace = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": all},
+        }))?;
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await?;
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &name);
+        wait_for(
+            "its default ServiceAccount",
+            Duration::from_secs(30),
+            async || Ok(sas.get_opt("default").await?.map(|_| ())),
+        )
+        .await?;
+        Ok(name)
+    }
+
+    /// Deletes the scenario's namespace and waits until it is gone: the
+    /// namespace controller removes what is in it, kwok the pods.
+    pub async fn clean_up(&self, id: &str) -> Result<()> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let name = namespace_name(id);
+        if api.get_opt(&name).await?.is_none() {
+            return Ok(());
+        }
+        api.delete(&name, &DeleteParams::default()).await?;
+        wait_for(
+            &format!("namespace {name} to finish terminating"),
+            Duration::from_secs(90),
+            async || Ok(api.get_opt(&name).await?.is_none().then_some(())),
+        )
+        .await
+    }
+
+    pub fn webhook_metrics(&self) -> Result<Metrics> {
+        metrics(self.var("WEBHOOK_ADMIN")?)
+    }
+
+    pub fn controller_metrics(&self) -> Result<Metrics> {
+        metrics(self.var("CONTROLLER_ADMIN")?)
+    }
+
+    /// Runs the cluster's kubectl with `args`, `stdin` piped in; its stdout.
+    pub fn kubectl(&self, args: &[&str], stdin: &str) -> Result<String> {
+        run(
+            Command::new(self.var("KUBECTL")?)
+                .arg(format!("--kubeconfig={}", self.var("KUBECONFIG")?))
+                .args(args),
+            stdin,
+        )
+    }
+
+    /// `helm template` of the repository's chart with `args`; the YAML.
+    pub fn helm_template(&self, release: &str, args: &[&str]) -> Result<String> {
+        let chart = repo().join("charts/sandbox-webhook");
+        run(
+            Command::new(self.var("HELM")?)
+                .args(["template", release])
+                .arg(chart)
+                .args(args),
+            "",
+        )
+    }
+
+    /// `sandbox-webhook diagnose` on `pod` (as stored), with the
+    /// controller's configuration file, at `now`.
+    pub fn diagnose(&self, pod: &Pod, now: DateTime<Utc>) -> Result<Value> {
+        let file = self.work.join(format!(
+            "diagnose-{}.json",
+            pod.metadata.name.as_deref().unwrap_or("pod")
+        ));
+        std::fs::write(&file, serde_json::to_vec(pod)?)?;
+        let out = run(
+            Command::new(BIN)
+                .args(["diagnose", "-f"])
+                .arg(&file)
+                .args(["--now", &rfc3339(now)])
+                .args(["--namespace", self.var("RELEASE_NAMESPACE")?])
+                .args(["--config", self.var("CONTROLLER_CONFIG")?]),
+            "",
+        )?;
+        Ok(serde_json::from_str(&out)?)
+    }
+
+    /// Events in `ns` about object `name` with `reason`.
+    pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Result<Vec<Event>> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+            .collect())
+    }
+
+    /// The one Event about `name` with `reason`, waiting up to 10 s for it.
+    pub async fn event(&self, ns: &str, name: &str, reason: &str) -> Result<Event> {
+        let what = format!("a {reason} Event about {name}");
+        let mut found = wait_for(&what, Duration::from_secs(10), async || {
+            let found = self.events(ns, name, reason).await?;
+            Ok((!found.is_empty()).then_some(found))
+        })
+        .await?;
+        check(
+            found.len() == 1,
+            format!("{} {reason} Events about {name}, expected 1", found.len()),
+        )?;
+        Ok(found.remove(0))
+    }
+}
+
+pub fn namespace_name(id: &str) -> String {
+    format!("e2e-cl-{}", id.replace('_', "-"))
+}
+
+fn metrics(admin: &str) -> Result<Metrics> {
+    let (code, body) = wire::get(admin, "/metrics")?;
+    check(code == 200, format!("{admin}/metrics answered {code}"))?;
+    Ok(Metrics::parse(&body))
+}
+
+fn run(command: &mut Command, stdin: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(stdin.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    check(
+        out.status.success(),
+        format!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )?;
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Polls `probe` every 100 ms until it gives `Some`, for at most `timeout`.
+pub async fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = probe().await? {
+            return Ok(found);
+        }
+        check(
+            Instant::now() < deadline,
+            format!("waited {timeout:?} for {what}"),
+        )?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// RFC 3339, whole seconds, UTC: what the webhook writes.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A whole second at least `secs` seconds from now.
+pub fn in_seconds(secs: i64) -> DateTime<Utc> {
+    let t = Utc::now() + chrono::TimeDelta::seconds(secs + 1);
+    DateTime::from_timestamp(t.timestamp(), 0).unwrap_or(t)
+}
+
+/// The pod template (or pod) metadata and spec of a sandbox named `id`:
+/// label `<P>/id`, `annotations` as given, main container `sandbox` running
+/// `sleep 3600`, and `spec` merged in.
+pub fn sandbox_template(id: &str, annotations: &Value, spec: &Value) -> Value {
+    let mut template = json!({
+        "metadata": {"labels": {format!("{P}/id"): id, "app": id}, "annotations": annotations},
+        "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36", "command": ["sleep", "3600"]}]},
+    });
+    for (k, v) in spec.as_object().into_iter().flatten() {
+        template["spec"][k] = v.clone();
+    }
+    template
+}
+
+/// A bare sandbox pod named `name` (see [`sandbox_template`]).
+pub fn sandbox_pod(name: &str, annotations: &Value, spec: &Value) -> Result<Pod> {
+    let mut pod = sandbox_template(name, annotations, spec);
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    pod["metadata"]["name"] = json!(name);
+    Ok(serde_json::from_value(pod)?)
+}
+
+/// The names of a pod's init containers, in order.
+pub fn init_names(p: &Pod) -> Vec<&str> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .map(|c| c.name.as_str())
+        .collect()
+}
+
+/// What SPEC 3 and 4 promise, exactly once: the installer first, the
+/// native egress sidecar second (with a policy), the wrapped command, one
+/// `opensandbox-bin` volume, the pod's own egress token.
+pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
+    let name = p.metadata.name.as_deref().unwrap_or("?");
+    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
+    let inits = init_names(p);
+    let want: &[&str] = if with_policy {
+        &["execd-installer", "egress"]
+    } else {
+        &["execd-installer"]
+    };
+    check(
+        inits == want,
+        format!("{name}: init containers {inits:?}, expected {want:?}"),
+    )?;
+    let main = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "sandbox")
+        .ok_or(format!("{name}: no container sandbox"))?;
+    let command = main.command.clone().unwrap_or_default();
+    check(
+        command == ["/opt/opensandbox/bootstrap.sh", "sleep", "3600"],
+        format!("{name}: command {command:?}"),
+    )?;
+    let volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.name == "opensandbox-bin")
+        .count();
+    check(
+        volumes == 1,
+        format!("{name}: {volumes} opensandbox-bin volumes"),
+    )?;
+    if with_policy {
+        let egress = &spec.init_containers.as_ref().ok_or("no init containers")?[1];
+        check(
+            egress.restart_policy.as_deref() == Some("Always"),
+            format!("{name}: egress is not a native sidecar"),
+        )?;
+        let rules = egress
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "OPENSANDBOX_EGRESS_RULES");
+        check(
+            rules,
+            format!("{name}: egress has no OPENSANDBOX_EGRESS_RULES"),
+        )?;
+        check(
+            token(p).is_some(),
+            format!("{name}: no {P}/egress-auth-token annotation"),
+        )?;
+    }
+    Ok(())
+}
+
+pub fn token(p: &Pod) -> Option<&str> {
+    annotation(p, &format!("{P}/egress-auth-token"))
+}
+
+pub fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The node a pod is bound to, once it runs there (kwok's pod-ready stage).
+pub fn running_on(p: &Pod) -> Option<&str> {
+    let phase = p.status.as_ref()?.phase.as_deref();
+    (phase == Some("Running"))
+        .then(|| p.spec.as_ref()?.node_name.as_deref())
+        .flatten()
+}
+
+/// The sum of `sandbox_webhook_admission_requests_total{operation, outcome}`
+/// over every outcome, by outcome.
+pub fn admissions(m: &Metrics, operation: &str) -> HashMap<&'static str, u64> {
+    [
+        "mutated",
+        "unchanged",
+        "allowed",
+        "skipped",
+        "denied",
+        "error",
+    ]
+    .into_iter()
+    .map(|outcome| {
+        let labels = [("operation", operation), ("outcome", outcome)];
+        (
+            outcome,
+            m.value_or_zero("sandbox_webhook_admission_requests_total", &labels),
+        )
+    })
+    .collect()
+}

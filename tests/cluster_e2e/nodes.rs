@@ -1,0 +1,127 @@
+//! Scenario 4: a node goes away. The controller-manager's pod garbage
+//! collector removes the pods bound to it, and the controller drops their
+//! expiry timers with them, so nothing leaks.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+use crate::harness::{Env, P, Result, in_seconds, rfc3339, running_on, sandbox_pod, wait_for};
+
+/// The node this scenario removes (and puts back).
+const NODE: &str = "kwok-amd64-2";
+const PODS: usize = 5;
+
+fn timers(env: &Env) -> Result<u64> {
+    Ok(env
+        .controller_metrics()?
+        .value("sandbox_webhook_controller_timers", &[]))
+}
+
+pub(crate) async fn deleted_node_takes_its_timers(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id, &[]).await?;
+    let pods = env.pods(ns);
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let node = nodes.get(NODE).await?;
+    let baseline = timers(env)?;
+    let annotations = json!({
+        format!("{P}/platform"): "linux/amd64",
+        format!("{P}/expires-at"): rfc3339(in_seconds(3600)),
+    });
+    let spec = json!({"nodeSelector": {"kubernetes.io/hostname": NODE}});
+    for i in 0..PODS {
+        pods.create(
+            &PostParams::default(),
+            &sandbox_pod(&format!("on-node-{i}"), &annotations, &spec)?,
+        )
+        .await?;
+    }
+    wait_for(
+        &format!("{PODS} sandboxes Running on {NODE}"),
+        Duration::from_secs(30),
+        async || {
+            let list = pods.list(&ListParams::default()).await?.items;
+            let on = list.iter().filter(|p| running_on(p) == Some(NODE)).count();
+            Ok((on == PODS).then_some(()))
+        },
+    )
+    .await?;
+    let armed = wait_for(
+        "the controller to arm their timers",
+        Duration::from_secs(10),
+        async || {
+            let now = timers(env)?;
+            Ok((now == baseline + PODS as u64).then_some(now))
+        },
+    )
+    .await?;
+    println!("    timers armed: {baseline} -> {armed}");
+
+    nodes.delete(NODE, &DeleteParams::default()).await?;
+    // PodGC deletes pods bound to a node that no longer exists once the
+    // node has been gone for its quarantine (40 s), checking every 20 s.
+    let started = std::time::Instant::now();
+    wait_for(
+        "PodGC to remove the node's pods",
+        Duration::from_secs(120),
+        async || {
+            Ok(pods
+                .list(&ListParams::default())
+                .await?
+                .items
+                .is_empty()
+                .then_some(()))
+        },
+    )
+    .await?;
+    println!(
+        "    {NODE} deleted; its {PODS} pods removed by PodGC after {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let after = wait_for(
+        "the timers to be dropped",
+        Duration::from_secs(10),
+        async || {
+            let now = timers(env)?;
+            Ok((now == baseline).then_some(now))
+        },
+    )
+    .await?;
+    println!("    timers: {armed} -> {after}");
+    restore(&nodes, node).await
+}
+
+/// Puts the node back as it was registered, and waits until kwok has it
+/// Ready again.
+async fn restore(nodes: &Api<Node>, mut node: Node) -> Result<()> {
+    let meta = &mut node.metadata;
+    meta.resource_version = None;
+    meta.uid = None;
+    meta.creation_timestamp = None;
+    meta.managed_fields = None;
+    if let Some(spec) = node.spec.as_mut() {
+        // Only the node lifecycle controller's taints; this node had none.
+        spec.taints = None;
+    }
+    if let Some(status) = node.status.as_mut() {
+        status.conditions = None;
+    }
+    nodes.create(&PostParams::default(), &node).await?;
+    wait_for(
+        &format!("{NODE} Ready again"),
+        Duration::from_secs(30),
+        async || {
+            let n = nodes.get(NODE).await?;
+            let ready = n
+                .status
+                .and_then(|s| s.conditions)
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            Ok(ready.then_some(()))
+        },
+    )
+    .await
+}
