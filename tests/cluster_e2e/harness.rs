@@ -11,11 +11,12 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 pub use crate::common::P;
 use crate::common::metrics::Metrics;
+pub use crate::common::pods::annotation;
 pub use crate::common::processes::{BIN, Cluster, Result, check, repo};
 use crate::common::wire;
 
@@ -144,17 +145,7 @@ impl Env {
 
     /// Events in `ns` about object `name` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Result<Vec<Event>> {
-        let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
-        Ok(api
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-            })
-            .collect())
+        crate::common::events::about(&self.client, ns, name, reason).await
     }
 
     /// The one Event about `name` with `reason`, waiting up to 10 s for it.
@@ -327,14 +318,6 @@ pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
 
 pub fn token(p: &Pod) -> Option<&str> {
     annotation(p, &format!("{P}/egress-auth-token"))
-}
-
-pub fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
 }
 
 /// The node a pod is bound to, once it runs there (kwok's pod-ready stage).

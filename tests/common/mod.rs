@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod clock;
 pub mod context;
+pub mod events;
 pub mod https;
 pub mod metrics;
 pub mod pods;

@@ -103,3 +103,12 @@ impl SandboxPod {
         serde_json::from_value(self.json()).expect("the builder writes a valid Pod")
     }
 }
+
+/// The value of annotation `key` on a pod as stored.
+pub fn annotation<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}

@@ -10,7 +10,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 pub use crate::common::P;
@@ -206,19 +206,9 @@ pub async fn events(
     min: usize,
     timeout: Duration,
 ) -> Result<Vec<Event>> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
     let deadline = Instant::now() + timeout;
     loop {
-        let found: Vec<Event> = api
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-            })
-            .collect();
+        let found = crate::common::events::about(client, ns, pod, reason).await?;
         if found.len() >= min || Instant::now() > deadline {
             return Ok(found);
         }

@@ -303,10 +303,4 @@ pub fn has_init(p: &Pod, name: &str) -> bool {
     init_names(p).iter().any(|n| n == name)
 }
 
-pub fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
+pub use crate::common::pods::annotation;
