@@ -86,14 +86,11 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     if let Some(value) = get(&keys.network_policy)? {
-        intent.policy = Some(
-            policy::parse(&value, config.egress.max_rules).map_err(|source| {
-                IntentError::Policy {
-                    key: keys.network_policy.clone(),
-                    source,
-                }
-            })?,
-        );
+        let parsed = policy::parse(&value, config.egress.max_rules);
+        intent.policy = Some(parsed.map_err(|source| IntentError::Policy {
+            key: keys.network_policy.clone(),
+            source,
+        })?);
     }
 
     if let Some(value) = get(&keys.egress_mode)? {
