@@ -3,7 +3,6 @@
 //! `crate::controller` is the thin Kubernetes layer around these functions,
 //! and `sandbox-webhook diagnose` prints the same decisions.
 
-pub(crate) mod config;
 pub(crate) mod expiry;
 pub(crate) mod platform;
 
