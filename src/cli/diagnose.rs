@@ -15,7 +15,7 @@ pub struct DiagnoseArgs {
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
     /// The time to judge expiry at (RFC 3339); now by default.
-    #[arg(long, value_name = "RFC3339", value_parser = super::parse_time)]
+    #[arg(long, value_name = "RFC3339", value_parser = super::args::parse_time)]
     pub now: Option<DateTime<Utc>>,
     /// Configuration file (YAML); the built-in defaults when omitted.
     #[arg(long, value_name = "FILE")]
@@ -33,7 +33,7 @@ pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
 }
 
 fn run(args: &DiagnoseArgs) -> Result<String, String> {
-    let config = super::load_config(args.config.as_deref())?;
+    let config = super::args::load_config(args.config.as_deref())?;
     let input = super::io::read_input(&args.file)?;
     let pod = parse_pod(&input)
         .map_err(|e| format!("{} is not a Pod manifest: {e}", args.file.display()))?;

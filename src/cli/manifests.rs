@@ -12,7 +12,8 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::{DecisionArgs, exit, yaml};
+use super::args::DecisionArgs;
+use super::{exit, yaml};
 use crate::config::Config;
 use crate::mutate::{self, Context, Decision};
 use crate::workload::{self, WorkloadKind};

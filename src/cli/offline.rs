@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use super::args::DecisionArgs;
+use super::exit;
 use super::io::{read_input, write_stdout};
 use super::views::{self, InjectOutput};
-use super::{DecisionArgs, exit};
 use crate::config::Config;
 use crate::mutate::{self, Decision};
 use exit::error as fail;
