@@ -89,14 +89,16 @@ use serde::Serialize;
 use crate::config::{Config, Keys};
 
 pub use denial::Denial;
-pub use egress::{FixedToken, RandomTokens, TokenError, TokenSource};
+pub use egress::{
+    FixedToken, RandomTokens, TokenError, TokenSource, strip_token as strip_egress_token,
+};
 pub use intent::is_egress_token;
 pub use patch::Patch;
 pub use platform::PlatformError;
 pub use policy::PolicyError;
 pub use select::SkipReason;
 
-use egress::Sidecar;
+use egress::{Sidecar, TokenCompletion};
 use execd::{Execd, InstallerPlan};
 use expiry::Expiry;
 use intent::Intent;
@@ -230,6 +232,8 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 struct Injection<'a> {
     execd: Execd<'a>,
     sidecar: Option<Sidecar<'a>>,
+    /// A sidecar that is there without its token (from a template).
+    token: Option<TokenCompletion<'a>>,
 }
 
 fn inject<'a>(
@@ -240,8 +244,13 @@ fn inject<'a>(
 ) -> Result<Injection<'a>, Denial> {
     execd::check_conflicts(spec)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
+    let token = egress::complete(spec, intent, ctx)?;
     let execd = execd::plan(spec, main, intent, ctx.config)?;
-    Ok(Injection { execd, sidecar })
+    Ok(Injection {
+        execd,
+        sidecar,
+        token,
+    })
 }
 
 /// Every change the pod still needs, each decided by its own module; `patch`
@@ -262,8 +271,13 @@ impl Parts<'_> {
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
             Some(Expiry::Keep) | None => {}
         }
-        let sidecar = self.injection.as_ref().and_then(|i| i.sidecar.as_ref());
-        if let Some(token) = sidecar.and_then(Sidecar::new_token) {
+        let new_token = self.injection.as_ref().and_then(|i| {
+            i.sidecar
+                .as_ref()
+                .and_then(Sidecar::new_token)
+                .or_else(|| i.token.as_ref().and_then(TokenCompletion::new_token))
+        });
+        if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
 
@@ -280,6 +294,9 @@ impl Parts<'_> {
                 other => (None, other.as_ref()),
             };
             injection.execd.write_volume(&mut patch);
+            if let Some(token) = &injection.token {
+                token.write(&mut patch);
+            }
             init_container_ops(spec, &injection.execd.installer, native, &mut patch);
             injection.execd.write_main(&mut patch);
             if let Some(s) = classic {
