@@ -12,6 +12,7 @@ mod quantity;
 mod read;
 pub(crate) mod rules;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -46,6 +47,10 @@ pub enum ConfigError {
     /// `field` is empty when the whole document is at fault.
     #[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
     Invalid { field: String, message: String },
+    /// More than one mistake, in file order (`config validate` shows them
+    /// all; the server logs them all).
+    #[error("{} mistakes:{}", .0.len(), several(.0))]
+    Several(Vec<ConfigError>),
     #[error("config file {}: {source}", path.display())]
     File {
         path: PathBuf,
@@ -70,8 +75,17 @@ impl ConfigError {
             ConfigError::Read { .. } => None,
             ConfigError::Invalid { field, .. } => Some(field),
             ConfigError::File { source, .. } => source.field(),
+            ConfigError::Several(all) => all.first().and_then(ConfigError::field),
         }
     }
+}
+
+/// Each mistake on its own line, indented under the count.
+fn several(all: &[ConfigError]) -> String {
+    all.iter().fold(String::new(), |mut out, e| {
+        let _ = write!(out, "\n  {e}");
+        out
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -276,7 +290,7 @@ impl Config {
             return Err(ConfigError::invalid("", EMPTY));
         }
         let root: serde_yaml_ng::Value =
-            serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e))?;
+            serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e, text))?;
         if root.is_null() {
             return Err(ConfigError::invalid("", EMPTY));
         }
@@ -294,9 +308,23 @@ impl Config {
     }
 }
 
-/// YAML syntax errors are plain words, except one: an integer beyond 64 bits
-/// is reported by serde in Rust terms (`invalid type: integer ... as u128`).
-fn yaml_error(e: &serde_yaml_ng::Error) -> ConfigError {
+/// YAML syntax errors are plain words, except two: an integer beyond 64 bits
+/// is reported by serde in Rust terms (`invalid type: integer ... as u128`),
+/// and a tab in the indentation as "a character that cannot start any
+/// token".
+fn yaml_error(e: &serde_yaml_ng::Error, file: &str) -> ConfigError {
+    let tab_line = e.location().map(|l| l.line()).filter(|&n| {
+        let line = file.lines().nth(n.saturating_sub(1)).unwrap_or_default();
+        line[..line.len() - line.trim_start().len()].contains('\t')
+    });
+    if let Some(line) = tab_line {
+        return ConfigError::invalid(
+            "",
+            format!(
+                "line {line} is indented with a tab, and YAML is indented with spaces only; replace the tab with spaces"
+            ),
+        );
+    }
     let text = e.to_string();
     if text.contains("u128") || text.contains("i128") {
         let at = e
