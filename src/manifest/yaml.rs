@@ -10,6 +10,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 /// The document as block YAML, ending in a newline.
+#[must_use]
 pub fn to_string(value: &Value) -> String {
     let mut out = String::new();
     match value {
