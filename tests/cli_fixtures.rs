@@ -5,7 +5,7 @@ mod common;
 
 use std::fmt::Write as _;
 
-use common::cli::run;
+use common::cli::{assert_lines, run};
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
 
@@ -171,12 +171,7 @@ fn test_judges_fixtures_as_inject_does() {
     write("one.pod.yaml", &timeout);
     let one = run(&["test", ".", "--update"], d);
     assert_eq!(one.code, 0, "{}", one.stdout);
-    assert!(
-        one.stdout
-            .ends_with("\n1 case: 0 passed, 0 failed, 1 updated\n"),
-        "{}",
-        one.stdout
-    );
+    assert_lines(&one.stdout, &["1 case: 0 passed, 0 failed, 1 updated"]);
     let expected = std::fs::read_to_string(d.join("one.expected.yaml")).unwrap();
     assert!(
         expected.contains("    opensandbox.io/expires-at: \"2026-01-01T01:00:00Z\"\n"),
@@ -189,21 +184,18 @@ fn test_judges_fixtures_as_inject_does() {
     write("gone.expected.yaml", "outcome: unchanged\n");
     let r = run(&["test", "."], d);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    for line in [
-        "FAILED   gone",
-        "    ./gone.expected.yaml has no case: add gone.pod.yaml (or .pod.yml) or gone.review.json, or delete it",
-        "FAILED   job",
-        "    no expected file ./job.expected.yaml: run with --update to write it, then review it",
-        "ok       one",
-        "FAILED   stream",
-        "4 cases: 1 passed, 3 failed",
-    ] {
-        assert!(
-            r.stdout.lines().any(|l| l == line),
-            "no line {line:?} in\n{}",
-            r.stdout
-        );
-    }
+    assert_lines(
+        &r.stdout,
+        &[
+            "FAILED   gone",
+            "    ./gone.expected.yaml has no case: add gone.pod.yaml (or .pod.yml) or gone.review.json, or delete it",
+            "FAILED   job",
+            "    no expected file ./job.expected.yaml: run with --update to write it, then review it",
+            "ok       one",
+            "FAILED   stream",
+            "4 cases: 1 passed, 3 failed",
+        ],
+    );
     std::fs::remove_file(d.join("gone.expected.yaml")).unwrap();
     assert_eq!(run(&["test", ".", "--update"], d).code, 0);
     let job: serde_json::Value =

@@ -75,3 +75,14 @@ pub fn assert_exit(r: &Run, code: i32, says: &str) {
         r.stderr
     );
 }
+
+/// Fails the test unless each of `lines` is a whole line of `text`.
+#[track_caller]
+pub fn assert_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(
+            text.lines().any(|l| l == *line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+}

@@ -58,7 +58,9 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Resul
     let early = env.diagnose(&stored, at - TimeDelta::seconds(1))?;
     check(
         early["expiry"]
-            == json!({"expiresAt": rfc3339(at), "expired": false, "action": "delete-pod"}),
+            == json!({"expiresAt": rfc3339(at), "expired": false, "action": "delete-pod",
+                      "at": rfc3339(at),
+                      "reason": "at expires-at; the pod has no controller owner, so it is deleted"}),
         format!("diagnose before: {early}"),
     )?;
     let due = env.diagnose(&stored, at)?;
@@ -104,7 +106,9 @@ pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Re
     let at_new = env.diagnose(&renewed, new)?;
     check(
         at_new["expiry"]
-            == json!({"expiresAt": rfc3339(new), "expired": true, "action": "delete-pod"}),
+            == json!({"expiresAt": rfc3339(new), "expired": true, "action": "delete-pod",
+                      "at": rfc3339(new),
+                      "reason": "expires-at passed; the pod has no controller owner, so it is deleted"}),
         format!("diagnose at the new time: {at_new}"),
     )?;
     gone_on_time(&pods, "renewed", new).await.map(|_| ())
