@@ -71,7 +71,7 @@ fn unschedulable_expiring_job_pod() {
             "pod": "team/s1",
             "expiry": {"expiresAt": "2026-01-02T03:04:05Z", "expired": false, "action": "delete-owner",
                        "at": "2026-01-02T03:04:05Z",
-                       "reason": "at expires-at; its controller owner Job/j is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background)"},
+                       "reason": "at expires-at; its controller owner Job/j is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later"},
             "platform": {"hasPlatform": true, "hasNonPlatform": false,
                          "hasPlatformConstraints": true, "hasNonPlatformConstraints": false,
                          "platformAnnotation": null,

@@ -10,7 +10,9 @@
 pub mod actions;
 mod admin;
 pub mod initial_list;
+mod jobs;
 pub(crate) mod metrics;
+mod owners;
 mod resource;
 pub(crate) mod runtime;
 

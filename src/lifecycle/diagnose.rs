@@ -172,7 +172,7 @@ fn how(removal: &Removal) -> String {
     match removal {
         Removal::DeletePod => "the pod has no controller owner, so it is deleted".to_owned(),
         Removal::DeleteOwner(o) => format!(
-            "its controller owner {}/{} is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background)",
+            "its controller owner {}/{} is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later",
             o.kind, o.name
         ),
         Removal::LeaveOwned(o) => format!(

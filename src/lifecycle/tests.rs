@@ -401,7 +401,7 @@ fn diagnosis_json() {
     assert_eq!(
         d["expiry"]["reason"],
         json!(
-            "at expires-at; its controller owner Job/owner is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background)"
+            "at expires-at; its controller owner Job/owner is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later"
         )
     );
     for a in [

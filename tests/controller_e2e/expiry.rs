@@ -196,14 +196,20 @@ pub(crate) fn owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> Result<Valu
     )
 }
 
+/// A Job named `name` (its pods are created by the tests: this control
+/// plane runs no Job controller).
+pub(crate) fn job(name: &str) -> Result<Job> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
+    }))?)
+}
+
 pub(crate) async fn job_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), ns);
-    let job: Job = serde_json::from_value(json!({
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sandbox-job"},
-        "spec": {"template": {"spec": {"restartPolicy": "Never",
-            "containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
-    }))?;
+    let job = job("sandbox-job")?;
     let at = in_seconds(2);
     let stored = create_owned(env, ns, job, "job-pod", json!({}), at).await?;
     let d = env.diagnose(&stored, at)?;
