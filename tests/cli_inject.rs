@@ -444,3 +444,42 @@ fn a_template_gets_no_token_and_its_pods_get_their_own() {
     let twice = run(&["inject", "-f", "admitted.json", "-o", "patch"], d);
     assert_eq!(twice.stdout, "[]\n", "{}", twice.stderr);
 }
+
+/// Item 9a: a timeout too long to count in seconds is beyond the
+/// representable time range like any other too long timeout; unquoted, it
+/// is a number too large to read.
+#[test]
+fn a_timeout_beyond_any_number_is_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (timeout, shown) in [
+        ("'999999999999999999999'", "999999999999999999999s"),
+        ("'99999999999999999999h'", "99999999999999999999h"),
+        ("'18446744073709551615'", "18446744073709551615s"),
+    ] {
+        let pod = POD.replace(
+            "opensandbox.io/timeout: 1h",
+            &format!("opensandbox.io/timeout: {timeout}"),
+        );
+        std::fs::write(d.join("pod.yaml"), pod).unwrap();
+        let r = run(&["inject", "-f", "pod.yaml"], d);
+        assert_exit(
+            &r,
+            1,
+            &format!(
+                "annotation opensandbox.io/timeout is {shown}, which puts the expiry beyond the representable time range; use a shorter timeout."
+            ),
+        );
+    }
+    let pod = POD.replace(
+        "opensandbox.io/timeout: 1h",
+        "opensandbox.io/timeout: 999999999999999999999",
+    );
+    std::fs::write(d.join("pod.yaml"), pod).unwrap();
+    let r = run(&["inject", "-f", "pod.yaml"], d);
+    assert_exit(
+        &r,
+        2,
+        "pod.yaml cannot be read: metadata.annotations.opensandbox.io/timeout: the number at line 7 column 41 is too large to read; quote it",
+    );
+}

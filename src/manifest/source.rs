@@ -62,6 +62,10 @@ pub enum InputError {
     },
     #[error("{at} is not valid YAML: {message}")]
     Yaml { at: String, message: String },
+    /// Valid YAML that holds a value no reader of this program can hold
+    /// (an integer beyond 64 bits).
+    #[error("{at} cannot be read: {message}")]
+    Unreadable { at: String, message: String },
     #[error("{at} is not valid JSON: {message}")]
     Json { at: String, message: String },
     #[error("{at} is {what}, not a Kubernetes object (a map with apiVersion, kind and metadata)")]
@@ -181,6 +185,15 @@ fn yaml_error(e: &serde_yaml_ng::Error, piece: &str, first_line: usize, at: &str
     }
     let within = format!("line {} column {}", location.line(), location.column());
     let in_input = format!("line {line} column {}", location.column());
+    // serde_json's words for an integer beyond 64 bits, after the path.
+    if let Some((path, _)) = message.split_once(": JSON number out of range") {
+        return InputError::Unreadable {
+            at: at.to_owned(),
+            message: format!(
+                "{path}: the number at {in_input} is too large to read; quote it (annotation values are text)"
+            ),
+        };
+    }
     InputError::Yaml {
         at: at.to_owned(),
         message: message.replacen(&within, &in_input, 1),
