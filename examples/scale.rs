@@ -47,6 +47,15 @@ const CONCURRENCY: usize = 64;
 const EXPIRING_LABEL: &str = "scale-bench/expiring";
 const EXPIRES_AT: &str = "opensandbox.io/expires-at";
 
+/// A count or a microsecond figure as `f64`, for the report.
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "the counts and microseconds here are far below 2^52, so exact in f64"
+)]
+fn float(n: impl TryInto<i64>) -> f64 {
+    n.try_into().unwrap_or(i64::MAX) as f64
+}
+
 fn namespace(i: usize) -> String {
     format!("scale-{}", i % NAMESPACES)
 }
@@ -93,7 +102,7 @@ fn pod(i: usize, expiring: usize) -> Result<(bool, Pod)> {
 async fn create(client: Client, sandboxes: usize, expiring: usize) -> Result<()> {
     create_namespaces(&client).await?;
     // Every 10th pod is plain: the smallest count holding `sandboxes`.
-    let total = (sandboxes..)
+    let total = (sandboxes..=sandboxes * 2)
         .find(|t| t - t / 10 >= sandboxes)
         .unwrap_or(sandboxes);
     let started = Instant::now();
@@ -125,12 +134,12 @@ async fn create(client: Client, sandboxes: usize, expiring: usize) -> Result<()>
         .collect();
     with.sort_unstable();
     without.sort_unstable();
-    let ms = |v: &[i64], q| percentile(v, q) as f64 / 1000.0;
+    let ms = |v: &[i64], q| float(percentile(v, q)) / 1000.0;
     println!(
         "created {} sandbox + {} plain pods in {secs:.0} s ({:.0} creates/s, {CONCURRENCY} in flight)",
         with.len(),
         without.len(),
-        latencies.len() as f64 / secs
+        float(latencies.len()) / secs
     );
     println!(
         "create latency through the apiserver: sandbox (webhook) p50 {:.2} ms p99 {:.2} ms; plain (no webhook) p50 {:.2} ms p99 {:.2} ms; ratio p50 {:.2} p99 {:.2}",
@@ -215,7 +224,7 @@ async fn expire(client: Client, lead: i64, spread: i64) -> Result<()> {
         "API requests per expired pod during the expiry window (apiserver_request_total, everyone's):"
     );
     let deltas = request_deltas(&before, &after);
-    let per = n as f64;
+    let per = float(n);
     let mut sum = 0.0;
     for ((verb, resource, sub), d) in &deltas {
         if resource.is_empty() || d / per < 0.005 {

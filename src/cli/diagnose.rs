@@ -25,7 +25,7 @@ pub struct DiagnoseArgs {
     #[arg(short = 'R', long)]
     pub recursive: bool,
     /// The time to judge expiry at (RFC 3339); now by default.
-    #[arg(long, value_name = "RFC3339", value_parser = super::parse_time)]
+    #[arg(long, value_name = "RFC3339", value_parser = super::args::parse_time)]
     pub now: Option<DateTime<Utc>>,
     /// Configuration file (YAML); the built-in defaults when omitted.
     #[arg(long, value_name = "FILE")]
@@ -65,7 +65,7 @@ pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
 }
 
 fn run(args: &DiagnoseArgs) -> Result<String, String> {
-    let config = super::load_config(args.config.as_deref())?;
+    let config = super::args::load_config(args.config.as_deref())?;
     let sources = super::io::sources(&args.files, args.recursive)?;
     let parsed = sources
         .iter()

@@ -32,7 +32,7 @@ pub struct TestArgs {
 /// Exit 0 when every case passed (or was updated), 1 when one failed, 2 when
 /// the directory or the configuration cannot be used.
 pub fn test(args: &TestArgs) -> ExitCode {
-    let config = match super::load_config(args.config.as_deref()) {
+    let config = match super::args::load_config(args.config.as_deref()) {
         Ok(config) => config,
         Err(e) => return exit::error(e),
     };

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::args::DecisionArgs;
+use super::exit;
 use super::io::{read_input, write_stdout};
 use super::views::{Color, InjectOutput};
-use super::{DecisionArgs, exit};
 use crate::config::Config;
 use exit::error as fail;
 

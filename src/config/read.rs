@@ -6,13 +6,13 @@
 
 use serde_yaml_ng::{Mapping, Value};
 
+use super::controller::ControllerConfig;
 use super::quantity::Quantity;
 use super::rules;
-use super::{
+use super::schema::{
     Config, ConfigError, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES,
     MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS,
 };
-use crate::lifecycle::config::ControllerConfig;
 
 type Result<T> = std::result::Result<T, ConfigError>;
 

@@ -4,9 +4,23 @@
 
 use chrono::Utc;
 
-use super::actions::{EventType, Outcome};
-use super::runtime::Shared;
+use std::sync::Arc;
+
+use super::actions::{Actions, EventType, Outcome};
+use super::metrics::ControllerMetrics;
+use crate::config::Config;
 use crate::lifecycle::{self, Removal, SandboxPod};
+
+/// What the loop shares with the tasks it spawns.
+pub struct Shared {
+    /// The watch's initial list is the streaming one (`initial_list`).
+    pub streaming_list: bool,
+    pub config: Config,
+    pub own_namespace: Option<String>,
+    pub condition_type: String,
+    pub actions: Actions,
+    pub metrics: Arc<ControllerMetrics>,
+}
 
 /// One write (or series of writes) for one pod.
 pub(super) enum Job {

@@ -133,7 +133,7 @@ pub async fn run(
     let (mut leader, lease_task) = manager.watch().await;
 
     let streaming = streaming_list(&client, settings.initial_list).await;
-    let shared = Arc::new(runtime::Shared {
+    let shared = Arc::new(jobs::Shared {
         streaming_list: streaming,
         condition_type: lifecycle::condition_type(&config),
         actions: actions::Actions::new(client.clone(), lease.identity.clone()),

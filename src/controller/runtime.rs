@@ -23,7 +23,7 @@ use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue;
 
 use super::actions::Actions;
-use super::jobs::{Job, Mark, execute};
+use super::jobs::{Job, Mark, Shared, execute};
 use super::metrics::ControllerMetrics;
 use super::owners::Owners;
 use super::resource::strip;
@@ -38,17 +38,6 @@ const MAX_CONCURRENT_WRITES: usize = 32;
 /// A failed write is retried after this, doubling up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(30);
-
-/// What the loop shares with the tasks it spawns.
-pub struct Shared {
-    /// The watch's initial list is the streaming one (`initial_list`).
-    pub streaming_list: bool,
-    pub config: Config,
-    pub own_namespace: Option<String>,
-    pub condition_type: String,
-    pub actions: Actions,
-    pub metrics: Arc<ControllerMetrics>,
-}
 
 type Key = ObjectRef<SandboxPod>;
 

@@ -420,7 +420,7 @@ fn controller_config() {
     let c = Config::default();
     assert_eq!(
         c.controller.expiry.delete_owner_kinds,
-        config::DEFAULT_DELETE_OWNER_KINDS
+        crate::config::controller::DEFAULT_DELETE_OWNER_KINDS
     );
     assert!(!c.controller.platform.delete_unschedulable);
     let c = Config::from_yaml("controller: {platform: {deleteUnschedulable: true}}").unwrap();

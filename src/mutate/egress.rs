@@ -1,18 +1,17 @@
 //! The egress-control sidecar (SPEC 4.2), added only when the pod carries a
 //! network policy.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
-use thiserror::Error;
 
 use crate::config::EgressMode;
 
+use super::context::Context;
+use super::denial::Denial;
 use super::intent::Intent;
 use super::k8s::{BIN, EnvVar, MITM_ENV, Mount, same_capability};
 use super::pod::{ContainerView, SpecView};
-use super::{Context, Denial, PatchBuilder};
+use super::patch::PatchBuilder;
 
 pub(crate) const EGRESS: &str = "egress";
 const RULES_ENV: &str = "OPENSANDBOX_EGRESS_RULES";
@@ -20,47 +19,6 @@ const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
 const TOKEN_ENV: &str = "OPENSANDBOX_EGRESS_TOKEN";
 const API_PORT: u16 = 18080;
 const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
-
-/// Why no egress token could be made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum TokenError {
-    /// The operating system's random source failed (getrandom's error is
-    /// not a `std::error::Error` without its `std` feature, so no source).
-    #[error("{0}")]
-    Random(getrandom::Error),
-}
-
-/// Where the egress token comes from when the pod has none: random in the
-/// server, fixed in tests and reproducible CLI runs.
-pub trait TokenSource: Send + Sync {
-    /// A fresh token for one pod.
-    ///
-    /// # Errors
-    /// When no unpredictable token can be made; the pod is then denied
-    /// with a 500 rather than given a guessable token.
-    fn token(&self) -> Result<String, TokenError>;
-}
-
-/// 24 random bytes, URL-safe base64 without padding (32 characters).
-pub struct RandomTokens;
-
-impl TokenSource for RandomTokens {
-    fn token(&self) -> Result<String, TokenError> {
-        let mut bytes = [0u8; 24];
-        // No fallback: a predictable token would let anyone drive the sidecar.
-        getrandom::fill(&mut bytes).map_err(TokenError::Random)?;
-        Ok(URL_SAFE_NO_PAD.encode(bytes))
-    }
-}
-
-pub struct FixedToken(pub String);
-
-impl TokenSource for FixedToken {
-    fn token(&self) -> Result<String, TokenError> {
-        Ok(self.0.clone())
-    }
-}
 
 /// A container named `egress` that carries the sidecar's rules env var is
 /// ours (or the layout of `OpenSandbox` itself) and is left alone.
@@ -459,18 +417,6 @@ struct HttpHeader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn random_tokens_are_32_url_safe_chars() {
-        let a = RandomTokens.token().unwrap();
-        let b = RandomTokens.token().unwrap();
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-        assert!(
-            a.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
-        );
-    }
 
     #[test]
     fn env_order_and_native_placement() {

@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 
+use super::denial::Denial;
 use super::intent::Intent;
 use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, EnvVar, MITM_ENV, Mount, same_capability};
+use super::patch::PatchBuilder;
 use super::pod::{ContainerView, SpecView};
-use super::{Denial, PatchBuilder};
 
 const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
 const EXECD_ENV: &str = "EXECD";

@@ -11,8 +11,8 @@
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use super::denial::clip;
 use super::pod::NodeSelector;
+use super::quote::clip;
 
 pub(crate) const OS_KEY: &str = "kubernetes.io/os";
 pub(crate) const ARCH_KEY: &str = "kubernetes.io/arch";

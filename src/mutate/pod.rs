@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess};
 use serde_json::value::RawValue;
 
-use super::denial::clip;
+use super::quote::clip;
 
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the

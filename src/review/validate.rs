@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
+use super::respond::{Outcome, ReviewError, Reviewed, respond, text, type_meta};
 use super::wire::ReviewIn;
-use super::{Outcome, ReviewError, Reviewed, respond, text, type_meta};
 use crate::mutate::{Admission, Context, Decision, SkipReason};
 use crate::workload::{self, Verdict};
 

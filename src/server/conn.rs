@@ -29,6 +29,8 @@ use tokio::sync::watch;
 use tokio::time::Sleep;
 
 use super::log::RateLimit;
+#[cfg(test)]
+use super::metrics::HANDSHAKE_FAILURE_REASONS;
 use super::metrics::Metrics;
 use super::settings::Tuning;
 use super::shutdown::stopped;
@@ -412,20 +414,6 @@ pub(crate) fn handshake_failure_reason(e: &io::Error) -> &'static str {
         _ => "io",
     }
 }
-
-/// Every reason [`handshake_failure_reason`] and the listener can report,
-/// so that each series exists from the start.
-pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 9] = [
-    "timeout",
-    "eof",
-    "peer_rejected_certificate",
-    "alert",
-    "no_client_certificate",
-    "invalid_client_certificate",
-    "incompatible",
-    "protocol",
-    "io",
-];
 
 #[cfg(test)]
 mod tests {

@@ -28,6 +28,21 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+/// The label set of `handshake_failures`: every reason a failed handshake
+/// is counted under (`conn::handshake_failure_reason` and the handshake
+/// timeout), so that each series exists from the start.
+pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 9] = [
+    "timeout",
+    "eof",
+    "peer_rejected_certificate",
+    "alert",
+    "no_client_certificate",
+    "invalid_client_certificate",
+    "incompatible",
+    "protocol",
+    "io",
+];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerLabels {
     pub listener: &'static str,
@@ -234,7 +249,7 @@ impl Metrics {
             let _ = family.get_or_create(&SUCCESS);
             let _ = family.get_or_create(&FAILURE);
         }
-        for reason in crate::server::conn::HANDSHAKE_FAILURE_REASONS {
+        for reason in HANDSHAKE_FAILURE_REASONS {
             let _ = self
                 .handshake_failures
                 .get_or_create(&ReasonLabels { reason });

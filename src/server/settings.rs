@@ -14,7 +14,7 @@ use clap::Parser;
 
 use crate::mutate::{RandomTokens, TokenSource};
 
-use super::TlsFiles;
+use super::tls::TlsFiles;
 
 /// Largest accepted `AdmissionReview` body. The apiserver sends at most two
 /// objects (`object` and `oldObject`) of up to 3 MiB each (etcd's default

@@ -8,13 +8,15 @@
 //! "Why the code is shaped this way").
 
 mod doc;
+mod target;
 
 use serde::Serialize;
 use thiserror::Error;
 
-use super::denial::clip;
-use super::mistakes::address;
+use super::quote::clip;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
+
+pub(crate) use target::{Address, address};
 
 /// Why a policy is refused: the end of a sentence that starts with the
 /// annotation key.
