@@ -33,7 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "config",
             "mutate",
             "workload lifecycle",
-            "review",
+            "review manifest",
             "fixtures server",
             "controller",
             "cli",

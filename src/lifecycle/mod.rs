@@ -3,15 +3,15 @@
 //! `crate::controller` is the thin Kubernetes layer around these functions,
 //! and `sandbox-webhook diagnose` prints the same decisions.
 
+mod diagnose;
 pub(crate) mod expiry;
 pub(crate) mod platform;
 mod pod;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-
 use crate::config::Config;
 
+pub use diagnose::{Diagnosis, ExpiryReport, PlatformReport, diagnose};
 pub use expiry::{ExpiryAction, ExpiryPlan, Owner, Removal};
 pub use platform::PlatformReading;
 pub use pod::{SandboxPod, SpecFields, StatusFields};
@@ -55,49 +55,6 @@ pub fn plan(
         platform.message = None;
     }
     Plan { expiry, platform }
-}
-
-/// `diagnose`'s JSON (SPEC 10), field for field.
-#[derive(Debug, Serialize)]
-pub struct Diagnosis<'a> {
-    pub expiry: ExpiryReport<'a>,
-    pub platform: PlatformReport<'a>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExpiryReport<'a> {
-    pub expires_at: Option<&'a str>,
-    pub expired: bool,
-    pub action: ExpiryAction,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlatformReport<'a> {
-    pub has_platform: bool,
-    pub has_non_platform: bool,
-    pub unschedulable: bool,
-    pub message: Option<&'a str>,
-}
-
-impl Plan {
-    #[must_use]
-    pub fn diagnosis(&self) -> Diagnosis<'_> {
-        Diagnosis {
-            expiry: ExpiryReport {
-                expires_at: self.expiry.expires_at.as_deref(),
-                expired: self.expiry.expired,
-                action: self.expiry.action,
-            },
-            platform: PlatformReport {
-                has_platform: self.platform.has_platform,
-                has_non_platform: self.platform.has_non_platform,
-                unschedulable: self.platform.unschedulable,
-                message: self.platform.message.as_deref(),
-            },
-        }
-    }
 }
 
 #[cfg(test)]

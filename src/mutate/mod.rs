@@ -28,13 +28,14 @@ use crate::config::{Config, Keys};
 
 pub use context::Context;
 pub use denial::Denial;
+pub use egress::strip_token as strip_egress_token;
 pub use patch::Patch;
 pub use platform::PlatformError;
 pub use policy::PolicyError;
 pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
 
-use egress::Sidecar;
+use egress::{Sidecar, TokenCompletion};
 use execd::{Execd, InstallerPlan};
 use expiry::Expiry;
 use intent::Intent;
@@ -159,6 +160,8 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 struct Injection<'a> {
     execd: Execd<'a>,
     sidecar: Option<Sidecar<'a>>,
+    /// A sidecar that is there without its token (from a template).
+    token: Option<TokenCompletion<'a>>,
 }
 
 fn inject<'a>(
@@ -169,8 +172,13 @@ fn inject<'a>(
 ) -> Result<Injection<'a>, Denial> {
     execd::check_conflicts(spec)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
+    let token = egress::complete(spec, intent, ctx)?;
     let execd = execd::plan(spec, main, intent, ctx.config)?;
-    Ok(Injection { execd, sidecar })
+    Ok(Injection {
+        execd,
+        sidecar,
+        token,
+    })
 }
 
 /// Every change the pod still needs, each decided by its own module; `patch`
@@ -191,8 +199,13 @@ impl Parts<'_> {
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
             Some(Expiry::Keep) | None => {}
         }
-        let sidecar = self.injection.as_ref().and_then(|i| i.sidecar.as_ref());
-        if let Some(token) = sidecar.and_then(Sidecar::new_token) {
+        let new_token = self.injection.as_ref().and_then(|i| {
+            i.sidecar
+                .as_ref()
+                .and_then(Sidecar::new_token)
+                .or_else(|| i.token.as_ref().and_then(TokenCompletion::new_token))
+        });
+        if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
 
@@ -209,6 +222,9 @@ impl Parts<'_> {
                 other => (None, other.as_ref()),
             };
             injection.execd.write_volume(&mut patch);
+            if let Some(token) = &injection.token {
+                token.write(&mut patch);
+            }
             init_container_ops(spec, &injection.execd.installer, native, &mut patch);
             injection.execd.write_main(&mut patch);
             if let Some(s) = classic {

@@ -181,7 +181,7 @@ deserialize_by_visitor! {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a Pod object", rename_all = "camelCase")]
 pub struct PodView<'a> {
     #[serde(default, borrow)]
     pub metadata: Option<MetaView<'a>>,
@@ -190,7 +190,7 @@ pub struct PodView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "an object (metadata)", rename_all = "camelCase")]
 pub struct MetaView<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
@@ -205,7 +205,7 @@ pub struct MetaView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "an object (spec)", rename_all = "camelCase")]
 pub struct SpecView<'a> {
     #[serde(default, borrow)]
     pub containers: Option<List<ContainerView<'a>>>,
@@ -222,7 +222,7 @@ pub struct SpecView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a container object", rename_all = "camelCase")]
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -234,17 +234,21 @@ pub struct ContainerView<'a> {
     pub volume_mounts: Option<List<MountView<'a>>>,
     #[serde(default)]
     pub security_context: Option<SecurityContextView<'a>>,
+    /// Read only for an egress sidecar that still lacks its token.
+    #[serde(default, borrow)]
+    pub readiness_probe: Option<&'a RawValue>,
 }
 
 /// Only names matter: a variable the webhook would add is never overwritten.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an env item object")]
 pub struct EnvView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a volumeMounts item object", rename_all = "camelCase")]
 pub struct MountView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -253,7 +257,7 @@ pub struct MountView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
 pub struct SecurityContextView<'a> {
     #[serde(default)]
     pub privileged: Option<bool>,
@@ -262,6 +266,7 @@ pub struct SecurityContextView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a capabilities object")]
 pub struct CapabilitiesView<'a> {
     #[serde(default, borrow)]
     pub add: Option<List<Text<'a>>>,
@@ -270,7 +275,7 @@ pub struct CapabilitiesView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a volume object", rename_all = "camelCase")]
 pub struct VolumeView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,

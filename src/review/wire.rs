@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 /// template.
 #[derive(Deserialize)]
 #[serde(
+    expecting = "an AdmissionReview object",
     rename_all = "camelCase",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
@@ -30,6 +31,7 @@ pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
 
 #[derive(Deserialize)]
 #[serde(
+    expecting = "an AdmissionReview request object",
     rename_all = "camelCase",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
@@ -57,6 +59,7 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object with group, version and kind")]
 pub(super) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
@@ -67,6 +70,7 @@ pub(super) struct GroupVersionKind<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object with group, version and resource")]
 pub(super) struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
