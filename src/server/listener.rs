@@ -172,6 +172,9 @@ fn release_free_memory() {
 /// Raises the soft limit on open files to the hard limit, so that the
 /// connection caps, not the default soft limit of 1,024, bound what the
 /// listeners hold. Returns the soft limit now in force.
+///
+/// # Errors
+/// What `getrlimit` or `setrlimit` report.
 pub fn raise_fd_limit() -> std::io::Result<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

@@ -49,7 +49,7 @@ use reload::Watch;
 use shutdown::{Readiness, drain, stopped};
 
 pub use http::HttpError;
-pub(crate) use listener::raise_fd_limit;
+pub use listener::raise_fd_limit;
 pub use settings::{Clock, Handler, ServerSettings, Tuning};
 pub use tls::{TlsError, TlsFiles};
 
