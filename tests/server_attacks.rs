@@ -1,16 +1,19 @@
 //! Issue 24's attacks on the real server on loopback, each while a good
 //! client (a review on a fresh TLS connection, one after the other) must be
 //! answered within a second with a 99th percentile of 50 ms or less. Each
-//! test fails without the defence it attacks: bodies that hold the body
-//! budget without sending it.
+//! test fails without the defence it attacks: idle connections that hold
+//! every slot, and bodies that hold the body budget without sending it.
 
 mod common;
 
 use std::time::Duration;
 
-use common::attack::{P99_WITHIN, Then, alone, good_client, hold, open_files_for, sent};
+use common::attack::{
+    P99_WITHIN, Then, alone, good_client, hold, open_files_for, sandbox_review, sent,
+};
 use common::server::{Pki, Running, eventually, start_tuned};
-use common::wire::Tls;
+use common::wire::{Tls, post, read_response};
+use tokio::io::AsyncWriteExt;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -19,6 +22,52 @@ async fn wait_metric(server: &Running, name: &str, labels: &[(&str, &str)], at_l
         server.metric(name, labels).await >= at_least
     })
     .await;
+}
+
+/// 2,000 TLS connections that each send one request and then sit idle,
+/// against the default cap of 1,024: without eviction of idle connections
+/// the first 1,024 hold every slot and a new client is never accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
+    const HOSTILE: usize = 2000;
+    let _alone = alone().await;
+    open_files_for(2 * HOSTILE as u64 + 200);
+    // Long enough for the request held in flight across the attack.
+    let (pki, server) = start_tuned(|t| t.request_timeout = 60 * SECOND).await;
+    let (addr, config) = (server.addr, pki.client_config());
+    let review = post("/mutate", "application/json", &sandbox_review("in-flight"));
+    let (first, rest) = review.split_at(review.len() - 1);
+    let mut in_flight = sent(addr, config.clone(), first.to_vec(), Then::Stalls)
+        .await
+        .unwrap();
+    wait_metric(&server, "sandbox_webhook_requests_in_flight", &[], 1).await;
+
+    let get = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n".to_vec();
+    let held = hold(HOSTILE, 16, 2 * SECOND, 32, |_| {
+        sent(addr, config.clone(), get.clone(), Then::ReadsTheAnswer)
+    })
+    .await;
+    let admission = [("listener", "admission")];
+    wait_metric(
+        &server,
+        "sandbox_webhook_open_connections",
+        &admission,
+        1024,
+    )
+    .await;
+
+    good_client(addr, &config, (100, P99_WITHIN), "2,000 idle connections").await;
+    // The oldest connection of all, but its request is in flight: not cut.
+    in_flight.write_all(rest).await.unwrap();
+    let answer = read_response(&mut in_flight).await.expect("answered");
+    assert_eq!(answer.status, 200);
+    assert!(held.len() >= HOSTILE - 32, "{} opened", held.len());
+    let evicted = server
+        .metric("sandbox_webhook_connections_evicted_total", &admission)
+        .await;
+    assert!(evicted >= (HOSTILE - 1024) as u64, "{evicted} evicted");
+    drop(held);
+    server.shutdown().await;
 }
 
 /// A server with a body budget of `budget` bytes, and `n` connections that

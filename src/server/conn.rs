@@ -10,14 +10,14 @@
 //!   closes the connection (a client that pipelines and never reads).
 //!
 //! [`ConnIo`] enforces the head deadline and the write timeout beneath
-//! hyper; [`Tracked`] tells it where requests begin and end.
+//! hyper; [`Tracked`] tells it where requests begin and end; both record it
+//! in the connection's [`ConnState`].
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -33,66 +33,10 @@ use super::metrics::Metrics;
 use super::settings::Tuning;
 use super::shutdown::stopped;
 
-/// Where a connection is in its request cycle, shared by [`ConnIo`] (which
-/// sees bytes) and [`Tracked`] (which sees requests).
-pub(crate) struct ConnState {
-    accepted: Instant,
-    phase: AtomicU8,
-    /// Milliseconds after `accepted` at which the current head began.
-    head_started_ms: AtomicU64,
-}
+mod state;
 
-/// Waiting for a head with only the idle timeout running.
-const IDLE: u8 = 0;
-/// A head is arriving: the head deadline runs.
-const HEAD: u8 = 1;
-/// A request is being handled (its own deadline runs in the handler).
-const REQUEST: u8 = 2;
-/// Set once a first request head has arrived; never reset.
-const ESTABLISHED: u8 = 4;
-
-impl ConnState {
-    /// A new connection's first head (and handshake) deadline runs from now.
-    pub fn new() -> Arc<Self> {
-        Arc::new(ConnState {
-            accepted: Instant::now(),
-            phase: AtomicU8::new(HEAD),
-            head_started_ms: AtomicU64::new(0),
-        })
-    }
-
-    /// Whether the connection has sent a request head: such connections
-    /// are the apiserver's (or at least a real client's) and are not
-    /// evicted to make room.
-    pub fn established(&self) -> bool {
-        self.phase.load(Ordering::Acquire) & ESTABLISHED != 0
-    }
-
-    pub fn head_deadline(&self, timeout: Duration) -> Instant {
-        self.accepted
-            + Duration::from_millis(self.head_started_ms.load(Ordering::Acquire))
-            + timeout
-    }
-
-    fn phase(&self) -> u8 {
-        self.phase.load(Ordering::Acquire) & !ESTABLISHED
-    }
-
-    fn set_phase(&self, phase: u8) {
-        let established = self.phase.load(Ordering::Acquire) & ESTABLISHED;
-        self.phase.store(phase | established, Ordering::Release);
-    }
-
-    fn head_began(&self) {
-        let ms = u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.head_started_ms.store(ms, Ordering::Release);
-        self.set_phase(HEAD);
-    }
-
-    fn request_began(&self) {
-        self.phase.store(REQUEST | ESTABLISHED, Ordering::Release);
-    }
-}
+pub(crate) use state::{ConnState, Rank};
+use state::{HEAD, IDLE, NEW};
 
 /// The transport beneath hyper, with the head deadline and write timeout.
 pub(crate) struct ConnIo<T> {
@@ -147,12 +91,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
         let filled = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
-                if phase == IDLE && buf.filled().len() > filled {
-                    this.state.head_began();
+                if (phase == NEW || phase == IDLE) && buf.filled().len() > filled {
+                    this.state.bytes_read();
                 }
                 Poll::Ready(result)
             }
-            Poll::Pending if phase == HEAD => {
+            Poll::Pending if phase == NEW || phase == HEAD => {
                 let deadline = this.state.head_deadline(this.head_timeout);
                 if expired(&mut this.read_timer, deadline, cx) {
                     return Poll::Ready(Err(timed_out("request head not received in time")));
@@ -177,13 +121,17 @@ impl<T: AsyncWrite + Unpin> ConnIo<T> {
     ) -> Poll<io::Result<R>> {
         match op(Pin::new(&mut self.inner), cx) {
             Poll::Ready(result) => {
-                self.write_timer = None;
+                if self.write_timer.take().is_some() {
+                    self.state.set_write_blocked(false);
+                }
                 Poll::Ready(result)
             }
             Poll::Pending => {
-                let deadline = match &self.write_timer {
-                    Some(sleep) => sleep.deadline().into_std(),
-                    None => Instant::now() + self.write_timeout,
+                let deadline = if let Some(sleep) = &self.write_timer {
+                    sleep.deadline().into_std()
+                } else {
+                    self.state.set_write_blocked(true);
+                    Instant::now() + self.write_timeout
                 };
                 if expired(&mut self.write_timer, deadline, cx) {
                     return Poll::Ready(Err(timed_out("response not read by the client in time")));
@@ -232,13 +180,25 @@ pub(crate) struct Tracked<S> {
     state: Arc<ConnState>,
 }
 
-/// Returns the connection to [`IDLE`] when the response is ready (or the
+/// Returns the connection to idle when the response is ready (or the
 /// request is dropped); the next head's bytes then start its deadline.
-struct RequestGuard(Arc<ConnState>);
+struct RequestGuard {
+    state: Arc<ConnState>,
+    done: bool,
+}
+
+impl RequestGuard {
+    fn done(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.state.idle();
+        }
+    }
+}
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        self.0.set_phase(IDLE);
+        self.done();
     }
 }
 
@@ -256,7 +216,7 @@ impl<F: Future> Future for TrackedFuture<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let out = ready!(this.inner.poll(cx));
-        this.guard.0.set_phase(IDLE);
+        this.guard.done();
         Poll::Ready(out)
     }
 }
@@ -273,7 +233,10 @@ where
         self.state.request_began();
         TrackedFuture {
             inner: self.inner.call(request),
-            guard: RequestGuard(self.state.clone()),
+            guard: RequestGuard {
+                state: self.state.clone(),
+                done: false,
+            },
         }
     }
 }
@@ -457,19 +420,5 @@ mod tests {
         for reason in [handshake_failure_reason(&io::Error::other("x")), "timeout"] {
             assert!(HANDSHAKE_FAILURE_REASONS.contains(&reason));
         }
-    }
-
-    #[test]
-    fn phases() {
-        let s = ConnState::new();
-        assert_eq!(s.phase(), HEAD);
-        assert!(!s.established());
-        s.request_began();
-        assert!(s.established());
-        s.set_phase(IDLE);
-        assert_eq!(s.phase(), IDLE);
-        assert!(s.established(), "established is never reset");
-        s.head_began();
-        assert_eq!(s.phase(), HEAD);
     }
 }

@@ -206,7 +206,7 @@ impl Server {
         let limits = Limits {
             name: "admission",
             cap: usize::try_from(tuning.max_connections).unwrap_or(usize::MAX),
-            evict: Evict::NotEstablished,
+            evict: Evict::Idlest,
         };
         let (conn_stop, conn_stopped) = watch::channel(false);
 
