@@ -8,6 +8,9 @@
 //!   which starts as soon as hyper waits for a head).
 //! - A response write that makes no progress for [`Tuning::write_timeout`]
 //!   closes the connection (a client that pipelines and never reads).
+//! - At shutdown, a request on its way is read and answered before the
+//!   connection closes, and an idle one closes only when nothing is on its
+//!   way ([`at_shutdown`]).
 //!
 //! [`ConnIo`] enforces the head deadline and the write timeout beneath
 //! hyper; [`Tracked`] tells it where requests begin and end; both record it
@@ -241,6 +244,42 @@ where
     }
 }
 
+/// At shutdown, an idle keep-alive connection is closed once it has been
+/// idle this long with nothing waiting in its socket. A client that has
+/// just been answered and sends its next request at once is read and
+/// answered (with `Connection: close`) rather than closed under: Go's
+/// client, the apiserver's, does not retry a POST that met a closed
+/// connection. A connection idle longer than this has no request on its
+/// way, except one written in the instant of the close, which no HTTP/1.1
+/// server can tell from none.
+const CLOSE_IDLE_AFTER: Duration = Duration::from_millis(250);
+/// How often a connection is looked at again while shutdown waits for it.
+const SHUTDOWN_CHECK: Duration = Duration::from_millis(50);
+
+/// What shutdown does with a connection right now.
+enum AtShutdown {
+    /// Idle long enough with nothing on its way: close it.
+    Close,
+    /// A head or a request is on its way: answer it, then close.
+    Finish,
+    /// A new connection before its first head, a response still being
+    /// written, or an idle one not idle for long: look again after this.
+    Wait(Duration),
+}
+
+fn at_shutdown(state: &ConnState) -> AtShutdown {
+    match (state.phase(), state.idle_for()) {
+        (NEW, _) | (IDLE, None) => AtShutdown::Wait(SHUTDOWN_CHECK),
+        (IDLE, Some(idle)) if idle < CLOSE_IDLE_AFTER => {
+            AtShutdown::Wait(CLOSE_IDLE_AFTER.saturating_sub(idle))
+        }
+        // Read at the next look: the request came just in time.
+        (IDLE, Some(_)) if state.bytes_waiting() => AtShutdown::Wait(SHUTDOWN_CHECK),
+        (IDLE, Some(_)) => AtShutdown::Close,
+        _ => AtShutdown::Finish,
+    }
+}
+
 /// What every connection of one listener shares.
 pub(crate) struct ConnSettings<S> {
     pub http: hyper::server::conn::http1::Builder,
@@ -272,8 +311,8 @@ where
     S::Future: Send + 'static,
     S::Error: std::error::Error + Send + Sync + 'static,
 {
-    /// HTTP/1.1 until the client closes, a bound fires, or shutdown asks the
-    /// connection to finish its current request.
+    /// HTTP/1.1 until the client closes, a bound fires, or shutdown closes
+    /// the connection once nothing is on its way ([`at_shutdown`]).
     pub async fn serve_http<T>(
         &self,
         io: T,
@@ -286,15 +325,36 @@ where
         let io = TokioIo::new(ConnIo::new(io, state.clone(), &self.tuning));
         let service = Tracked {
             inner: self.service.clone(),
-            state,
+            state: state.clone(),
         };
         let connection = self.http.serve_connection(io, service);
         let mut connection = std::pin::pin!(connection);
         let result = tokio::select! {
             result = connection.as_mut() => result,
             () = stopped(stop) => {
-                connection.as_mut().graceful_shutdown();
-                connection.await
+                let mut finishing = false;
+                loop {
+                    let wait = match at_shutdown(&state) {
+                        AtShutdown::Close => {
+                            connection.as_mut().graceful_shutdown();
+                            break connection.await;
+                        }
+                        AtShutdown::Finish => {
+                            if !finishing {
+                                // Keep-alive off: closed once this request
+                                // is answered, and the answer says so.
+                                connection.as_mut().graceful_shutdown();
+                                finishing = true;
+                            }
+                            SHUTDOWN_CHECK
+                        }
+                        AtShutdown::Wait(wait) => wait,
+                    };
+                    tokio::select! {
+                        result = connection.as_mut() => break result,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
             }
         };
         if let Err(e) = result {

@@ -46,7 +46,7 @@ use conn::{ConnSettings, TlsSide, http_builder};
 use listener::{Evict, Limits, accept_until};
 use metrics::Metrics;
 use reload::Watch;
-use shutdown::{Readiness, drain, stopped};
+use shutdown::{Readiness, drain};
 
 pub use http::HttpError;
 pub use listener::raise_fd_limit;
@@ -231,11 +231,11 @@ impl Server {
                 let mut stop = conn_stopped.clone();
                 async move {
                     let head_timeout = conn.tuning.head_timeout;
-                    let handshake = side.handshake(stream, &state, head_timeout, peer);
-                    let tls = tokio::select! {
-                        tls = handshake => tls,
-                        () = stopped(&mut stop) => None,
-                    };
+                    // Not cut at shutdown: a TLS 1.3 client sends its
+                    // request right after its last handshake message, before
+                    // the server has read that message. The head deadline
+                    // bounds it.
+                    let tls = side.handshake(stream, &state, head_timeout, peer).await;
                     if let Some(tls) = tls {
                         conn.serve_http(tls, state, peer, &mut stop).await;
                     }

@@ -146,6 +146,12 @@ impl ConnState {
         }
     }
 
+    /// How long the connection has been idle between requests, if it is.
+    pub(super) fn idle_for(&self) -> Option<Duration> {
+        let idle = self.phase() == IDLE && !self.write_blocked.load(Ordering::Acquire);
+        idle.then(|| self.since().elapsed())
+    }
+
     /// Whether bytes wait in the socket that nothing has read yet: a
     /// request the client has sent, which closing now would lose.
     pub fn bytes_waiting(&self) -> bool {
@@ -193,11 +199,14 @@ mod tests {
         s.idle();
         assert_eq!(s.phase(), IDLE);
         assert!(s.established(), "established is never reset");
+        assert!(s.idle_for().is_some());
         s.set_write_blocked(true);
         assert_eq!(s.rank(), None, "nor a response the client has not read");
+        assert!(s.idle_for().is_none());
         s.set_write_blocked(false);
         s.bytes_read();
         assert_eq!(s.phase(), HEAD);
+        assert!(s.idle_for().is_none());
     }
 
     #[test]
