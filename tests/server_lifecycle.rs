@@ -1,15 +1,17 @@
 //! The real server's life on 127.0.0.1 port 0: readiness follows the TLS
 //! listener, the configuration file is reloaded while it serves (a bad file
-//! keeps the old configuration), and shutdown drains the request in flight.
+//! keeps the old configuration), and shutdown answers every request on its
+//! way.
 
 mod common;
 
-use common::attack::{Load, keep_alive_client};
+use common::attack::sandbox_review;
 use common::https::{client, patch_of, post_review};
 use common::server::{
     PATIENCE, Pki, RELOAD, Running, admin_get, assert_header, egress_review, eventually, post,
     read_response, replace, start_tuned, start_with_config, tls_connect,
 };
+use common::wire::{Load, keep_alive_client};
 use sandbox_webhook::server::Server;
 use serde_json::Value;
 use std::sync::Arc;
@@ -184,10 +186,12 @@ async fn no_review_is_lost_at_shutdown_under_full_load() {
         let answered = Arc::new(AtomicUsize::new(0));
         let clients: Vec<_> = (0..CLIENTS)
             .map(|i| {
+                let uid = format!("run-{run}-client-{i}");
+                let review = post("/mutate", "application/json", &sandbox_review(&uid));
                 tokio::spawn(keep_alive_client(
                     server.addr,
                     config.clone(),
-                    format!("run-{run}-client-{i}"),
+                    review,
                     answered.clone(),
                 ))
             })
