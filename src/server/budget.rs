@@ -354,14 +354,17 @@ impl<'a> Held<'a> {
             self.budget.buffered.inc_by(gauge_value(bytes));
             return Ok(p);
         }
-        let mut taken = pool.shed(bytes, &self.reader);
+        let mut taken = Charged {
+            permits: pool.shed(bytes, &self.reader),
+            buffered: &self.budget.buffered,
+        };
         loop {
-            let have = taken.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
-            if have >= bytes {
-                let mut taken = taken.unwrap_or_else(|| unreachable!("have > 0"));
-                let surplus = taken.split(have - bytes);
-                self.release(surplus);
-                return Ok(taken);
+            let have = taken.count();
+            if have >= bytes
+                && let Some(mut permits) = taken.permits.take()
+            {
+                self.release(permits.split(have - bytes));
+                return Ok(permits);
             }
             let rest = u32::try_from(bytes - have).map_err(|_| BodyError::TooLarge)?;
             let retry = async {
@@ -376,18 +379,12 @@ impl<'a> Held<'a> {
                     // The semaphores are never closed.
                     let more = acquired.map_err(|_| BodyError::Read("server is shutting down".into()))?;
                     self.budget.buffered.inc_by(i64::from(rest));
-                    match &mut taken {
-                        Some(t) => t.merge(more),
-                        None => taken = Some(more),
-                    }
+                    taken.add(more);
                 }
                 () = self.reader.shed.notified() => return Err(BodyError::Shed),
                 () = retry => {
                     if let Some(more) = pool.shed(bytes - have, &self.reader) {
-                        match &mut taken {
-                            Some(t) => t.merge(more),
-                            None => taken = Some(more),
-                        }
+                        taken.add(more);
                     }
                 }
             }
@@ -399,6 +396,34 @@ impl<'a> Held<'a> {
         if let Some(p) = permits {
             self.budget.buffered.dec_by(gauge_value(p.num_permits()));
         }
+    }
+}
+
+/// Bytes gathered for a body while it waits: given back (and taken off
+/// the gauge) if the wait ends any other way than with all of them.
+struct Charged<'a> {
+    permits: Option<OwnedSemaphorePermit>,
+    buffered: &'a Gauge,
+}
+
+impl Charged<'_> {
+    fn count(&self) -> usize {
+        self.permits
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    fn add(&mut self, more: OwnedSemaphorePermit) {
+        match &mut self.permits {
+            Some(p) => p.merge(more),
+            None => self.permits = Some(more),
+        }
+    }
+}
+
+impl Drop for Charged<'_> {
+    fn drop(&mut self) {
+        self.buffered.dec_by(gauge_value(self.count()));
     }
 }
 

@@ -185,7 +185,8 @@ async fn the_slowest_stalled_bodies_are_shed_for_a_new_one() {
 async fn bodies_that_wait_for_each_other_do_not_wait_until_their_deadline() {
     // A large pool of 3 MiB, and three 2 MiB bodies that each get half in:
     // every one needs more than is left, and waits for the others.
-    let budget = Arc::new(BodyBudget::new(4 * MIB as u64, Gauge::default()));
+    let buffered = Gauge::default();
+    let budget = Arc::new(BodyBudget::new(4 * MIB as u64, buffered.clone()));
     let mut reads = Vec::new();
     let mut senders = Vec::new();
     for _ in 0..3 {
@@ -219,4 +220,7 @@ async fn bodies_that_wait_for_each_other_do_not_wait_until_their_deadline() {
     }
     assert!(completed >= 1, "at least one body completes");
     eprintln!("{completed} of 3 completed in {:?}", started.elapsed());
+    // What the shed bodies gathered while they waited is given back too.
+    assert_eq!(buffered.get(), 0);
+    assert_eq!(budget.available(), (MIB, 3 * MIB));
 }
