@@ -22,7 +22,8 @@ pub struct RequestLabels {
     pub outcome: &'static str,
 }
 
-/// A `reason` label: a skip reason or a handshake failure's.
+/// A `reason` label: a skip reason, a handshake failure's, or why a
+/// certificate was refused.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub reason: &'static str,
@@ -136,6 +137,8 @@ pub struct Metrics {
     in_flight: Gauge,
     panics: Counter,
     pub(crate) cert_reloads: ReloadCounter,
+    /// Serving certificates refused at reload for their validity window.
+    pub(crate) cert_validity_rejections: Family<ReasonLabels, Counter>,
     pub(crate) config_reloads: ReloadCounter,
     /// 1 while the configuration in use is the file's current content, 0
     /// after a reload was rejected (the previous configuration is kept).
@@ -173,6 +176,10 @@ impl Metrics {
         let cert_reloads = r.add(
             "cert_reloads",
             "Reloads of the serving certificate and key (and the client CA), by result",
+        );
+        let cert_validity_rejections = r.add(
+            "cert_validity_rejections",
+            "Serving certificates refused at reload because they are expired or not yet valid, by reason (expired, not_yet_valid); the previous certificate is still served",
         );
         let config_reloads = r.add(
             "config_reloads",
@@ -224,6 +231,7 @@ impl Metrics {
             in_flight,
             panics,
             cert_reloads,
+            cert_validity_rejections,
             config_reloads,
             config_last_reload_success,
             certificate_expiry,
@@ -248,6 +256,11 @@ impl Metrics {
         for family in [&self.cert_reloads, &self.config_reloads] {
             let _ = family.get_or_create(&SUCCESS);
             let _ = family.get_or_create(&FAILURE);
+        }
+        for reason in crate::server::tls::VALIDITY_REASONS {
+            let _ = self
+                .cert_validity_rejections
+                .get_or_create(&ReasonLabels { reason });
         }
         for reason in HANDSHAKE_FAILURE_REASONS {
             let _ = self
