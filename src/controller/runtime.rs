@@ -22,9 +22,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue;
 
-use super::actions::Actions;
 use super::jobs::{Job, Mark, Shared, execute};
-use super::metrics::ControllerMetrics;
 use super::owners::Owners;
 use super::resource::strip;
 use crate::config::Config;

@@ -1,5 +1,5 @@
 //! `diagnose`'s JSON: what the controller does with one pod, when and why,
-//! from the same [`super::plan`] the controller acts on.
+//! from the same [`super::plan()`] the controller acts on.
 //!
 //! SPEC 10 fixes `expiry.{expiresAt, expired, action}` and
 //! `platform.{hasPlatform, hasNonPlatform, unschedulable, message}`; scripts
@@ -14,7 +14,9 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::{ExpiryAction, Removal, SandboxPod, plan};
+use super::expiry::{ExpiryAction, Removal};
+use super::plan::plan;
+use super::pod::SandboxPod;
 use crate::config::Config;
 
 /// One pod's diagnosis.

@@ -10,8 +10,8 @@ use super::context::Context;
 use super::denial::Denial;
 use super::intent::Intent;
 use super::k8s::{BIN, EnvVar, MITM_ENV, Mount, same_capability};
-use super::pod::{ContainerView, SpecView};
 use super::patch::PatchBuilder;
+use super::pod::{ContainerView, SpecView};
 
 pub(crate) const EGRESS: &str = "egress";
 const RULES_ENV: &str = "OPENSANDBOX_EGRESS_RULES";

@@ -33,12 +33,24 @@ pub(crate) struct Intent {
 /// the same name (denial.rs), so the sentences live in one place.
 #[derive(Debug)]
 pub(crate) enum IntentError {
-    MalformedAnnotation { key: String, problem: String },
+    MalformedAnnotation {
+        key: String,
+        problem: String,
+    },
     Platform(PlatformError),
-    Policy { key: String, source: PolicyError },
-    CredentialProxyWithoutPolicy { key: String, policy_key: String },
+    Policy {
+        key: String,
+        source: PolicyError,
+    },
+    CredentialProxyWithoutPolicy {
+        key: String,
+        policy_key: String,
+    },
     /// A timeout too long to count in seconds, as the message shows it.
-    TimeoutOutOfRange { key: String, shown: String },
+    TimeoutOutOfRange {
+        key: String,
+        shown: String,
+    },
 }
 
 /// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.

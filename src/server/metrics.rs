@@ -29,6 +29,11 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+/// The reasons a serving certificate is refused for its validity window
+/// (`tls::TlsError::validity_reason`), so that each series of
+/// `cert_validity_rejections_total` exists from the start.
+pub(crate) const VALIDITY_REASONS: [&str; 2] = ["expired", "not_yet_valid"];
+
 /// The label set of `handshake_failures`: every reason a failed handshake
 /// is counted under (`conn::handshake_failure_reason` and the handshake
 /// timeout), so that each series exists from the start.
@@ -257,7 +262,7 @@ impl Metrics {
             let _ = family.get_or_create(&SUCCESS);
             let _ = family.get_or_create(&FAILURE);
         }
-        for reason in crate::server::tls::VALIDITY_REASONS {
+        for reason in VALIDITY_REASONS {
             let _ = self
                 .cert_validity_rejections
                 .get_or_create(&ReasonLabels { reason });

@@ -24,7 +24,7 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use super::metrics::{Metrics, ReasonLabels};
+use super::metrics::{Metrics, ReasonLabels, VALIDITY_REASONS};
 use super::reload::{self, ReadError, Watch};
 
 /// The files the TLS listener serves from.
@@ -261,10 +261,6 @@ fn certified_key(
 /// be: an issuer stamps a fresh certificate with its own clock (cert-manager
 /// with the time of issue), which may run a little ahead.
 const NOT_BEFORE_SKEW: i64 = 5 * 60;
-
-/// The reasons [`TlsError::validity_reason`] gives, so that each series
-/// exists from the start.
-pub(crate) const VALIDITY_REASONS: [&str; 2] = ["expired", "not_yet_valid"];
 
 impl TlsError {
     /// The metric label of a certificate refused for its validity window.
