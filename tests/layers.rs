@@ -45,7 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "visit quote",
             "pod k8s patch",
-            "platform policy expires_at token",
+            "platform policy expires_at token run_as",
             "intent context unschedulable",
             "denial select",
             "expiry execd egress mistakes",

@@ -12,6 +12,7 @@ use super::intent::Intent;
 use super::k8s::{BIN, EnvVar, MITM_ENV, Mount, same_capability};
 use super::patch::PatchBuilder;
 use super::pod::{ContainerView, SpecView};
+use super::run_as::{PodUser, RunAs};
 
 pub(crate) const EGRESS: &str = "egress";
 const RULES_ENV: &str = "OPENSANDBOX_EGRESS_RULES";
@@ -104,6 +105,8 @@ pub(crate) struct Sidecar<'a> {
     resources: Option<&'a Value>,
     /// A native sidecar (an init container that keeps running).
     pub native: bool,
+    /// Root, said explicitly, when the pod asks for a non-root user.
+    run_as: RunAs,
 }
 
 /// The sidecar this pod still needs: `None` without a network policy or
@@ -135,6 +138,7 @@ pub(crate) fn plan<'a>(
         token,
         resources: config.egress.resources.as_ref(),
         native: config.egress.native_sidecar,
+        run_as: PodUser::of(spec).for_root(),
     }))
 }
 
@@ -326,6 +330,7 @@ impl Sidecar<'_> {
             env,
             security_context: SecurityContext {
                 capabilities: Capabilities { add: ["NET_ADMIN"] },
+                run_as: self.run_as,
             },
             ports: [Port {
                 name: "egress-api",
@@ -377,6 +382,8 @@ struct Container<'a> {
 #[derive(Debug, Serialize)]
 struct SecurityContext {
     capabilities: Capabilities,
+    #[serde(flatten)]
+    run_as: RunAs,
 }
 
 #[derive(Debug, Serialize)]
@@ -428,6 +435,7 @@ mod tests {
             token: Token::Given("tok"),
             resources: None,
             native: true,
+            run_as: RunAs::default(),
         })
         .unwrap();
         let names: Vec<&str> = c["env"]

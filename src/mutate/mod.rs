@@ -18,6 +18,7 @@ mod platform;
 pub(crate) mod pod;
 mod policy;
 mod quote;
+mod run_as;
 mod select;
 mod token;
 pub(crate) mod unschedulable;
@@ -143,6 +144,9 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         );
     }
 
+    if let Some(injection) = &injection {
+        warnings.extend(injection.runs_as_root_warning(spec));
+    }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
     let patch = Parts {
@@ -162,6 +166,18 @@ struct Injection<'a> {
     sidecar: Option<Sidecar<'a>>,
     /// A sidecar that is there without its token (from a template).
     token: Option<TokenCompletion<'a>>,
+}
+
+impl Injection<'_> {
+    /// Said when the pod asks for a non-root user and gets containers that
+    /// run as root (`run_as`).
+    fn runs_as_root_warning(&self, spec: &SpecView<'_>) -> Option<String> {
+        if !run_as::PodUser::of(spec).asks_non_root() {
+            return None;
+        }
+        let installer = matches!(&self.execd.installer, InstallerPlan::Add(i) if i.privileged());
+        run_as::warning(self.sidecar.is_some(), installer)
+    }
 }
 
 fn inject<'a>(

@@ -219,6 +219,19 @@ pub struct SpecView<'a> {
     pub affinity: Option<&'a RawValue>,
     #[serde(default)]
     pub host_network: Option<bool>,
+    #[serde(default)]
+    pub security_context: Option<PodSecurityView>,
+}
+
+/// The pod-level `securityContext` fields the injected containers would
+/// inherit (`run_as`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
+pub struct PodSecurityView {
+    #[serde(default)]
+    pub run_as_non_root: Option<bool>,
+    #[serde(default)]
+    pub run_as_user: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -332,6 +345,7 @@ impl<'a> PodView<'a> {
             node_selector: None,
             affinity: None,
             host_network: None,
+            security_context: None,
         };
         self.spec.as_ref().unwrap_or(&EMPTY)
     }
