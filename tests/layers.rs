@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs",
+            "duration certs json_error",
             "config",
             "mutate",
             "workload lifecycle",

@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use crate::mutate::pod::PodView;
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
-use respond::{encode, respond, text, type_meta};
+use respond::{encode, envelope, respond, text, type_meta};
 use wire::{RequestIn, ResponseOut, ReviewIn};
 
 pub use decode::{DecodeError, decoded};
@@ -56,24 +56,17 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
             ),
         };
     }
-    let review: ReviewIn<'_, &RawValue> = serde_json::from_str(body)?;
+    let review: ReviewIn<'_, &RawValue> = envelope(body)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     let types = type_meta(review.api_version, review.kind);
     let decision = match request.object.filter(|_| request.is_pod_create()) {
         None => Decision::Skip(SkipReason::NotPodCreate),
-        Some(raw) => Decision::Deny(Denial::MalformedPod(unreadable_pod(raw))),
+        Some(raw) => Decision::Deny(Denial::MalformedPod(PodView::unreadable(
+            raw.get(),
+            "request.object",
+        ))),
     };
     respond(&types, &request, None, decision)
-}
-
-/// Why `raw` is not a readable pod, with positions relative to the object.
-/// Only asked after the fast path failed to read this very object as a pod,
-/// and the same reader on the same text fails the same way, so there is
-/// always an error to report.
-fn unreadable_pod(raw: &RawValue) -> String {
-    PodView::parse(raw.get())
-        .err()
-        .map_or_else(|| "it is not a pod".to_owned(), |e| e.to_string())
 }
 
 /// `metadata.name`, else `generateName`: what the log line calls a pod
@@ -131,7 +124,7 @@ pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
 
 /// The envelope with the object skipped unread.
 fn null_envelope(body: &[u8]) -> Result<(TypeMeta, RequestIn<'_, IgnoredAny>), ReviewError> {
-    let review: ReviewIn<'_, IgnoredAny> = serde_json::from_str(text(body)?)?;
+    let review: ReviewIn<'_, IgnoredAny> = envelope(text(body)?)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok((type_meta(review.api_version, review.kind), request))
 }
