@@ -33,7 +33,8 @@ pub use validate::validate;
 /// The fast path reads the object straight into a pod view in the same pass
 /// as the envelope. If that fails, the object is not a readable pod, or not
 /// a pod at all: the envelope is read again with the object kept raw, and
-/// only a Pod CREATE turns the bad object into a denial.
+/// only a Pod CREATE turns the bad object into a denial. A Pod CREATE
+/// without an object is denied too: there is no pod to admit.
 ///
 /// # Errors
 /// A body that is not an `AdmissionReview` with a request (the server answers
@@ -48,19 +49,14 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);
                 respond(&types, &request, pod_name(pod), decision)
             }
-            None => respond(
-                &types,
-                &request,
-                None,
-                Decision::Skip(SkipReason::NotPodCreate),
-            ),
+            None => respond(&types, &request, None, without_pod(&request)),
         };
     }
     let review: ReviewIn<'_, &RawValue> = envelope(body)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     let types = type_meta(review.api_version, review.kind);
     let decision = match request.object.filter(|_| request.is_pod_create()) {
-        None => Decision::Skip(SkipReason::NotPodCreate),
+        None => without_pod(&request),
         Some(raw) => Decision::Deny(Denial::MalformedPod(PodView::unreadable(
             raw.get(),
             "request.object",
@@ -68,6 +64,20 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     };
     respond(&types, &request, None, decision)
 }
+
+/// A request whose object was not read as a pod: skipped unless it is a
+/// Pod CREATE, whose object (null or missing) is then no pod at all.
+fn without_pod<O, Old>(request: &RequestIn<'_, O, Old>) -> Decision {
+    if request.is_pod_create() {
+        Decision::Deny(Denial::MalformedPod(NO_OBJECT.to_owned()))
+    } else {
+        Decision::Skip(SkipReason::NotPodCreate)
+    }
+}
+
+/// The apiserver always sends the pod on a CREATE; a review without one
+/// cannot be admitted unmutated.
+const NO_OBJECT: &str = "request.object: a Pod CREATE carries the pod, but it is null or missing";
 
 /// `metadata.name`, else `generateName`: what the log line calls a pod
 /// whose request carries no name.
@@ -147,7 +157,7 @@ mod tests {
             own_namespace: None,
             tokens: &tokens,
         };
-        let body = b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"x\":\"\xc3\x28\",\"request\":{\"uid\":\"u\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":\"CREATE\"}}";
+        let body = b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"x\":\"\xc3\x28\",\"request\":{\"uid\":\"u\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":\"DELETE\"}}";
         let err = review(body, &ctx).unwrap_err();
         assert!(matches!(err, ReviewError::NotUtf8(_)), "{err}");
         assert!(
