@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote",
+            "visit quote typo",
             "pod k8s patch",
             "platform policy expires_at token",
             "intent context unschedulable",

@@ -20,6 +20,7 @@ mod policy;
 mod quote;
 mod select;
 mod token;
+mod typo;
 pub(crate) mod unschedulable;
 
 use serde::Serialize;
