@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs",
+            "duration certs json_error",
             "config",
             "mutate",
             "workload lifecycle",
@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote",
+            "visit quote typo",
             "pod k8s patch",
             "platform policy expires_at token run_as",
             "intent context unschedulable",

@@ -21,6 +21,7 @@ mod quote;
 mod run_as;
 mod select;
 mod token;
+mod typo;
 pub(crate) mod unschedulable;
 
 use serde::Serialize;
@@ -66,7 +67,7 @@ pub struct Admission {
 pub fn decide(pod_json: &str, namespace: Option<&str>, ctx: &Context<'_>) -> Decision {
     match PodView::parse(pod_json) {
         Ok(pod) => decide_view(&pod, namespace, ctx),
-        Err(e) => Decision::Deny(Denial::MalformedPod(e.to_string())),
+        Err(_) => Decision::Deny(Denial::MalformedPod(PodView::unreadable(pod_json, ""))),
     }
 }
 

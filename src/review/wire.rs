@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 /// template.
 #[derive(Deserialize)]
 #[serde(
-    expecting = "an AdmissionReview object",
     rename_all = "camelCase",
+    expecting = "an object",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
@@ -31,8 +31,8 @@ pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
 
 #[derive(Deserialize)]
 #[serde(
-    expecting = "an AdmissionReview request object",
     rename_all = "camelCase",
+    expecting = "an object",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
@@ -59,7 +59,7 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
 }
 
 #[derive(Deserialize)]
-#[serde(expecting = "an object with group, version and kind")]
+#[serde(expecting = "an object")]
 pub(super) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
@@ -70,7 +70,7 @@ pub(super) struct GroupVersionKind<'a> {
 }
 
 #[derive(Deserialize)]
-#[serde(expecting = "an object with group, version and resource")]
+#[serde(expecting = "an object")]
 pub(super) struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
