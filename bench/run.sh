@@ -5,13 +5,22 @@
 #      generator pinned to CPU 1; saturation with wrk, latency at half that
 #      rate with examples/loadgen.rs; the real handler and the null handler
 #      (`serve --null-handler`) in the same run;
-#   3. memory: VmRSS idle, VmHWM under 128 connections, VmRSS after the load.
+#   3. memory: VmRSS idle, VmHWM under 128 connections, VmRSS after the load;
+#   4. flavours: the release binary as the image ships it (glibc, static)
+#      against the other ways to link it (bench/flavours.sh), in turns, in
+#      the same run: CPU µs per review and RSS.
+# Sections 2 and 3 measure the shipped flavour, the image's binary.
 #
 #   bench/run.sh           full run; writes the results into docs/performance.md
 #   bench/run.sh --smoke   short run for CI (stdout only); fails if any request
-#                          fails or anything breaks, never because of speed
+#                          fails or anything breaks, never because of speed,
+#                          except a shipped flavour that costs 2x the glibc
+#                          dynamic build's CPU (musl's allocator did 3x)
 #
-# Environment: CARGO_TARGET_DIR (default target), SERVER_CPU (0), LOAD_CPU (1).
+# Environment: CARGO_TARGET_DIR (default target), SERVER_CPU (0), LOAD_CPU (1);
+# BENCH_FLAVOURS (default: every flavour, the smoke run only the shipped
+# one and glibc-dynamic); BENCH_EXTRA_FLAVOURS="name=/path/to/binary ..."
+# adds binaries built elsewhere to the comparison (e.g. an allocator trial).
 # Every server listens on ports the kernel picks (`--addr 127.0.0.1:0`, read
 # back from its log), so a port in use elsewhere never fails the run.
 set -euo pipefail
@@ -60,9 +69,26 @@ if ! command -v wrk >/dev/null; then
 fi
 command -v taskset >/dev/null || { echo "taskset (util-linux) is required" >&2; exit 1; }
 
-log "building (release)"
-cargo build --release --bin sandbox-webhook --example loadgen >&2
-BIN="$TARGET/release/sandbox-webhook"
+# shellcheck source-path=SCRIPTDIR source=flavours.sh
+source bench/flavours.sh
+if ((SMOKE)); then
+  read -r -a BENCH_FLAVOURS <<<"${BENCH_FLAVOURS:-$SHIPPED_FLAVOUR glibc-dynamic}"
+else
+  read -r -a BENCH_FLAVOURS <<<"${BENCH_FLAVOURS:-${FLAVOURS[*]}}"
+fi
+log "building (release: the load generator, and the flavours ${BENCH_FLAVOURS[*]})"
+cargo build --release --locked --example loadgen >&2
+declare -A FLAVOUR_BIN
+for f in "${BENCH_FLAVOURS[@]}"; do FLAVOUR_BIN[$f]="$(flavour_path "$f")"; done
+for extra in ${BENCH_EXTRA_FLAVOURS:-}; do
+  BENCH_FLAVOURS+=("${extra%%=*}")
+  FLAVOUR_BIN[${extra%%=*}]="${extra#*=}"
+done
+# The comparison is against glibc-dynamic, and of the shipped flavour.
+for f in glibc-dynamic "$SHIPPED_FLAVOUR"; do
+  [[ -n ${FLAVOUR_BIN[$f]:-} ]] || { BENCH_FLAVOURS+=("$f"); FLAVOUR_BIN[$f]="$(flavour_path "$f")"; }
+done
+BIN="${FLAVOUR_BIN[$SHIPPED_FLAVOUR]}"
 LOADGEN="$TARGET/release/examples/loadgen"
 python3 bench/make_reviews.py >&2
 
@@ -131,7 +157,7 @@ saturate() { # pid port body seconds connections
   ((requests > 0)) || { echo "wrk completed no requests: $out" >&2; errors=$((errors + 1)); requests=1; }
   awk -v r="$requests" -v s="$seconds_run" -v e="$errors" -v t=$((after - before)) \
     -v hz="$CLK_TCK" -v p="$p99" \
-    'BEGIN { printf "%.0f %d %.0f %.2f\n", r / s, e, t * 1e6 / hz / r, p / 1000 }'
+    'BEGIN { printf "%.0f %d %.1f %.2f\n", r / s, e, t * 1e6 / hz / r, p / 1000 }'
 }
 
 # loadgen at a fixed rate, PACED_RUNS times: prints "p50_ms p99_ms errors",
@@ -204,13 +230,45 @@ sleep 3
 MEM_AFTER_KB=$(status_kb "$MEM_PID" VmRSS)
 stop_server "$MEM_PID"
 
+# --- 4. flavours: the same source linked differently, in turns ---------------
+# Each round starts one fresh server per flavour, in an order rotated by one
+# per round (a neighbour's burst must not always hit the same flavour):
+# VmRSS idle, a 1 s warm-up, saturation with wrk (32 connections, 10 KB
+# review), VmHWM. The median of the rounds is reported.
+FLAVOUR_ROUNDS=3
+((!SMOKE)) || FLAVOUR_ROUNDS=1
+declare -A F_RPS F_CPU F_IDLE F_PEAK
+for ((round = 0; round < FLAVOUR_ROUNDS; round++)); do
+  n=${#BENCH_FLAVOURS[@]}
+  for ((i = 0; i < n; i++)); do
+    f=${BENCH_FLAVOURS[$(((i + round) % n))]}
+    log "flavour $f (round $((round + 1))/$FLAVOUR_ROUNDS): idle, warm-up, saturation"
+    BIN="${FLAVOUR_BIN[$f]}" start_server "flavour-$f"
+    sleep 1
+    idle=$(status_kb "$SERVER_PID" VmRSS)
+    read -r _ e1 _ < <(saturate "$SERVER_PID" "$SERVER_PORT" bench/reviews/pod-10k.json 1 32)
+    read -r rps e2 cpu _ < <(saturate "$SERVER_PID" "$SERVER_PORT" bench/reviews/pod-10k.json "$LOAD_SECONDS" 32)
+    peak=$(status_kb "$SERVER_PID" VmHWM)
+    stop_server "$SERVER_PID"
+    ERRORS=$((ERRORS + e1 + e2))
+    log "  $rps/s, $cpu µs CPU/review, VmRSS idle $idle kB, VmHWM $peak kB"
+    F_RPS[$f]+=" $rps" F_CPU[$f]+=" $cpu" F_IDLE[$f]+=" $idle" F_PEAK[$f]+=" $peak"
+  done
+done
+for f in "${BENCH_FLAVOURS[@]}"; do
+  # shellcheck disable=SC2086 # the lists are space-separated numbers
+  F_RPS[$f]=$(median ${F_RPS[$f]}) F_CPU[$f]=$(median ${F_CPU[$f]}) \
+    F_IDLE[$f]=$(median ${F_IDLE[$f]}) F_PEAK[$f]=$(median ${F_PEAK[$f]})
+done
+SHIPPED_CPU_RATIO=$(awk -v a="${F_CPU[$SHIPPED_FLAVOUR]}" -v b="${F_CPU[glibc-dynamic]}" 'BEGIN { printf "%.2f", a / b }')
+
 # --- table -------------------------------------------------------------------
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 ok() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "**missed**"; fi; }
 
 table() {
-  echo "### Mutation core (criterion, mean µs per review)"
+  echo "### Mutation core (criterion, mean µs per review; in-process, \`cargo bench\`: the glibc-dynamic build)"
   echo
   echo "| body | kube_baseline | null_review | review | review / kube_baseline | review / null_review |"
   echo "|---|---:|---:|---:|---:|---:|"
@@ -222,7 +280,7 @@ table() {
     echo "| $c ($(stat -c %s "bench/reviews/$c.json") B) | $k | $n | $r | $(ratio "$r" "$k") | $(ratio "$r" "$n") |"
   done
   echo
-  echo "### TLS load (server on 1 core, TLS 1.3, HTTP/1.1 keep-alive, 32 connections, ${LOAD_SECONDS}s per run; latency: median of $PACED_RUNS paced run(s))"
+  echo "### TLS load (the $SHIPPED_FLAVOUR binary the image ships; server on 1 core, TLS 1.3, HTTP/1.1 keep-alive, 32 connections, ${LOAD_SECONDS}s per run; latency: median of $PACED_RUNS paced run(s))"
   echo
   echo "| pod | handler | req/s at saturation | errors | CPU µs / request | p50 ms at half rate | p99 ms at half rate | half rate (req/s) |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|"
@@ -237,13 +295,26 @@ table() {
     echo "| $pod | **review / null** | $(ratio "$rr" "$nr") | | $(ratio "$rc" "$nc") | $(ratio "$rp50" "$np50") | $(ratio "$rp99" "$np99") | |"
   done
   echo
-  echo "### Memory (fresh server, 30 KB pods, 128 connections)"
+  echo "### Memory ($SHIPPED_FLAVOUR, fresh server, 30 KB pods, 128 connections)"
   echo
   echo "| idle VmRSS | peak VmHWM under 128 connections | VmRSS 3 s after the load | req/s | errors |"
   echo "|---:|---:|---:|---:|---:|"
   echo "| $(mb "$MEM_IDLE_KB") MB | $(mb "$MEM_PEAK_KB") MB | $(mb "$MEM_AFTER_KB") MB | $mem_rps | $mem_errs |"
   echo
   echo "Idle VmRSS of the first review server before any load: $(mb "$IDLE_KB") MB."
+  echo
+  echo "### Flavours (one source linked ${#BENCH_FLAVOURS[@]} ways; server on 1 core, 32 connections, 10 KB review, ${LOAD_SECONDS}s per run, median of $FLAVOUR_ROUNDS round(s) in turns)"
+  echo
+  echo "| flavour | binary | req/s | CPU µs / review | vs glibc-dynamic | idle VmRSS | peak VmHWM | peak vs glibc-dynamic |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  local f name
+  for f in "${BENCH_FLAVOURS[@]}"; do
+    name=$f
+    [[ $f != "$SHIPPED_FLAVOUR" ]] || name="**$f** (shipped)"
+    echo "| $name | $(mb $(($(stat -c %s "${FLAVOUR_BIN[$f]}") / 1024))) MB | ${F_RPS[$f]} | ${F_CPU[$f]} |" \
+      "$(ratio "${F_CPU[$f]}" "${F_CPU[glibc-dynamic]}") × | $(mb "${F_IDLE[$f]}") MB | $(mb "${F_PEAK[$f]}") MB |" \
+      "$(ratio "${F_PEAK[$f]}" "${F_PEAK[glibc-dynamic]}") × |"
+  done
   echo
   echo "### Targets"
   echo
@@ -262,6 +333,10 @@ table() {
   echo "| RSS < 10 MB idle | $(mb "$MEM_IDLE_KB") MB | $(ok "$MEM_IDLE_KB < 10240") |"
   echo "| RSS < 32 MB at 128 connections | $(mb "$MEM_PEAK_KB") MB | $(ok "$MEM_PEAK_KB < 32768") |"
   echo "| back near idle after the load (< idle + 50 %) | $(mb "$MEM_AFTER_KB") MB | $(ok "$MEM_AFTER_KB < 1.5 * $MEM_IDLE_KB") |"
+  local si sp di dp
+  si=${F_IDLE[$SHIPPED_FLAVOUR]} sp=${F_PEAK[$SHIPPED_FLAVOUR]} di=${F_IDLE[glibc-dynamic]} dp=${F_PEAK[glibc-dynamic]}
+  echo "| shipped flavour ($SHIPPED_FLAVOUR) ≤ 1.1 × glibc-dynamic's CPU per review, same run | $SHIPPED_CPU_RATIO × | $(ok "$SHIPPED_CPU_RATIO <= 1.1") |"
+  echo "| shipped flavour's RSS ≤ 1.2 × glibc-dynamic's (idle, peak) | $(ratio "$si" "$di") ×, $(ratio "$sp" "$dp") × | $(ok "$si <= 1.2 * $di && $sp <= 1.2 * $dp") |"
   echo
   echo "Machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), $(uname -sr)," \
     "$(rustc --version | cut -d' ' -f1-2), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2)," \
@@ -289,5 +364,11 @@ fi
 
 if ((ERRORS > 0)); then
   echo "bench: $ERRORS failed requests" >&2
+  exit 1
+fi
+# Not a speed bar (a shared machine's noise is far below 2x): a shipped
+# flavour at twice the glibc build's CPU is a wrong allocator or build.
+if awk -v r="$SHIPPED_CPU_RATIO" 'BEGIN { exit !(r > 2) }'; then
+  echo "bench: the shipped flavour ($SHIPPED_FLAVOUR) costs $SHIPPED_CPU_RATIO x glibc-dynamic's CPU per review" >&2
   exit 1
 fi
