@@ -16,20 +16,25 @@
 #                          fails or anything breaks, never because of speed,
 #                          except a shipped flavour that costs 2x the glibc
 #                          dynamic build's CPU (musl's allocator did 3x)
+#   bench/run.sh --flavours  section 4 alone, as in the full run; rewrites
+#                          only the flavour results in docs/performance.md
 #
 # Environment: CARGO_TARGET_DIR (default target), SERVER_CPU (0), LOAD_CPU (1);
 # BENCH_FLAVOURS (default: every flavour, the smoke run only the shipped
 # one and glibc-dynamic); BENCH_EXTRA_FLAVOURS="name=/path/to/binary ..."
-# adds binaries built elsewhere to the comparison (e.g. an allocator trial).
+# adds binaries built elsewhere to the comparison (e.g. an allocator trial);
+# FLAVOUR_ROUNDS (3, the smoke run 1).
 # Every server listens on ports the kernel picks (`--addr 127.0.0.1:0`, read
 # back from its log), so a port in use elsewhere never fails the run.
 set -euo pipefail
 
 SMOKE=0
+FLAVOURS_ONLY=0
 case "${1:-}" in
   "") ;;
   --smoke) SMOKE=1 ;;
-  *) echo "usage: $0 [--smoke]" >&2; exit 2 ;;
+  --flavours) FLAVOURS_ONLY=1 ;;
+  *) echo "usage: $0 [--smoke | --flavours]" >&2; exit 2 ;;
 esac
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -76,8 +81,12 @@ if ((SMOKE)); then
 else
   read -r -a BENCH_FLAVOURS <<<"${BENCH_FLAVOURS:-${FLAVOURS[*]}}"
 fi
-log "building (release: the load generator, and the flavours ${BENCH_FLAVOURS[*]})"
-cargo build --release --locked --example loadgen >&2
+if ((FLAVOURS_ONLY)); then
+  log "building (release: the flavours ${BENCH_FLAVOURS[*]})"
+else
+  log "building (release: the load generator, and the flavours ${BENCH_FLAVOURS[*]})"
+  cargo build --release --locked --example loadgen >&2
+fi
 declare -A FLAVOUR_BIN
 for f in "${BENCH_FLAVOURS[@]}"; do FLAVOUR_BIN[$f]="$(flavour_path "$f")"; done
 for extra in ${BENCH_EXTRA_FLAVOURS:-}; do
@@ -93,9 +102,11 @@ LOADGEN="$TARGET/release/examples/loadgen"
 python3 bench/make_reviews.py >&2
 
 # --- 1. criterion ------------------------------------------------------------
-log "criterion: cargo bench --bench mutation -- ${CRITERION[*]}"
-rm -rf "$TARGET/criterion/admission"
-cargo bench --bench mutation -- "${CRITERION[@]}" >&2
+if ((!FLAVOURS_ONLY)); then
+  log "criterion: cargo bench --bench mutation -- ${CRITERION[*]}"
+  rm -rf "$TARGET/criterion/admission"
+  cargo bench --bench mutation -- "${CRITERION[@]}" >&2
+fi
 
 # mean of one benchmark in µs
 crit() {
@@ -187,56 +198,55 @@ median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int(
 cpu_stat() { awk '$1 == "cpu" { print $9, $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 
 "$BIN" certs --ip 127.0.0.1 --dns localhost --days 2 --out "$WORK/certs" >&2
-log "load: servers on CPU $SERVER_CPU, load generator on CPU $LOAD_CPU, ${LOAD_SECONDS}s per run"
-start_server review
-REVIEW_PID=$SERVER_PID REVIEW_PORT=$SERVER_PORT
-start_server null --null-handler
-NULL_PID=$SERVER_PID NULL_PORT=$SERVER_PORT
-sleep 1
-IDLE_KB=$(status_kb "$REVIEW_PID" VmRSS)
-
-declare -A R
 read -r STEAL0 _ TOTAL0 < <(cpu_stat)
-for pod in 10k 30k; do
-  body="bench/reviews/pod-$pod.json"
-  for handler in review null; do
-    if [[ $handler == review ]]; then pid=$REVIEW_PID port=$REVIEW_PORT; else pid=$NULL_PID port=$NULL_PORT; fi
-    log "$handler $pod: warm-up, saturation (wrk, 32 connections)"
-    read -r _ errs _ < <(saturate "$pid" "$port" "$body" 1 32)
-    ERRORS=$((ERRORS + errs))
-    read -r rps errs cpu sat_p99 < <(saturate "$pid" "$port" "$body" "$LOAD_SECONDS" 32)
-    half=$((rps / 2))
-    log "$handler $pod: $rps/s, $errs errors, $cpu µs CPU/request; latency at $half/s (loadgen)"
-    read -r p50 p99 perrs < <(paced "$port" "$body" "$half" "$LOAD_SECONDS")
-    ERRORS=$((ERRORS + errs + perrs))
-    R[$handler,$pod]="$rps $errs $cpu $sat_p99 $half $p50 $p99 $perrs"
-  done
-done
-read -r STEAL1 _ TOTAL1 < <(cpu_stat)
-STEAL_PCT=$(awk -v s=$((STEAL1 - STEAL0)) -v t=$((TOTAL1 - TOTAL0)) 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
-stop_server "$REVIEW_PID"
-stop_server "$NULL_PID"
+declare -A R
+if ((!FLAVOURS_ONLY)); then
+  log "load: servers on CPU $SERVER_CPU, load generator on CPU $LOAD_CPU, ${LOAD_SECONDS}s per run"
+  start_server review
+  REVIEW_PID=$SERVER_PID REVIEW_PORT=$SERVER_PORT
+  start_server null --null-handler
+  NULL_PID=$SERVER_PID NULL_PORT=$SERVER_PORT
+  sleep 1
+  IDLE_KB=$(status_kb "$REVIEW_PID" VmRSS)
 
-# --- 3. memory: a fresh server, 128 connections of 30 KB pods ----------------
-log "memory: fresh server, idle, then 128 connections"
-start_server memory
-MEM_PID=$SERVER_PID MEM_PORT=$SERVER_PORT
-sleep 1
-MEM_IDLE_KB=$(status_kb "$MEM_PID" VmRSS)
-read -r mem_rps mem_errs _ < <(saturate "$MEM_PID" "$MEM_PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
-ERRORS=$((ERRORS + mem_errs))
-MEM_PEAK_KB=$(status_kb "$MEM_PID" VmHWM)
-sleep 3
-MEM_AFTER_KB=$(status_kb "$MEM_PID" VmRSS)
-stop_server "$MEM_PID"
+  for pod in 10k 30k; do
+    body="bench/reviews/pod-$pod.json"
+    for handler in review null; do
+      if [[ $handler == review ]]; then pid=$REVIEW_PID port=$REVIEW_PORT; else pid=$NULL_PID port=$NULL_PORT; fi
+      log "$handler $pod: warm-up, saturation (wrk, 32 connections)"
+      read -r _ errs _ < <(saturate "$pid" "$port" "$body" 1 32)
+      ERRORS=$((ERRORS + errs))
+      read -r rps errs cpu sat_p99 < <(saturate "$pid" "$port" "$body" "$LOAD_SECONDS" 32)
+      half=$((rps / 2))
+      log "$handler $pod: $rps/s, $errs errors, $cpu µs CPU/request; latency at $half/s (loadgen)"
+      read -r p50 p99 perrs < <(paced "$port" "$body" "$half" "$LOAD_SECONDS")
+      ERRORS=$((ERRORS + errs + perrs))
+      R[$handler,$pod]="$rps $errs $cpu $sat_p99 $half $p50 $p99 $perrs"
+    done
+  done
+  stop_server "$REVIEW_PID"
+  stop_server "$NULL_PID"
+
+  # --- 3. memory: a fresh server, 128 connections of 30 KB pods --------------
+  log "memory: fresh server, idle, then 128 connections"
+  start_server memory
+  MEM_PID=$SERVER_PID MEM_PORT=$SERVER_PORT
+  sleep 1
+  MEM_IDLE_KB=$(status_kb "$MEM_PID" VmRSS)
+  read -r mem_rps mem_errs _ < <(saturate "$MEM_PID" "$MEM_PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
+  ERRORS=$((ERRORS + mem_errs))
+  MEM_PEAK_KB=$(status_kb "$MEM_PID" VmHWM)
+  sleep 3
+  MEM_AFTER_KB=$(status_kb "$MEM_PID" VmRSS)
+  stop_server "$MEM_PID"
+fi
 
 # --- 4. flavours: the same source linked differently, in turns ---------------
 # Each round starts one fresh server per flavour, in an order rotated by one
 # per round (a neighbour's burst must not always hit the same flavour):
 # VmRSS idle, a 1 s warm-up, saturation with wrk (32 connections, 10 KB
 # review), VmHWM. The median of the rounds is reported.
-FLAVOUR_ROUNDS=3
-((!SMOKE)) || FLAVOUR_ROUNDS=1
+if ((SMOKE)); then FLAVOUR_ROUNDS=${FLAVOUR_ROUNDS:-1}; else FLAVOUR_ROUNDS=${FLAVOUR_ROUNDS:-3}; fi
 declare -A F_RPS F_CPU F_IDLE F_PEAK
 for ((round = 0; round < FLAVOUR_ROUNDS; round++)); do
   n=${#BENCH_FLAVOURS[@]}
@@ -261,13 +271,15 @@ for f in "${BENCH_FLAVOURS[@]}"; do
     F_IDLE[$f]=$(median ${F_IDLE[$f]}) F_PEAK[$f]=$(median ${F_PEAK[$f]})
 done
 SHIPPED_CPU_RATIO=$(awk -v a="${F_CPU[$SHIPPED_FLAVOUR]}" -v b="${F_CPU[glibc-dynamic]}" 'BEGIN { printf "%.2f", a / b }')
+read -r STEAL1 _ TOTAL1 < <(cpu_stat)
+STEAL_PCT=$(awk -v s=$((STEAL1 - STEAL0)) -v t=$((TOTAL1 - TOTAL0)) 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
 
 # --- table -------------------------------------------------------------------
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 ok() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "**missed**"; fi; }
 
-table() {
+table_core() {
   echo "### Mutation core (criterion, mean µs per review; in-process, \`cargo bench\`: the glibc-dynamic build)"
   echo
   echo "| body | kube_baseline | null_review | review | review / kube_baseline | review / null_review |"
@@ -303,7 +315,10 @@ table() {
   echo
   echo "Idle VmRSS of the first review server before any load: $(mb "$IDLE_KB") MB."
   echo
-  echo "### Flavours (one source linked ${#BENCH_FLAVOURS[@]} ways; server on 1 core, 32 connections, 10 KB review, ${LOAD_SECONDS}s per run, median of $FLAVOUR_ROUNDS round(s) in turns)"
+}
+
+table_flavours() {
+  echo "### Flavours (one source built ${#BENCH_FLAVOURS[@]} ways; server on 1 core, 32 connections, 10 KB review, ${LOAD_SECONDS}s per run, median of $FLAVOUR_ROUNDS round(s) in turns)"
   echo
   echo "| flavour | binary | req/s | CPU µs / review | vs glibc-dynamic | idle VmRSS | peak VmHWM | peak vs glibc-dynamic |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -316,14 +331,13 @@ table() {
       "$(ratio "${F_PEAK[$f]}" "${F_PEAK[glibc-dynamic]}") × |"
   done
   echo
-  echo "### Targets"
-  echo
+}
+
+targets_core() {
   local r10 r30 p10 p30 k10 review10
   read -r r10 _ _ _ _ _ p10 _ <<<"${R[review,10k]}"
   read -r r30 _ _ _ _ _ p30 _ <<<"${R[review,30k]}"
   k10=$(crit kube_baseline pod-10k) n10=$(crit null_review pod-10k) review10=$(crit review pod-10k)
-  echo "| target | measured | |"
-  echo "|---|---|---|"
   echo "| ≥ 5,000 admissions/s on one core, 10 KB pod | $r10/s | $(ok "$r10 >= 5000") |"
   echo "| ≥ 2,000 admissions/s on one core, 30 KB pod | $r30/s | $(ok "$r30 >= 2000") |"
   echo "| p99 < 5 ms at half load | 10 KB $p10 ms, 30 KB $p30 ms | $(ok "$p10 < 5 && $p30 < 5") |"
@@ -333,32 +347,70 @@ table() {
   echo "| RSS < 10 MB idle | $(mb "$MEM_IDLE_KB") MB | $(ok "$MEM_IDLE_KB < 10240") |"
   echo "| RSS < 32 MB at 128 connections | $(mb "$MEM_PEAK_KB") MB | $(ok "$MEM_PEAK_KB < 32768") |"
   echo "| back near idle after the load (< idle + 50 %) | $(mb "$MEM_AFTER_KB") MB | $(ok "$MEM_AFTER_KB < 1.5 * $MEM_IDLE_KB") |"
+}
+
+machine() {
+  echo "Machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), $(uname -sr)," \
+    "$(rustc --version | cut -d' ' -f1-2), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2)," \
+    "load average before the run: $LOADAVG," \
+    "CPU time stolen by the hypervisor during the load runs: ${STEAL_PCT} %."
+  echo "Generated by \`bench/run.sh${MODE:+ $MODE}\` on $(date -u +%Y-%m-%dT%H:%MZ)."
+}
+
+# Sections 1-3 and their targets (the full run)
+core_section() {
+  table_core
+  echo "### Targets"
+  echo
+  echo "| target | measured | |"
+  echo "|---|---|---|"
+  targets_core
+  echo
+  machine
+}
+
+# Section 4 and its targets (the full run and --flavours)
+flavour_section() {
+  table_flavours
+  echo "#### Flavour targets"
+  echo
+  echo "| target | measured | |"
+  echo "|---|---|---|"
   local si sp di dp
   si=${F_IDLE[$SHIPPED_FLAVOUR]} sp=${F_PEAK[$SHIPPED_FLAVOUR]} di=${F_IDLE[glibc-dynamic]} dp=${F_PEAK[glibc-dynamic]}
   echo "| shipped flavour ($SHIPPED_FLAVOUR) ≤ 1.1 × glibc-dynamic's CPU per review, same run | $SHIPPED_CPU_RATIO × | $(ok "$SHIPPED_CPU_RATIO <= 1.1") |"
   echo "| shipped flavour's RSS ≤ 1.2 × glibc-dynamic's (idle, peak) | $(ratio "$si" "$di") ×, $(ratio "$sp" "$dp") × | $(ok "$si <= 1.2 * $di && $sp <= 1.2 * $dp") |"
   echo
-  echo "Machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), $(uname -sr)," \
-    "$(rustc --version | cut -d' ' -f1-2), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2)," \
-    "load average before the run: $LOADAVG," \
-    "CPU time stolen by the hypervisor during the load runs: ${STEAL_PCT} %."
-  echo "Generated by \`bench/run.sh\`$( ((SMOKE)) && echo ' --smoke') on $(date -u +%Y-%m-%dT%H:%MZ)."
+  machine
 }
-TABLE="$(table)"
-echo "$TABLE"
 
-if ((!SMOKE)); then
-  python3 - "$TABLE" <<'EOF'
+MODE="${1:-}"
+CORE=""
+((FLAVOURS_ONLY)) || CORE="$(core_section)"
+FLAVOUR="$(flavour_section)"
+[[ -z $CORE ]] || printf '%s\n\n' "$CORE"
+echo "$FLAVOUR"
+
+# docs/performance.md has one region per group of sections, between
+# markers: the full run rewrites both, --flavours the flavours' alone.
+write_region() { # NAME TEXT
+  python3 - "$1" "$2" <<'EOF'
 import re, sys
-path = "docs/performance.md"
+path, name, table = "docs/performance.md", sys.argv[1], sys.argv[2]
 text = open(path).read()
-begin, end = "<!-- results:begin (bench/run.sh) -->", "<!-- results:end -->"
-new = f"{begin}\n{sys.argv[1]}\n{end}"
-text, n = re.subn(re.escape(begin) + ".*?" + re.escape(end), lambda _: new, text, flags=re.S)
-if n != 1:
-    sys.exit(f"{path}: results markers not found")
+begin = re.compile(r"<!-- " + name + r":begin [^>]*-->")
+end = "<!-- " + name + ":end -->"
+m = begin.search(text)
+if not m or text.count(end) != 1:
+    sys.exit(f"{path}: {name} markers not found once")
+new = f"{m.group(0)}\n{table}\n{end}"
+text = text[: m.start()] + new + text[text.index(end) + len(end) :]
 open(path, "w").write(text)
 EOF
+}
+if ((!SMOKE)); then
+  [[ -z $CORE ]] || write_region results "$CORE"
+  write_region flavours "$FLAVOUR"
   log "results written to docs/performance.md"
 fi
 
