@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2153,SC2154 # ARGS, fail, ...: run.sh's
 # Part of tests/image/run.sh (sourced): `controller` from the image, as the
 # chart's controller Deployment runs it, against a bare control plane that
-# its kubeconfig names by host name, removes an expired pod.
+# its kubeconfig names by a host name only the container's /etc/hosts knows,
+# removes an expired pod.
 
 PLANE="$WORK/plane"
 mkdir -p "$PLANE"
@@ -10,15 +11,21 @@ eval "$("$CLUSTER_SH" start --bare "$PLANE")"
 source "$PLANE/cluster.env"
 kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 
-# The admin kubeconfig, its server named `localhost` (in the apiserver
-# certificate's names) instead of 127.0.0.1: the binary resolves it.
+# The admin kubeconfig, its server named kubernetes.default.svc (one of the
+# apiserver certificate's names) instead of 127.0.0.1. The name is in the
+# container's /etc/hosts only (--add-host, as a pod's hostAliases), not in
+# the host's resolver, so the static binary must resolve it itself: glibc's
+# built-in `files` service, with no nsswitch.conf in the image.
+APISERVER_NAME=kubernetes.default.svc
 pod controller "$WORK/controller"
 mkdir -p "$WORK/controller/kube"
-sed -E 's#(server: https://)127\.0\.0\.1:#\1localhost:#' "$KUBECONFIG" >"$WORK/controller/kube/config"
+sed -E "s#(server: https://)127\.0\.0\.1:#\1$APISERVER_NAME:#" "$KUBECONFIG" >"$WORK/controller/kube/config"
 chgrp -R 65532 "$WORK/controller"
 chmod 0440 "$WORK/controller/kube/config"
-run_test "the controller's kubeconfig names the apiserver by host name" \
-    grep -Eq 'server: https://localhost:[0-9]+$' "$WORK/controller/kube/config"
+run_test "the controller's kubeconfig names the apiserver by host name ($APISERVER_NAME)" \
+    grep -Eq "server: https://${APISERVER_NAME//./\\.}:[0-9]+\$" "$WORK/controller/kube/config"
+run_test "the host's resolver does not know $APISERVER_NAME (only the container's /etc/hosts will)" \
+    bash -c "! getent hosts $APISERVER_NAME"
 
 CADMIN=$(free_port)
 args=()
@@ -36,13 +43,13 @@ SANDBOXES="$NS-sandboxes"
 kc create namespace "$NS" >/dev/null
 kc create namespace "$SANDBOXES" >/dev/null
 log "controller: ${FLAGS[*]} $IMAGE ${args[*]}"
-"${RUN[@]}" -d --name "sbx-image-controller-$$" "${FLAGS[@]}" \
+"${RUN[@]}" -d --name "sbx-image-controller-$$" "${FLAGS[@]}" --add-host "$APISERVER_NAME:127.0.0.1" \
     --volume "$WORK/controller/kube:/kube:ro" --env KUBECONFIG=/kube/config \
     "$IMAGE" "${args[@]}" >/dev/null
 CONTAINERS+=("sbx-image-controller-$$")
 leader() { curl -s --max-time 2 "http://127.0.0.1:$CADMIN/metrics" | grep -q '^sandbox_webhook_controller_leader 1$'; }
 for _ in $(seq 150); do leader && break; sleep 0.2; done
-run_test "controller from the image holds the Lease (reached the apiserver at localhost)" leader
+run_test "controller from the image holds the Lease (reached the apiserver at $APISERVER_NAME)" leader
 
 # A sandbox pod that expires 2-3 s from now; nothing but the controller deletes
 # pods in a bare plane.
