@@ -88,14 +88,24 @@ else
   cargo build --release --locked --example loadgen >&2
 fi
 declare -A FLAVOUR_BIN
-for f in "${BENCH_FLAVOURS[@]}"; do FLAVOUR_BIN[$f]="$(flavour_path "$f")"; done
+# Each flavour's binary is copied out of the target directory as soon as it
+# is built: `cargo bench` (section 1) builds the crate's binary too, into the
+# same target/release, with the dev-dependencies' features unified, and would
+# otherwise replace the glibc-dynamic binary before it is measured.
+build_flavour() {
+  local src
+  src="$(flavour_path "$1")"
+  cp "$src" "$WORK/sandbox-webhook-$1"
+  FLAVOUR_BIN[$1]="$WORK/sandbox-webhook-$1"
+}
+for f in "${BENCH_FLAVOURS[@]}"; do build_flavour "$f"; done
 for extra in ${BENCH_EXTRA_FLAVOURS:-}; do
   BENCH_FLAVOURS+=("${extra%%=*}")
   FLAVOUR_BIN[${extra%%=*}]="${extra#*=}"
 done
 # The comparison is against glibc-dynamic, and of the shipped flavour.
 for f in glibc-dynamic "$SHIPPED_FLAVOUR"; do
-  [[ -n ${FLAVOUR_BIN[$f]:-} ]] || { BENCH_FLAVOURS+=("$f"); FLAVOUR_BIN[$f]="$(flavour_path "$f")"; }
+  [[ -n ${FLAVOUR_BIN[$f]:-} ]] || { BENCH_FLAVOURS+=("$f"); build_flavour "$f"; }
 done
 BIN="${FLAVOUR_BIN[$SHIPPED_FLAVOUR]}"
 LOADGEN="$TARGET/release/examples/loadgen"
