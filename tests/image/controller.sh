@@ -4,11 +4,11 @@
 # its kubeconfig names by a host name only the container's /etc/hosts knows,
 # removes an expired pod.
 
-PLANE="$WORK/plane"
-mkdir -p "$PLANE"
-eval "$("$CLUSTER_SH" start --bare "$PLANE")"
+PLANE_DIR="$WORK/plane"
+mkdir -p "$PLANE_DIR"
+eval "$("$CLUSTER_SH" start --bare "$PLANE_DIR")"
 # shellcheck disable=SC1091 # written by cluster.sh start
-source "$PLANE/cluster.env"
+source "$PLANE_DIR/cluster.env"
 kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 
 # The admin kubeconfig, its server named kubernetes.default.svc (one of the

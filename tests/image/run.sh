@@ -36,11 +36,14 @@ DELAY=2 DRAIN=5 # shutdownDelaySeconds, shutdownTimeoutSeconds rendered into the
 WORK="$(mktemp -d)"
 chmod 755 "$WORK"
 CONTAINERS=()
-PLANE=""
+# The control plane's directory (controller.sh). Not PLANE: the cluster.env
+# it sources sets PLANE=bare, and the plane was left running.
+PLANE_DIR=""
 cleanup() {
     local c
     for c in "${CONTAINERS[@]}"; do podman rm -f "$c" >/dev/null 2>&1 || true; done
-    [[ -z $PLANE ]] || "$CLUSTER_SH" stop "$PLANE" >/dev/null 2>&1 || true
+    [[ -z $PLANE_DIR ]] || "$CLUSTER_SH" stop "$PLANE_DIR" >/dev/null 2>&1 ||
+        echo "run.sh: could not stop the control plane in $PLANE_DIR" >&2
     rm -rf "$WORK"
 }
 trap cleanup EXIT
