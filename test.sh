@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-step() { printf '\n== %s\n' "$*"; }
-t0=$SECONDS
+# Each step prints what the one before it took, so a run says what each part costs.
+t0=$SECONDS step_start=$SECONDS step_name=""
+step_done() { [[ -z "$step_name" ]] || printf '== %s: %ds\n' "$step_name" "$((SECONDS - step_start))"; }
+step() { step_done; step_name="$*" step_start=$SECONDS; printf '\n== %s\n' "$*"; }
 
 step "tools"
 # Debian packages the scripts use; installed only when missing, from the
@@ -22,14 +24,14 @@ if ((${#missing[@]})); then
 fi
 command -v go >/dev/null || { echo "go is required to build the e2e control plane" >&2; exit 1; }
 
-step "kube-apiserver, etcd and helm from the Go module proxy (cached)"
+step "the control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok) and helm from the Go module proxy (cached)"
 tests/e2e/cluster.sh build >/dev/null
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
-step "cargo test (unit, golden, properties, server, cli, e2e)"
+step "cargo test (unit, golden, properties, server, cli, e2e, controller e2e, the whole cluster)"
 cargo test --locked --all-targets
 step "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
 cargo run --locked --quiet -- test tests/fixtures | grep -v '^ok '
@@ -50,5 +52,6 @@ CARGO_TARGET_DIR=target bench/run.sh --smoke
 step "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
 CARGO_TARGET_DIR=target tests/image/run.sh
 
+step_done
 echo
 echo "test.sh: all green in $((SECONDS - t0))s"

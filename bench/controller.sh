@@ -11,22 +11,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PODS="${1:-5000}" SPREAD="${2:-60}" LEAD="${3:-45}"
-WORK="$(mktemp -d)"
-CTL_PID=""
-cleanup() {
-    [[ -n "$CTL_PID" ]] && kill "$CTL_PID" 2>/dev/null || true
-    tests/e2e/cluster.sh stop "$WORK/cluster" >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-nice cargo build --release --bin sandbox-webhook --example controller_bench >&2
-BIN="${CARGO_TARGET_DIR:-target}/release/sandbox-webhook"
-BENCH="${CARGO_TARGET_DIR:-target}/release/examples/controller_bench"
+# shellcheck source=bench/cluster-lib.sh
+. bench/cluster-lib.sh
+release_build controller_bench
+BENCH="$EXAMPLE"
 
 tests/e2e/cluster.sh start --bare "$WORK/cluster" >/dev/null
 KUBECONFIG="$WORK/cluster/kubeconfig"
-ADMIN="127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+ADMIN="127.0.0.1:$(free_port)"
 KUBECONFIG="$KUBECONFIG" RUST_LOG=warn "$BIN" controller --admin-addr "$ADMIN" --namespace default \
     --identity bench >"$WORK/controller.log" 2>&1 &
 CTL_PID=$!

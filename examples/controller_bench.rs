@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
-use kube::{Client, Config};
 use serde_json::json;
 
 // The percentile the e2e latency check uses.
@@ -31,69 +30,14 @@ use serde_json::json;
 mod stats;
 use stats::percentile;
 
-// The admin-port GET of the e2e tests; this example uses part of the module.
-#[allow(dead_code)]
-#[path = "../tests/common/wire.rs"]
-mod wire;
-
-type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
+#[path = "support/removals.rs"]
+mod removals;
+#[path = "support/cluster.rs"]
+mod support;
+use support::{Result, admin_metric as controller_metric, client, mib, request_totals, rss_kib};
 
 const NS: &str = "bench";
 const CONCURRENCY: usize = 16;
-
-fn rss_kib(pid: u32, field: &str) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .ok_or("no such field")?;
-    Ok(line.split_whitespace().nth(1).ok_or("bad line")?.parse()?)
-}
-
-fn controller_metric(addr: &str, name: &str) -> f64 {
-    wire::get(addr, "/metrics")
-        .ok()
-        .and_then(|(_, body)| {
-            body.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        })
-        .unwrap_or(0.0)
-}
-
-/// `apiserver_request_total` summed by (verb, resource, subresource).
-async fn request_totals(client: &Client) -> Result<BTreeMap<(String, String, String), f64>> {
-    let req = axum::http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(req).await?;
-    let mut totals = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let Some((labels, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels
-                .split(&format!("{name}=\""))
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .unwrap_or("")
-                .to_owned()
-        };
-        let key = (label("verb"), label("resource"), label("subresource"));
-        *totals.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
-    }
-    Ok(totals)
-}
-
-/// KiB as MiB, for the RSS figures.
-#[expect(
-    clippy::cast_precision_loss,
-    reason = "an RSS in KiB is far below 2^52, so exact in f64"
-)]
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
 
 /// When the bench pods expire: pod `i` of `n` at `base + i * spread / n`
 /// seconds, `base` a whole second.
@@ -207,10 +151,7 @@ async fn open_pod_watches(client: &Client) -> Result<f64> {
 /// A client of the cluster in `kubeconfig`, and the bench namespace `NS`
 /// created in it.
 async fn client_with_namespace(kubeconfig: &str) -> Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    let client = Client::try_from(
-        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
-    )?;
+    let client = client(kubeconfig).await?;
     let ns: Namespace = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
     )?;
@@ -218,30 +159,6 @@ async fn client_with_namespace(kubeconfig: &str) -> Result<Client> {
         .create(&PostParams::default(), &ns)
         .await?;
     Ok(client)
-}
-
-/// When each pod's DELETED event arrived, by pod name.
-type Deletions = std::sync::Arc<std::sync::Mutex<HashMap<String, DateTime<Utc>>>>;
-
-/// Our own watch of `pods`, recording when each pod's DELETED event arrives
-/// until the task is aborted.
-fn record_deletions(pods: &Api<Pod>) -> (Deletions, tokio::task::JoinHandle<()>) {
-    let deleted = Deletions::default();
-    let recorder = {
-        let deleted = deleted.clone();
-        let stream = watcher::watcher(pods.clone(), watcher::Config::default());
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                if let watcher::Event::Delete(pod) = event
-                    && let (Some(name), Ok(mut map)) = (pod.metadata.name, deleted.lock())
-                {
-                    map.insert(name, Utc::now());
-                }
-            }
-        })
-    };
-    (deleted, recorder)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +186,7 @@ async fn main() -> Result<()> {
     let idle_rss = rss_kib(pid, "VmRSS:")?;
     let before = request_totals(&client).await?;
 
-    let (deleted, recorder) = record_deletions(&pods);
+    let (deleted, recorder) = removals::watch(pods.clone(), watcher::Config::default());
 
     let start = Utc::now();
     let base = DateTime::parse_from_rfc3339(
@@ -296,7 +213,7 @@ async fn main() -> Result<()> {
     let full_rss = rss_kib(pid, "VmRSS:")?;
 
     let end = base + TimeDelta::seconds(spread + 60);
-    while deleted.lock().map_or(0, |m| m.len()) < n && Utc::now() < end {
+    while deleted.lock().map_or(0, |s| s.removals.len()) < n && Utc::now() < end {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -305,7 +222,12 @@ async fn main() -> Result<()> {
     let end_rss = rss_kib(pid, "VmRSS:")?;
     recorder.abort();
 
-    let map = deleted.lock().map(|m| m.clone()).unwrap_or_default();
+    let seen = deleted.lock().map(|s| s.clone()).unwrap_or_default();
+    let map: HashMap<_, _> = seen
+        .removals
+        .iter()
+        .map(|(name, r)| (name.clone(), r.seen))
+        .collect();
     let mut delays: Vec<i64> = (0..n)
         .filter_map(|i| {
             Some((*map.get(&format!("p-{i}"))? - schedule.expiry(i)).num_milliseconds())
@@ -333,6 +255,7 @@ async fn main() -> Result<()> {
         percentile(&delays, 0.99),
         delays.last().copied().unwrap_or(0)
     );
+    println!("{}", seen.health());
     println!(
         "controller RSS: idle {:.1} MiB, {n} pods cached {:.1} MiB, peak {:.1} MiB, after {:.1} MiB",
         mib(idle_rss),

@@ -3,10 +3,9 @@
 
 use std::process::ExitCode;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
-use super::{Args, exit};
+use super::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
@@ -24,16 +23,15 @@ pub struct ManArgs {
     pub command: Vec<String>,
 }
 
-pub fn completions(args: &CompletionsArgs) -> ExitCode {
-    let mut cmd = Args::command();
+/// `cmd` is the whole command line's definition (`Args::command()`).
+pub fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> ExitCode {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "sandbox-webhook", &mut out);
     super::io::write_stdout(&out)
 }
 
 /// Prints the roff page: `sandbox-webhook man | man -l -`.
-pub fn man(args: &ManArgs) -> ExitCode {
-    let mut cmd = Args::command();
+pub fn man(args: &ManArgs, mut cmd: clap::Command) -> ExitCode {
     // Subcommand pages are named as `man` names them: sandbox-webhook-serve.
     let mut name = cmd.get_name().to_owned();
     let version = cmd.get_version().map(str::to_owned);

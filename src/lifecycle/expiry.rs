@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
-use super::SandboxPod;
+use super::pod::SandboxPod;
 use crate::config::Config;
 
 /// What happens to the pod when it is expired (`diagnose`'s `action`).

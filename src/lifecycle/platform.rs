@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{SandboxPod, StatusFields};
+use super::pod::{SandboxPod, StatusFields};
 use crate::mutate::unschedulable::{analyze_fields, is_platform_unschedulable_stripped};
 
 /// Reported when a hit carries no message of its own.

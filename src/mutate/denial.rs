@@ -2,29 +2,13 @@
 //! names the annotation or field and what to change; the HTTP-style code goes
 //! into `status.code` of the `AdmissionResponse`.
 
-use std::borrow::Cow;
-
 use thiserror::Error;
 
-use super::egress::TokenError;
+use super::intent::IntentError;
 use super::platform::PlatformError;
 use super::policy::PolicyError;
-
-/// Values from the request quoted in a denial are cut to this many
-/// characters (SPEC 9), so a 10 KB annotation cannot make a 10 KB message
-/// that is then logged and shown by kubectl. Kubernetes names are at most
-/// 253 characters and the seed's messages quote short values, so those are
-/// never cut.
-pub(crate) const MAX_QUOTED: usize = 256;
-
-/// `value` as quoted in a denial: at most [`MAX_QUOTED`] characters, the
-/// rest replaced by an ellipsis.
-pub(crate) fn clip(value: &str) -> Cow<'_, str> {
-    match value.char_indices().nth(MAX_QUOTED) {
-        None => Cow::Borrowed(value),
-        Some((end, _)) => Cow::Owned(format!("{}…", &value[..end])),
-    }
-}
+use super::quote::clip;
+use super::token::TokenError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -75,10 +59,13 @@ pub enum Denial {
     #[error("Sandbox timeout {seconds}s exceeds configured maximum of {max}s.")]
     TimeoutAboveMaximum { seconds: u64, max: u64 },
 
+    /// `shown` is the timeout as the message quotes it: `3600s`, or the
+    /// annotation's text when it is too long for a number of seconds.
     #[error(
-        "annotation {key} is {seconds}s, which puts the expiry beyond the representable time range; use a shorter timeout."
+        "annotation {key} is {}, which puts the expiry beyond the representable time range; use a shorter timeout.",
+        clip(.shown)
     )]
-    TimeoutOutOfRange { key: String, seconds: u64 },
+    TimeoutOutOfRange { key: String, shown: String },
 
     #[error(
         "annotation {key} is set on a pod with spec.hostNetwork: true; egress control cannot work on the host network, so remove one of them."
@@ -174,9 +161,29 @@ impl Denial {
     }
 }
 
+/// The one place an annotation the intent could not read becomes a sentence.
+impl From<IntentError> for Denial {
+    fn from(e: IntentError) -> Self {
+        match e {
+            IntentError::MalformedAnnotation { key, problem } => {
+                Denial::MalformedAnnotation { key, problem }
+            }
+            IntentError::Platform(e) => Denial::Platform(e),
+            IntentError::Policy { key, source } => Denial::Policy { key, source },
+            IntentError::CredentialProxyWithoutPolicy { key, policy_key } => {
+                Denial::CredentialProxyWithoutPolicy { key, policy_key }
+            }
+            IntentError::TimeoutOutOfRange { key, shown } => {
+                Denial::TimeoutOutOfRange { key, shown }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutate::quote::MAX_QUOTED;
 
     #[test]
     fn long_values_are_cut_short_ones_kept() {

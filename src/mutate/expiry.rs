@@ -4,9 +4,10 @@ use chrono::{DateTime, Datelike, SecondsFormat, TimeDelta, Utc};
 
 use crate::config::MIN_TIMEOUT_SECONDS;
 
+use super::context::Context;
+use super::denial::Denial;
 use super::intent::{Intent, decode_string};
 use super::pod::PodView;
-use super::{Context, Denial};
 
 /// What the pod's expiry metadata should become.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,21 +91,9 @@ fn plan(
         .filter(|at| at.year() <= 9999)
         .ok_or_else(|| Denial::TimeoutOutOfRange {
             key: intent.timeout_key.to_owned(),
-            seconds,
+            shown: format!("{seconds}s"),
         })?;
     Ok(Expiry::At(at.to_rfc3339_opts(SecondsFormat::Secs, true)))
-}
-
-/// RFC 3339 check for `expires-at`; the value itself is kept as written.
-#[cfg(test)]
-fn valid_expires_at(value: &str) -> bool {
-    parse_expires_at(value).is_some()
-}
-
-pub(crate) fn parse_expires_at(value: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(value.trim())
-        .ok()
-        .map(|t| t.to_utc())
 }
 
 #[cfg(test)]
@@ -175,13 +164,5 @@ mod tests {
             plan(&intent(Some(499_092_186_221)), None, None, now()).unwrap_err(),
             Denial::TimeoutOutOfRange { .. }
         ));
-    }
-
-    #[test]
-    fn expires_at_validation() {
-        assert!(valid_expires_at("2026-01-02T03:04:05Z"));
-        assert!(valid_expires_at("2026-01-02T03:04:05.5+02:00"));
-        assert!(!valid_expires_at("2026-01-02 03:04"));
-        assert!(!valid_expires_at("tomorrow"));
     }
 }

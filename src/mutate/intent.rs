@@ -6,13 +6,14 @@ use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
 use crate::config::{Config, EgressMode};
+use crate::duration::DurationError;
 
-use super::Denial;
-use super::denial::clip;
-use super::expiry::parse_expires_at;
+use super::expires_at::parse_expires_at;
 use super::platform::{Platform, PlatformError};
 use super::pod::PodView;
-use super::policy::{self, NetworkPolicy};
+use super::policy::{self, NetworkPolicy, PolicyError};
+use super::quote::clip;
+use super::token::is_egress_token;
 
 #[derive(Debug, Default)]
 pub(crate) struct Intent {
@@ -28,8 +29,32 @@ pub(crate) struct Intent {
     pub egress_token: Option<String>,
 }
 
+/// Why the annotations cannot be read. `Denial` words each as the variant of
+/// the same name (denial.rs), so the sentences live in one place.
+#[derive(Debug)]
+pub(crate) enum IntentError {
+    MalformedAnnotation {
+        key: String,
+        problem: String,
+    },
+    Platform(PlatformError),
+    Policy {
+        key: String,
+        source: PolicyError,
+    },
+    CredentialProxyWithoutPolicy {
+        key: String,
+        policy_key: String,
+    },
+    /// A timeout too long to count in seconds, as the message shows it.
+    TimeoutOutOfRange {
+        key: String,
+        shown: String,
+    },
+}
+
 /// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.
-pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, Denial> {
+pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, IntentError> {
     let keys = config.keys();
     let get = |key: &str| string_annotation(pod, key);
 
@@ -46,20 +71,15 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     if let Some(value) = get(&keys.platform)? {
         intent.platform = Some(Platform::parse(&value).map_err(|e| match e {
             PlatformError::Shape(_) => malformed(&keys.platform, e.to_string()),
-            other => Denial::Platform(other),
+            other => IntentError::Platform(other),
         })?);
     }
 
     if let Some(value) = get(&keys.timeout)? {
-        intent.timeout = Some(crate::duration::parse_seconds(&value).map_err(|_| {
-            malformed(
-                &keys.timeout,
-                format!(
-                    "is '{}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m",
-                    clip(&value)
-                ),
-            )
-        })?);
+        intent.timeout = Some(
+            crate::duration::parse_seconds(&value)
+                .map_err(|e| timeout_error(&e, &value, &keys.timeout))?,
+        );
     }
 
     if let Some(value) = get(&keys.expires_at)? {
@@ -76,12 +96,11 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     if let Some(value) = get(&keys.network_policy)? {
-        intent.policy = Some(
-            policy::parse(&value, config.egress.max_rules).map_err(|source| Denial::Policy {
-                key: keys.network_policy.clone(),
-                source,
-            })?,
-        );
+        let parsed = policy::parse(&value, config.egress.max_rules);
+        intent.policy = Some(parsed.map_err(|source| IntentError::Policy {
+            key: keys.network_policy.clone(),
+            source,
+        })?);
     }
 
     if let Some(value) = get(&keys.egress_mode)? {
@@ -97,7 +116,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
         intent.credential_proxy = parse_bool(&value)
             .ok_or_else(|| malformed(&keys.credential_proxy, bool_problem(&value)))?;
         if intent.credential_proxy && intent.policy.is_none() {
-            return Err(Denial::CredentialProxyWithoutPolicy {
+            return Err(IntentError::CredentialProxyWithoutPolicy {
                 key: keys.credential_proxy.clone(),
                 policy_key: keys.network_policy.clone(),
             });
@@ -143,16 +162,34 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     Ok(Some(intent))
 }
 
-/// The token travels in an HTTP header: visible ASCII only, and at least one
-/// character. `inject --egress-token` is held to the same rule.
-#[must_use]
-pub fn is_egress_token(value: &str) -> bool {
-    !value.is_empty() && value.bytes().all(|b| b.is_ascii_graphic())
+/// Why a timeout annotation is refused. A well-formed timeout too long to
+/// count in seconds is as far out of range as one that counts past year
+/// 9999; anything else is not a timeout.
+fn timeout_error(e: &DurationError, value: &str, key: &str) -> IntentError {
+    if let DurationError::TooLong(_) = e {
+        let trimmed = value.trim();
+        let unit = if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            "s"
+        } else {
+            ""
+        };
+        return IntentError::TimeoutOutOfRange {
+            key: key.to_owned(),
+            shown: format!("{trimmed}{unit}"),
+        };
+    }
+    malformed(
+        key,
+        format!(
+            "is '{}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m",
+            clip(value)
+        ),
+    )
 }
 
 /// Annotation values are strings in any pod the apiserver sends; anything
 /// else is reported rather than guessed at.
-fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, Denial> {
+fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, IntentError> {
     let Some(raw) = pod.annotation(key) else {
         return Ok(None);
     };
@@ -179,8 +216,8 @@ fn bool_problem(value: &str) -> String {
     format!("is '{}'; use \"true\" or \"false\"", clip(value))
 }
 
-fn malformed(key: &str, problem: impl Into<String>) -> Denial {
-    Denial::MalformedAnnotation {
+fn malformed(key: &str, problem: impl Into<String>) -> IntentError {
+    IntentError::MalformedAnnotation {
         key: key.to_owned(),
         problem: problem.into(),
     }

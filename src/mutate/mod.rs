@@ -1,77 +1,14 @@
 //! The mutation core: a pod, the configuration and the clock in; a JSON
 //! patch, a skip or a denial out. Nothing here does I/O.
 
-/// The `Visitor` methods for booleans and numbers, each returning `$value`
-/// with the visited value bound to `$v`. Defined before the modules so that
-/// the hand-written readers of `pod` and `policy` share it.
-macro_rules! non_string_scalars {
-    (|$v:ident| $value:expr) => {
-        fn visit_bool<E: de::Error>(self, $v: bool) -> Result<Self::Value, E> {
-            Ok($value)
-        }
-        fn visit_i64<E: de::Error>(self, $v: i64) -> Result<Self::Value, E> {
-            Ok($value)
-        }
-        fn visit_u64<E: de::Error>(self, $v: u64) -> Result<Self::Value, E> {
-            Ok($value)
-        }
-        fn visit_f64<E: de::Error>(self, $v: f64) -> Result<Self::Value, E> {
-            Ok($value)
-        }
-    };
-}
+#[macro_use]
+mod visit;
 
-/// The `Visitor` methods of a reader that wants one shape and counts a list,
-/// a string, a boolean or a number as "not it" (`$value`). A list is read
-/// through as `$skip`: `IgnoredAny`, or `Value` where a skipped value must
-/// report the syntax errors a `Value` would.
-macro_rules! not_this_shape {
-    ($value:expr, lists as $skip:ty) => {
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<$skip>()?.is_some() {}
-            Ok($value)
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($value)
-        }
-        non_string_scalars!(|_v| $value);
-    };
-}
-
-/// `impl Deserialize for $ty` through a visitor made of the given methods:
-/// the scaffolding every hand-written reader of `pod` and `policy` shares
-/// (serde's derive borrows neither list items nor map keys, and cannot read
-/// "any JSON value" without building a tree). The visitor's parameters are
-/// the type's; `'de` is always the first of the impl's, and the bounds are
-/// in brackets (`where ['de: 'a]`) so that the `;` after them ends them.
-macro_rules! deserialize_by_visitor {
-    (
-        impl<'de $(, $param:tt)*> for $ty:ty, visitor V<$($vparam:tt),*>
-        $(where [$($bound:tt)+])?;
-        expecting $expecting:literal, by $entry:ident;
-        $($method:item)*
-    ) => {
-        impl<'de $(, $param)*> serde::Deserialize<'de> for $ty $(where $($bound)+)? {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V<$($vparam),*>(std::marker::PhantomData<fn() -> $ty>);
-                impl<'de $(, $param)*> serde::de::Visitor<'de> for V<$($vparam),*>
-                $(where $($bound)+)?
-                {
-                    type Value = $ty;
-                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                        f.write_str($expecting)
-                    }
-                    $($method)*
-                }
-                d.$entry(V(std::marker::PhantomData))
-            }
-        }
-    };
-}
-
+mod context;
 mod denial;
 mod egress;
 mod execd;
+mod expires_at;
 mod expiry;
 mod intent;
 mod k8s;
@@ -80,38 +17,33 @@ mod patch;
 mod platform;
 pub(crate) mod pod;
 mod policy;
+mod quote;
+mod run_as;
 mod select;
+mod token;
+mod typo;
 pub(crate) mod unschedulable;
 
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{Config, Keys};
 
+pub use context::Context;
 pub use denial::Denial;
-pub use egress::{FixedToken, RandomTokens, TokenError, TokenSource};
-pub use intent::is_egress_token;
+pub use egress::strip_token as strip_egress_token;
 pub use patch::Patch;
 pub use platform::PlatformError;
 pub use policy::PolicyError;
 pub use select::SkipReason;
+pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
 
-use egress::Sidecar;
+use egress::{Sidecar, TokenCompletion};
 use execd::{Execd, InstallerPlan};
 use expiry::Expiry;
 use intent::Intent;
 use patch::PatchBuilder;
 use platform::{Os, SelectorChange};
 use pod::{PodView, SpecView};
-
-/// Everything the decision depends on besides the pod.
-pub struct Context<'a> {
-    pub config: &'a Config,
-    pub now: DateTime<Utc>,
-    /// The webhook's own namespace, always excluded.
-    pub own_namespace: Option<&'a str>,
-    pub tokens: &'a dyn TokenSource,
-}
 
 #[derive(Debug)]
 pub enum Decision {
@@ -135,7 +67,7 @@ pub struct Admission {
 pub fn decide(pod_json: &str, namespace: Option<&str>, ctx: &Context<'_>) -> Decision {
     match PodView::parse(pod_json) {
         Ok(pod) => decide_view(&pod, namespace, ctx),
-        Err(e) => Decision::Deny(Denial::MalformedPod(e.to_string())),
+        Err(_) => Decision::Deny(Denial::MalformedPod(PodView::unreadable(pod_json, ""))),
     }
 }
 
@@ -213,6 +145,9 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         );
     }
 
+    if let Some(injection) = &injection {
+        warnings.extend(injection.runs_as_root_warning(spec));
+    }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
     let patch = Parts {
@@ -230,6 +165,20 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 struct Injection<'a> {
     execd: Execd<'a>,
     sidecar: Option<Sidecar<'a>>,
+    /// A sidecar that is there without its token (from a template).
+    token: Option<TokenCompletion<'a>>,
+}
+
+impl Injection<'_> {
+    /// Said when the pod asks for a non-root user and gets containers that
+    /// run as root (`run_as`).
+    fn runs_as_root_warning(&self, spec: &SpecView<'_>) -> Option<String> {
+        if !run_as::PodUser::of(spec).asks_non_root() {
+            return None;
+        }
+        let installer = matches!(&self.execd.installer, InstallerPlan::Add(i) if i.privileged());
+        run_as::warning(self.sidecar.is_some(), installer)
+    }
 }
 
 fn inject<'a>(
@@ -240,8 +189,13 @@ fn inject<'a>(
 ) -> Result<Injection<'a>, Denial> {
     execd::check_conflicts(spec)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
+    let token = egress::complete(spec, intent, ctx)?;
     let execd = execd::plan(spec, main, intent, ctx.config)?;
-    Ok(Injection { execd, sidecar })
+    Ok(Injection {
+        execd,
+        sidecar,
+        token,
+    })
 }
 
 /// Every change the pod still needs, each decided by its own module; `patch`
@@ -262,8 +216,13 @@ impl Parts<'_> {
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
             Some(Expiry::Keep) | None => {}
         }
-        let sidecar = self.injection.as_ref().and_then(|i| i.sidecar.as_ref());
-        if let Some(token) = sidecar.and_then(Sidecar::new_token) {
+        let new_token = self.injection.as_ref().and_then(|i| {
+            i.sidecar
+                .as_ref()
+                .and_then(Sidecar::new_token)
+                .or_else(|| i.token.as_ref().and_then(TokenCompletion::new_token))
+        });
+        if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
 
@@ -280,6 +239,9 @@ impl Parts<'_> {
                 other => (None, other.as_ref()),
             };
             injection.execd.write_volume(&mut patch);
+            if let Some(token) = &injection.token {
+                token.write(&mut patch);
+            }
             init_container_ops(spec, &injection.execd.installer, native, &mut patch);
             injection.execd.write_main(&mut patch);
             if let Some(s) = classic {

@@ -14,8 +14,6 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess};
 use serde_json::value::RawValue;
 
-use super::denial::clip;
-
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation alone can be
@@ -40,7 +38,7 @@ impl<'a> RawMap<'a> {
 
 deserialize_by_visitor! {
     impl<'de, 'a> for RawMap<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a map", by deserialize_map;
+    expecting "an object", by deserialize_map;
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
         while let Some((Text(k), v)) = map.next_entry()? {
@@ -74,7 +72,7 @@ impl<T> Deref for List<T> {
 
 deserialize_by_visitor! {
     impl<'de, T> for List<T>, visitor V<T> where [T: Deserialize<'de>];
-    expecting "a sequence", by deserialize_seq;
+    expecting "an array", by deserialize_seq;
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(LIST_CAPACITY);
         while let Some(item) = seq.next_element()? {
@@ -86,9 +84,21 @@ deserialize_by_visitor! {
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
 /// a `Cow<str>` field marked `borrow`, but not the items of a list or the
-/// keys of a map: those need this newtype.
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+/// keys of a map: those need this newtype. Read as a string, not as a
+/// newtype, so that a reader that tracks paths sees a map key it reads.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+deserialize_by_visitor! {
+    impl<'de, 'a> for Text<'a>, visitor V<'a> where ['de: 'a];
+    expecting "a string", by deserialize_str;
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Text(Cow::Owned(v.to_owned())))
+    }
+}
 
 impl PartialEq<str> for Text<'_> {
     fn eq(&self, other: &str) -> bool {
@@ -129,51 +139,32 @@ impl NodeSelector<'_> {
     }
 }
 
-/// A nodeSelector value: a string or null, else what to call it in the error.
-enum SelectorValue<'a> {
-    Text(Option<Cow<'a, str>>),
-    Other(String),
-}
+/// A nodeSelector value: a string, or null (`None`). Anything else is an
+/// error about this value, so that the error's path names the key.
+struct SelectorValue<'a>(Option<Cow<'a, str>>);
 
 deserialize_by_visitor! {
     impl<'de, 'a> for SelectorValue<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a string", by deserialize_any;
+    expecting "a string (quote the value)", by deserialize_any;
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(SelectorValue::Text(Some(Cow::Borrowed(v))))
+        Ok(SelectorValue(Some(Cow::Borrowed(v))))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(SelectorValue::Text(Some(Cow::Owned(v.to_owned()))))
+        Ok(SelectorValue(Some(Cow::Owned(v.to_owned()))))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(SelectorValue::Text(None))
-    }
-    non_string_scalars!(|v| SelectorValue::Other(v.to_string()));
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(SelectorValue::Other("a list".to_owned()))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(SelectorValue::Other("an object".to_owned()))
+        Ok(SelectorValue(None))
     }
 }
 
 deserialize_by_visitor! {
     impl<'de, 'a> for NodeSelector<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a map of strings", by deserialize_any;
+    expecting "an object of strings", by deserialize_any;
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(Text(key)) = map.next_key()? {
-            match map.next_value()? {
-                SelectorValue::Text(value) => entries.push((key, value)),
-                SelectorValue::Other(shown) => {
-                    return Err(de::Error::custom(format_args!(
-                        "spec.nodeSelector[{:?}] must be a string (quote the value), not {}",
-                        clip(&key),
-                        clip(&shown)
-                    )));
-                }
-            }
+            let SelectorValue(value) = map.next_value()?;
+            entries.push((key, value));
         }
         Ok(NodeSelector::Map(entries))
     }
@@ -181,7 +172,7 @@ deserialize_by_visitor! {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct PodView<'a> {
     #[serde(default, borrow)]
     pub metadata: Option<MetaView<'a>>,
@@ -190,7 +181,7 @@ pub struct PodView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct MetaView<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
@@ -205,7 +196,7 @@ pub struct MetaView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct SpecView<'a> {
     #[serde(default, borrow)]
     pub containers: Option<List<ContainerView<'a>>>,
@@ -219,10 +210,23 @@ pub struct SpecView<'a> {
     pub affinity: Option<&'a RawValue>,
     #[serde(default)]
     pub host_network: Option<bool>,
+    #[serde(default)]
+    pub security_context: Option<PodSecurityView>,
+}
+
+/// The pod-level `securityContext` fields the injected containers would
+/// inherit (`run_as`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
+pub struct PodSecurityView {
+    #[serde(default)]
+    pub run_as_non_root: Option<bool>,
+    #[serde(default)]
+    pub run_as_user: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -234,17 +238,21 @@ pub struct ContainerView<'a> {
     pub volume_mounts: Option<List<MountView<'a>>>,
     #[serde(default)]
     pub security_context: Option<SecurityContextView<'a>>,
+    /// Read only for an egress sidecar that still lacks its token.
+    #[serde(default, borrow)]
+    pub readiness_probe: Option<&'a RawValue>,
 }
 
 /// Only names matter: a variable the webhook would add is never overwritten.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object")]
 pub struct EnvView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct MountView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -253,7 +261,7 @@ pub struct MountView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct SecurityContextView<'a> {
     #[serde(default)]
     pub privileged: Option<bool>,
@@ -262,6 +270,7 @@ pub struct SecurityContextView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object")]
 pub struct CapabilitiesView<'a> {
     #[serde(default, borrow)]
     pub add: Option<List<Text<'a>>>,
@@ -270,7 +279,7 @@ pub struct CapabilitiesView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct VolumeView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -281,6 +290,18 @@ pub struct VolumeView<'a> {
 impl<'a> PodView<'a> {
     pub fn parse(raw: &'a str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(raw)
+    }
+
+    /// Why `raw`, which [`PodView::parse`] refused, is not a readable pod:
+    /// the path of what broke, from `root` (the object's own path), and
+    /// what was expected there. Read again with the path tracked, so only
+    /// a refused pod pays for that.
+    pub fn unreadable(raw: &str, root: &str) -> String {
+        match crate::json_error::from_str::<PodView<'_>>(raw, root) {
+            Err(e) => e.to_string(),
+            // The same reader on the same text fails the same way.
+            Ok(_) => "it is not a pod".to_owned(),
+        }
     }
 
     pub fn label(&self, key: &str) -> Option<&'a RawValue> {
@@ -327,6 +348,7 @@ impl<'a> PodView<'a> {
             node_selector: None,
             affinity: None,
             host_network: None,
+            security_context: None,
         };
         self.spec.as_ref().unwrap_or(&EMPTY)
     }

@@ -1,7 +1,7 @@
 //! Which pods are left alone (SPEC 1). Each reason has one name, used as the
 //! metric label and in logs, and one sentence.
 
-use super::Context;
+use super::context::Context;
 use super::pod::PodView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
+    expecting = "an object",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
@@ -31,6 +32,7 @@ pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
+    expecting = "an object",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
@@ -57,6 +59,7 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object")]
 pub(super) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
@@ -67,6 +70,7 @@ pub(super) struct GroupVersionKind<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object")]
 pub(super) struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Template, WorkloadKind};
+use super::kinds::{Template, WorkloadKind};
 use crate::mutate::{self, Context, Decision, Denial, FixedToken, SkipReason};
 
 /// How a workload fares.

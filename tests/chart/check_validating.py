@@ -17,7 +17,7 @@ from tap import check, finish, run_checks
 CASE, PATH = sys.argv[1], sys.argv[2]
 NS = sys.argv[3] if len(sys.argv) > 3 else "sbx"
 
-# The kinds of SPEC 11, as src/workload/mod.rs KINDS has them.
+# The kinds of SPEC 11, as src/workload/kinds.rs KINDS has them.
 RULES = [
     ("apps", "v1", ["deployments", "statefulsets", "daemonsets", "replicasets"]),
     ("batch", "v1", ["jobs", "cronjobs"]),

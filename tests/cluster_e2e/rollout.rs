@@ -80,7 +80,7 @@ struct Tally {
 
 pub(crate) async fn rollout_under_load_refuses_nothing(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[(LABEL, "true")]).await?;
-    let proxy = Proxy::start().await?;
+    let proxy = Proxy::start()?;
     let mut old = Vec::new();
     for name in ["a", "b"] {
         let replica = tokio::task::block_in_place(|| Replica::start(env, name))?;

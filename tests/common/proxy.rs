@@ -4,6 +4,12 @@
 //! `/readyz` answered 200 at the last probe (every 50 ms, as endpoints
 //! follow readiness), and leaves established connections where they are, as
 //! conntrack does. TLS passes through untouched.
+//!
+//! It runs on its own thread and runtime, as kube-proxy is its own process:
+//! on the test's runtime, the load it generates (hundreds of creates a
+//! second through a debug-built client) would starve the copying and stall
+//! TLS handshakes past the webhook's deadline, which a real Service never
+//! does.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
 use super::processes::Result;
 use super::wire;
@@ -34,26 +40,41 @@ pub struct Proxy {
     state: Arc<Mutex<State>>,
     /// Connections refused because no backend was ready.
     refused: Arc<AtomicUsize>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Dropped (or sent) to stop the proxy's thread.
+    stop: Option<oneshot::Sender<()>>,
 }
 
 impl Proxy {
-    pub async fn start() -> Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+    pub fn start() -> Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
         let refused = Arc::new(AtomicUsize::new(0));
-        let accept = tokio::spawn(accept_loop(
-            listener,
-            Arc::clone(&state),
-            Arc::clone(&refused),
-        ));
-        let probe = tokio::spawn(probe_loop(Arc::clone(&state)));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (state_, refused_) = (Arc::clone(&state), Arc::clone(&refused));
+        std::thread::Builder::new()
+            .name("proxy".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    tokio::select! {
+                        () = accept_loop(listener, Arc::clone(&state_), refused_) => {}
+                        () = probe_loop(state_) => {}
+                        _ = stopped => {}
+                    }
+                });
+            })?;
         Ok(Proxy {
             addr,
             state,
             refused,
-            tasks: vec![accept, probe],
+            stop: Some(stop),
         })
     }
 
@@ -81,8 +102,8 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 }

@@ -48,13 +48,8 @@ webhook_active() {
 }
 
 cmd_up() {
-    local d="${1:-$(default_dir)}"
-    mkdir -p "$d"
-    d="$(cd "$d" && pwd)"
-    START_DIR="$d"
-    trap on_start_exit EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
+    begin_start "${1:-$(default_dir)}"
+    local d="$START_DIR"
     build_helm
     local bin
     bin="$(webhook_binary)"

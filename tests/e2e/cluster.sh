@@ -206,6 +206,16 @@ on_start_exit() {
     fi
 }
 
+# begin_start DIR: makes DIR, sets START_DIR to its absolute path and arms the
+# traps that stop whatever a failed start left running (on_start_exit).
+begin_start() {
+    mkdir -p "$1"
+    START_DIR="$(cd "$1" && pwd)"
+    trap on_start_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
 # wait_for DESCRIPTION TIMEOUT_S PID COMMAND...: poll COMMAND until success.
 wait_for() {
     local what="$1" timeout="$2" pid="$3"; shift 3
@@ -348,13 +358,8 @@ cmd_start() {
     local bare=0
     if [[ "${1:-}" == --bare ]]; then bare=1; shift; fi
     [[ $# -eq 1 ]] || usage
-    local d="$1"
-    mkdir -p "$d"
-    d="$(cd "$d" && pwd)"
-    START_DIR="$d"
-    trap on_start_exit EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
+    begin_start "$1"
+    local d="$START_DIR"
     start_plane "$d" "$bare"
     START_OK=1
     printf 'export KUBECONFIG=%s\n' "$d/kubeconfig"

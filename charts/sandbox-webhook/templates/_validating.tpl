@@ -49,7 +49,7 @@ webhooks:
       {{- with .caBundle }}
       caBundle: {{ . }}
       {{- end }}
-    # The kinds of SPEC 11 (src/workload/mod.rs KINDS); no subresources.
+    # The kinds of SPEC 11 (src/workload/kinds.rs KINDS); no subresources.
     rules:
       - operations: ["CREATE", "UPDATE"]
         apiGroups: ["apps"]

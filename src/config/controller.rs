@@ -1,7 +1,7 @@
-//! The `controller:` section of the configuration file (SPEC 10).
-//!
-//! Kept beside the lifecycle logic that reads it; `crate::config` embeds it
-//! and calls [`ControllerConfig::validate`] with the rest of the file.
+//! The `controller:` section of the configuration file (SPEC 10): file
+//! format, so it lives with the rest of the file; the lifecycle controller
+//! reads it from `Config::controller`. `read` calls
+//! [`ControllerConfig::validate`] with the rest of the file.
 
 use serde::{Deserialize, Serialize};
 

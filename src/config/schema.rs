@@ -1,0 +1,236 @@
+//! The file's schema: every section as the webhook holds it, its defaults
+//! and its limits. `read` fills it from a file; `mod.rs` is the way in.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+use thiserror::Error;
+
+use super::controller::ControllerConfig;
+
+pub const DEFAULT_PREFIX: &str = "opensandbox.io";
+pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.0.18";
+pub const DEFAULT_EGRESS_IMAGE: &str = "opensandbox/egress:v1.1.0";
+pub const DEFAULT_MAX_RULES: usize = 4096;
+/// A pod object is at most 1.5 MiB in etcd and the smallest rule,
+/// `{"action":"deny","target":"a"}`, takes 30 bytes of the policy JSON that
+/// is copied into the pod, so more rules than this could never be stored.
+pub const MAX_MAX_RULES: usize = 50_000;
+/// Sandboxes shorter than this are refused (SPEC 6).
+pub const MIN_TIMEOUT_SECONDS: u64 = 60;
+/// Ten years: far beyond any sandbox, and far from the end of what an RFC
+/// 3339 `expires-at` can express.
+pub const MAX_TIMEOUT_SECONDS: u64 = 10 * 366 * 24 * 3600;
+
+/// Why a configuration was refused. Every message is plain words: the file,
+/// the field path (`execd.resources.limits.cpu`) and what to change.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `field` is empty when the whole document is at fault.
+    #[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
+    Invalid { field: String, message: String },
+    /// More than one mistake, in file order (`config validate` shows them
+    /// all; the server logs them all).
+    #[error("{} mistakes:{}", .0.len(), several(.0))]
+    Several(Vec<ConfigError>),
+    #[error("config file {}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<ConfigError>,
+    },
+}
+
+impl ConfigError {
+    pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The field path at fault (empty for the whole file), if the content
+    /// was at fault rather than reading it.
+    #[must_use]
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ConfigError::Read { .. } => None,
+            ConfigError::Invalid { field, .. } => Some(field),
+            ConfigError::File { source, .. } => source.field(),
+            ConfigError::Several(all) => all.first().and_then(ConfigError::field),
+        }
+    }
+}
+
+/// Each mistake on its own line, indented under the count.
+fn several(all: &[ConfigError]) -> String {
+    all.iter().fold(String::new(), |mut out, e| {
+        let _ = write!(out, "\n  {e}");
+        out
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EgressMode {
+    #[serde(rename = "dns")]
+    Dns,
+    #[serde(rename = "dns+nft")]
+    DnsNft,
+}
+
+impl EgressMode {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressMode::Dns => "dns",
+            EgressMode::DnsNft => "dns+nft",
+        }
+    }
+
+    /// Annotation values are trimmed and case-insensitive.
+    #[must_use]
+    pub fn parse(value: &str) -> Option<Self> {
+        let v = value.trim();
+        if v.eq_ignore_ascii_case("dns") {
+            Some(EgressMode::Dns)
+        } else if v.eq_ignore_ascii_case("dns+nft") {
+            Some(EgressMode::DnsNft)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Config {
+    pub prefix: String,
+    pub excluded_namespaces: Vec<String>,
+    pub execd: ExecdConfig,
+    pub egress: EgressConfig,
+    pub expiry: ExpiryConfig,
+    /// The lifecycle controller's section (SPEC 10); the webhook ignores it.
+    pub controller: ControllerConfig,
+    /// Annotation and label keys derived from `prefix`, computed once at load.
+    #[serde(skip)]
+    pub(super) keys: Keys,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecdConfig {
+    pub image: String,
+    pub resources: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressConfig {
+    /// `null` disables egress injection: a pod asking for a network policy is
+    /// then denied rather than admitted without control.
+    pub image: Option<String>,
+    pub mode: EgressMode,
+    #[serde(rename = "disableIPv6")]
+    pub disable_ipv6: bool,
+    pub native_sidecar: bool,
+    pub max_rules: usize,
+    pub resources: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpiryConfig {
+    pub default_timeout_seconds: Option<u64>,
+    pub max_timeout_seconds: Option<u64>,
+}
+
+/// `<prefix>/<name>` for every annotation and label the webhook reads or writes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Keys {
+    pub id: String,
+    pub inject: String,
+    pub platform: String,
+    pub timeout: String,
+    pub expires_at: String,
+    pub network_policy: String,
+    pub egress_mode: String,
+    pub credential_proxy: String,
+    pub entrypoint: String,
+    pub main_container: String,
+    pub egress_auth_token: String,
+    pub manual_cleanup: String,
+}
+
+impl Keys {
+    pub(super) fn new(prefix: &str) -> Self {
+        let k = |name: &str| format!("{prefix}/{name}");
+        Keys {
+            id: k("id"),
+            inject: k("inject"),
+            platform: k("platform"),
+            timeout: k("timeout"),
+            expires_at: k("expires-at"),
+            network_policy: k("network-policy"),
+            egress_mode: k("egress-mode"),
+            credential_proxy: k("credential-proxy"),
+            entrypoint: k("entrypoint"),
+            main_container: k("main-container"),
+            egress_auth_token: k("egress-auth-token"),
+            manual_cleanup: k("manual-cleanup"),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            excluded_namespaces: ["kube-system", "kube-public", "kube-node-lease"]
+                .map(str::to_owned)
+                .to_vec(),
+            execd: ExecdConfig::default(),
+            egress: EgressConfig::default(),
+            expiry: ExpiryConfig::default(),
+            controller: ControllerConfig::default(),
+            keys: Keys::new(DEFAULT_PREFIX),
+        }
+    }
+}
+
+impl Default for ExecdConfig {
+    fn default() -> Self {
+        ExecdConfig {
+            image: DEFAULT_EXECD_IMAGE.to_owned(),
+            resources: None,
+        }
+    }
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        EgressConfig {
+            image: Some(DEFAULT_EGRESS_IMAGE.to_owned()),
+            mode: EgressMode::Dns,
+            disable_ipv6: true,
+            native_sidecar: true,
+            max_rules: DEFAULT_MAX_RULES,
+            resources: None,
+        }
+    }
+}
+
+impl Config {
+    #[must_use]
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+}

@@ -1,0 +1,70 @@
+//! The scaffolding the hand-written readers of `pod` and `policy` share:
+//! macros, declared first in `mutate` (`#[macro_use]`) so that every module
+//! after it can use them.
+
+/// The `Visitor` methods for booleans and numbers, each returning `$value`
+/// with the visited value bound to `$v`.
+macro_rules! non_string_scalars {
+    (|$v:ident| $value:expr) => {
+        fn visit_bool<E: de::Error>(self, $v: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E: de::Error>(self, $v: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E: de::Error>(self, $v: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: de::Error>(self, $v: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
+/// The `Visitor` methods of a reader that wants one shape and counts a list,
+/// a string, a boolean or a number as "not it" (`$value`). A list is read
+/// through as `$skip`: `IgnoredAny`, or `Value` where a skipped value must
+/// report the syntax errors a `Value` would.
+macro_rules! not_this_shape {
+    ($value:expr, lists as $skip:ty) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<$skip>()?.is_some() {}
+            Ok($value)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        non_string_scalars!(|_v| $value);
+    };
+}
+
+/// `impl Deserialize for $ty` through a visitor made of the given methods:
+/// the scaffolding every hand-written reader of `pod` and `policy` shares
+/// (serde's derive borrows neither list items nor map keys, and cannot read
+/// "any JSON value" without building a tree). The visitor's parameters are
+/// the type's; `'de` is always the first of the impl's, and the bounds are
+/// in brackets (`where ['de: 'a]`) so that the `;` after them ends them.
+macro_rules! deserialize_by_visitor {
+    (
+        impl<'de $(, $param:tt)*> for $ty:ty, visitor V<$($vparam:tt),*>
+        $(where [$($bound:tt)+])?;
+        expecting $expecting:literal, by $entry:ident;
+        $($method:item)*
+    ) => {
+        impl<'de $(, $param)*> serde::Deserialize<'de> for $ty $(where $($bound)+)? {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V<$($vparam),*>(std::marker::PhantomData<fn() -> $ty>);
+                impl<'de $(, $param)*> serde::de::Visitor<'de> for V<$($vparam),*>
+                $(where $($bound)+)?
+                {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    $($method)*
+                }
+                d.$entry(V(std::marker::PhantomData))
+            }
+        }
+    };
+}

@@ -1,0 +1,179 @@
+//! What `/mutate` (`review`) and `/validate` (`validate`) share: the body
+//! read as text, and a decision turned into the response, the
+//! `AdmissionReview` written once into its buffer with what the server logs
+//! and counts about it.
+
+use std::borrow::Cow;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use kube::core::{Status, TypeMeta};
+use serde_json::value::RawValue;
+use thiserror::Error;
+
+use super::wire::{RequestIn, ResponseOut, ReviewOut};
+use crate::json_error::JsonError;
+use crate::mutate::{Decision, SkipReason};
+
+/// A request that cannot be answered with an `AdmissionReview` at all; the
+/// server turns these into HTTP 400.
+#[derive(Debug, Error)]
+pub enum ReviewError {
+    #[error("request body is empty")]
+    Empty,
+    #[error("request body is not UTF-8 JSON: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error("request body is not an AdmissionReview: {0}")]
+    Json(JsonError),
+    #[error("request body is not an AdmissionReview: request: is required but missing or null")]
+    NoRequest,
+    #[error("cannot encode the response: {0}")]
+    Encode(String),
+}
+
+/// How a review ended, for metrics and the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Mutated,
+    Unchanged,
+    /// `/validate`: the workload's template was judged and allowed.
+    Allowed,
+    Skipped(SkipReason),
+    Denied(u16),
+}
+
+impl Outcome {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Mutated => "mutated",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Allowed => "allowed",
+            Outcome::Skipped(_) => "skipped",
+            Outcome::Denied(_) => "denied",
+        }
+    }
+}
+
+/// The answer plus what the server logs about it.
+#[derive(Debug)]
+pub struct Reviewed {
+    pub body: Vec<u8>,
+    pub outcome: Outcome,
+    pub uid: String,
+    pub namespace: String,
+    /// `metadata.name`, else `generateName` (pods from controllers have no
+    /// name at admission).
+    pub name: String,
+    pub operation: String,
+    pub dry_run: bool,
+    pub patch_bytes: usize,
+    pub message: Option<String>,
+}
+
+/// The body as text, checked for UTF-8 once, so that `serde_json` can borrow
+/// strings without validating each again. JSON must be UTF-8 (RFC 8259),
+/// and the apiserver only sends UTF-8.
+pub(super) fn text(body: &[u8]) -> Result<&str, ReviewError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ReviewError::Empty);
+    }
+    Ok(std::str::from_utf8(body)?)
+}
+
+/// The envelope read as `T`, with the path of what broke when it cannot
+/// be: read plainly first, and again with the path tracked only when that
+/// failed.
+pub(super) fn envelope<'a, T: serde::Deserialize<'a>>(body: &'a str) -> Result<T, ReviewError> {
+    serde_json::from_str(body)
+        .or_else(|_| crate::json_error::from_str(body, "").map_err(ReviewError::Json))
+}
+
+pub(super) fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMeta {
+    TypeMeta {
+        api_version: api_version.into_owned(),
+        kind: kind.into_owned(),
+    }
+}
+
+/// `object_name` names the object when the request does not.
+pub(super) fn respond<O, Old>(
+    types: &TypeMeta,
+    request: &RequestIn<'_, O, Old>,
+    object_name: Option<&str>,
+    decision: Decision,
+) -> Result<Reviewed, ReviewError> {
+    let mut response = ResponseOut::allowed(&request.uid);
+    let mut message = None;
+    let mut patch_bytes = 0;
+    let warnings;
+    let outcome = match decision {
+        Decision::Skip(reason) => Outcome::Skipped(reason),
+        Decision::Admit(admission) => {
+            warnings = admission.warnings;
+            response.warnings = &warnings;
+            if admission.patch.is_empty() {
+                Outcome::Unchanged
+            } else {
+                let patch = admission.patch.as_json();
+                patch_bytes = patch.len();
+                response.patch = Some(quoted_base64(patch)?);
+                response.patch_type = Some("JSONPatch");
+                Outcome::Mutated
+            }
+        }
+        Decision::Deny(denial) => {
+            let code = denial.code();
+            let text = denial.to_string();
+            response.allowed = false;
+            response.status = Status::failure(&text, denial.reason()).with_code(code);
+            message = Some(text);
+            Outcome::Denied(code)
+        }
+    };
+    let body = encode(types, response)?;
+
+    let name = request
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .or(object_name)
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Reviewed {
+        body,
+        outcome,
+        uid: request.uid.to_string(),
+        namespace: request.namespace.as_deref().unwrap_or_default().to_owned(),
+        name,
+        operation: request.operation.to_string(),
+        dry_run: request.dry_run.unwrap_or(false),
+        patch_bytes,
+        message,
+    })
+}
+
+/// Every response echoes the request's uid, apiVersion and kind.
+pub(super) fn encode(types: &TypeMeta, response: ResponseOut<'_>) -> Result<Vec<u8>, ReviewError> {
+    let review = ReviewOut {
+        api_version: &types.api_version,
+        kind: &types.kind,
+        response,
+    };
+    let patch_len = review.response.patch.as_ref().map_or(0, |p| p.get().len());
+    let mut body = Vec::with_capacity(patch_len + ENVELOPE_BUFFER);
+    serde_json::to_writer(&mut body, &review).map_err(|e| ReviewError::Encode(e.to_string()))?;
+    Ok(body)
+}
+
+/// The patch as a JSON string literal of its base64 text.
+fn quoted_base64(patch: &[u8]) -> Result<Box<RawValue>, ReviewError> {
+    let mut quoted = String::with_capacity(patch.len().div_ceil(3) * 4 + 2);
+    quoted.push('"');
+    BASE64.encode_string(patch, &mut quoted);
+    quoted.push('"');
+    RawValue::from_string(quoted).map_err(|e| ReviewError::Encode(e.to_string()))
+}
+
+/// Everything in a response besides the patch: uid, kinds, status, warnings.
+const ENVELOPE_BUFFER: usize = 512;
