@@ -19,20 +19,7 @@ use serde_json::Value;
 const KEYS: usize = 60_000;
 
 /// The names after `<prefix>/` that the webhook reads.
-const KNOWN: [&str; 12] = [
-    "id",
-    "inject",
-    "platform",
-    "timeout",
-    "expires-at",
-    "network-policy",
-    "egress-mode",
-    "credential-proxy",
-    "entrypoint",
-    "main-container",
-    "egress-auth-token",
-    "manual-cleanup",
-];
+const KNOWN: [&str; 12] = sandbox_webhook::mutate::ANNOTATION_NAMES;
 
 /// A small deterministic generator, so every run sends the same keys.
 struct Lcg(u64);

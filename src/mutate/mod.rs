@@ -36,6 +36,7 @@ pub use platform::PlatformError;
 pub use policy::PolicyError;
 pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
+pub use typo::KNOWN as ANNOTATION_NAMES;
 
 use egress::{Sidecar, TokenCompletion};
 use execd::{Execd, InstallerPlan};

@@ -9,7 +9,7 @@
 
 /// The names after `<prefix>/` that the webhook and its controller read
 /// (SPEC 2, 6, 10), as `config::Keys` spells them.
-pub(super) const KNOWN: [&str; 12] = [
+pub const KNOWN: [&str; 12] = [
     "id",
     "inject",
     "platform",
