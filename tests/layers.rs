@@ -43,8 +43,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote",
-            "pod k8s patch",
+            "visit quote k8s",
+            "lists",
+            "pod patch",
+            "affinity",
             "platform policy expires_at token",
             "intent context unschedulable",
             "denial select",

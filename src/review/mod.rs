@@ -4,7 +4,7 @@
 //! into a borrowed view and the object straight into a pod view in the same
 //! pass; the fields the webhook does not read are skipped unparsed
 //! (docs/performance.md, "Why the code is shaped this way"). The response
-//! (`wire::ReviewOut`) echoes uid, apiVersion and kind, carries the patch as
+//! (`wire::ResponseOut`) echoes uid, apiVersion and kind, carries the patch as
 //! base64 and reuses kube's `Status`.
 
 mod decode;
@@ -110,7 +110,7 @@ pub fn parse_response(body: &[u8]) -> Result<AdmissionReview<DynamicObject>, ser
 /// As [`review`], for a body that is not an `AdmissionReview`.
 pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
     let (types, request) = null_envelope(body)?;
-    encode(&types, ResponseOut::allowed(&request.uid))
+    encode(&types, &ResponseOut::allowed(&request.uid))
 }
 
 /// [`null_review`] with what the server logs and counts about it (outcome
