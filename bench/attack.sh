@@ -17,8 +17,9 @@ trap 'kill $(jobs -p) 2>/dev/null || true; git worktree remove --force "$WORK/ba
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 cargo build --release --quiet --bin sandbox-webhook --example attack
-NEW=target/release/sandbox-webhook
-ATTACK=target/release/examples/attack
+TARGET=${CARGO_TARGET_DIR:-target}
+NEW=$TARGET/release/sandbox-webhook
+ATTACK=$TARGET/release/examples/attack
 git worktree add --quiet --detach "$WORK/base" "$BASE"
 (cd "$WORK/base" && CARGO_TARGET_DIR="$PWD/../base-target" cargo build --release --quiet --bin sandbox-webhook)
 OLD="$WORK/base-target/release/sandbox-webhook"
@@ -39,7 +40,7 @@ run() { # label binary attack
   wait "$pid" 2>/dev/null || true
 }
 
-for attack in ${ATTACKS:-raw-tcp trickle stalled-bodies admin-flood pipeline early-close shutdown}; do
+for attack in ${ATTACKS:-raw-tcp idle-after-request trickle stalled-bodies declared-bodies admin-flood pipeline early-close shutdown shutdown-load}; do
   run before "$OLD" "$attack"
   run after "$NEW" "$attack"
 done

@@ -8,9 +8,10 @@
 //! cargo run --release --example attack -- ATTACK ADDR ADMIN_ADDR CA_PEM PID
 //! ```
 //!
-//! ATTACK: raw-tcp | trickle | stalled-bodies | admin-flood | pipeline |
-//! early-close | shutdown. Every loop here is bounded in count and time, and
-//! only loopback addresses are accepted.
+//! ATTACK: raw-tcp | idle-after-request | trickle | stalled-bodies |
+//! declared-bodies | admin-flood | pipeline | early-close | shutdown |
+//! shutdown-load. Every loop here is bounded in count and time, and only
+//! loopback addresses are accepted.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use wire::{Error, Tls, client_config, post, read_response, tls_connect as connect};
+use wire::{
+    Error, Load, Tls, client_config, keep_alive_client, post, read_response, tls_connect as connect,
+};
 
 // The raw HTTP helpers of the server tests; this example uses part of them.
 #[allow(dead_code)]
@@ -64,6 +67,18 @@ async fn main() -> Result<(), Error> {
     };
     let attacker = match attack.as_str() {
         "raw-tcp" => tokio::spawn(raw_tcp(target.addr)),
+        "idle-after-request" => tokio::spawn(hold_tls(
+            target.addr,
+            target.tls.clone(),
+            (1100, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+            true,
+        )),
+        "declared-bodies" => tokio::spawn(hold_tls(
+            target.addr,
+            target.tls.clone(),
+            (400, declared_body_head()),
+            false,
+        )),
         "trickle" => tokio::spawn(trickle(target.addr, target.tls.clone())),
         "stalled-bodies" => tokio::spawn(stalled_bodies(target.addr, target.tls.clone())),
         "admin-flood" => tokio::spawn(raw_tcp(target.admin)),
@@ -72,6 +87,14 @@ async fn main() -> Result<(), Error> {
             let failures = early_close(target.addr, target.tls.clone()).await;
             println!(
                 "{attack}: {failures} of 50 reviews after an early 415 failed on the reused connection"
+            );
+            return Ok(());
+        }
+        "shutdown-load" => {
+            let load = shutdown_load(&target).await?;
+            println!(
+                "{attack}: 32 keep-alive clients at full speed, SIGTERM after 2 s: {} answered, {} written and never answered",
+                load.answered, load.lost
             );
             return Ok(());
         }
@@ -188,6 +211,83 @@ async fn raw_tcp(addr: SocketAddr) -> String {
         }
     }
     format!("{} opened, {alive} still open at the end", held.len())
+}
+
+/// `count` TLS connections (32 opening at a time) that each send `bytes`,
+/// read the answer when `answered`, and are then held for the attack: 1,100
+/// that each sent a GET sit idle; 400 that declared a 256 KiB body and sent
+/// one byte stall.
+async fn hold_tls(
+    addr: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    (count, bytes): (usize, Vec<u8>),
+    answered: bool,
+) -> String {
+    let gate = Arc::new(tokio::sync::Semaphore::new(32));
+    let mut tasks = Vec::with_capacity(count);
+    for _ in 0..count {
+        let Ok(permit) = gate.clone().acquire_owned().await else {
+            break;
+        };
+        let (tls, bytes) = (tls.clone(), bytes.clone());
+        tasks.push(tokio::spawn(async move {
+            let opened = tokio::time::timeout(Duration::from_secs(2), async {
+                let mut s = connect(addr, tls).await?;
+                s.write_all(&bytes).await?;
+                if answered {
+                    read_response(&mut s).await?;
+                }
+                Ok::<_, std::io::Error>(s)
+            })
+            .await;
+            drop(permit);
+            let mut s = opened.ok()?.ok()?;
+            tokio::time::sleep(Duration::from_secs(ATTACK_SECONDS)).await;
+            // Still open unless the server closed it (evicted, or answered).
+            let mut b = [0u8; 1];
+            let read = tokio::time::timeout(Duration::from_millis(1), s.read(&mut b)).await;
+            Some(read.is_err())
+        }));
+    }
+    let (mut opened, mut alive) = (0, 0);
+    for t in tasks {
+        if let Ok(Some(open)) = t.await {
+            opened += 1;
+            alive += usize::from(open);
+        }
+    }
+    format!("{opened} of {count} opened, {alive} still open at the end")
+}
+
+/// A request that declares a 256 KiB body and sends its first byte.
+fn declared_body_head() -> Vec<u8> {
+    b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 262144\r\n\r\n{"
+        .to_vec()
+}
+
+/// 32 keep-alive clients at full speed, SIGTERM after 2 s; what they saw
+/// until the server stopped accepting.
+async fn shutdown_load(target: &Target) -> Result<Load, Error> {
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            tokio::spawn(keep_alive_client(
+                target.addr,
+                target.tls.clone(),
+                review_request(),
+                answered.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // SAFETY: kill only sends a signal.
+    unsafe { libc::kill(i32::try_from(target.pid)?, libc::SIGTERM) };
+    let mut load = Load::default();
+    for client in clients {
+        let seen = tokio::time::timeout(Duration::from_secs(30), client).await;
+        load = load + seen.map_err(|_| "a client still connected 30 s after SIGTERM")??;
+    }
+    Ok(load)
 }
 
 /// 1,024 TLS connections that send a request head one byte a second.

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use chrono::{Datelike, Days, Utc};
+use chrono::{Datelike, Days, NaiveDate, Utc};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SerialNumber,
@@ -73,13 +73,30 @@ impl Ca {
     /// [`CertError::Days`] for a validity out of range, else what rcgen
     /// reports.
     pub fn server(&self, dns: &[String], ips: &[IpAddr], days: u32) -> Result<Pair, CertError> {
+        let (from, until) = valid_for(days)?;
+        self.server_valid(dns, ips, from, until)
+    }
+
+    /// A serving certificate valid from the start of the day `from` to the
+    /// start of the day `until` (UTC), which may lie in the past or the
+    /// future: what a server must refuse to serve, for its tests.
+    ///
+    /// # Errors
+    /// What rcgen reports.
+    pub fn server_valid(
+        &self,
+        dns: &[String],
+        ips: &[IpAddr],
+        from: NaiveDate,
+        until: NaiveDate,
+    ) -> Result<Pair, CertError> {
         let names: Vec<String> = dns
             .iter()
             .cloned()
             .chain(ips.iter().map(IpAddr::to_string))
             .collect();
         let common_name = names.first().map_or("sandbox-webhook", String::as_str);
-        let mut params = base_params(common_name, names.clone(), days)?;
+        let mut params = params_between(common_name, names.clone(), from, until)?;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.sign(params)
     }
@@ -113,24 +130,39 @@ fn base_params(
     names: Vec<String>,
     days: u32,
 ) -> Result<CertificateParams, CertError> {
+    let (from, until) = valid_for(days)?;
+    params_between(common_name, names, from, until)
+}
+
+/// From yesterday (day granularity is enough, and starting yesterday
+/// tolerates clock skew) to `days` from today.
+fn valid_for(days: u32) -> Result<(NaiveDate, NaiveDate), CertError> {
+    let today = Utc::now().date_naive();
+    let start = today.checked_sub_days(Days::new(1));
+    let end = today.checked_add_days(Days::new(u64::from(days)));
+    match (start, end) {
+        (Some(start), Some(end)) => Ok((start, end)),
+        _ => Err(CertError::Days(days)),
+    }
+}
+
+fn params_between(
+    common_name: &str,
+    names: Vec<String>,
+    from: NaiveDate,
+    until: NaiveDate,
+) -> Result<CertificateParams, CertError> {
     let mut params = CertificateParams::new(names)?;
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, common_name);
     params.distinguished_name = dn;
-    // Day granularity is enough; starting yesterday tolerates clock skew.
-    let today = Utc::now().date_naive();
-    let start = today.checked_sub_days(Days::new(1));
-    let end = today.checked_add_days(Days::new(u64::from(days)));
-    let (Some(start), Some(end)) = (start, end) else {
-        return Err(CertError::Days(days));
-    };
     // chrono's month and day always fit a u8; the error is unreachable.
-    let ymd = |d: chrono::NaiveDate| match (u8::try_from(d.month()), u8::try_from(d.day())) {
+    let ymd = |d: NaiveDate| match (u8::try_from(d.month()), u8::try_from(d.day())) {
         (Ok(month), Ok(day)) => Ok(rcgen::date_time_ymd(d.year(), month, day)),
-        _ => Err(CertError::Days(days)),
+        _ => Err(CertError::Days(0)),
     };
-    params.not_before = ymd(start)?;
-    params.not_after = ymd(end)?;
+    params.not_before = ymd(from)?;
+    params.not_after = ymd(until)?;
     // Random, positive, 16 bytes: unique per certificate, so a rotated
     // certificate is distinguishable from the old one by its serial.
     let mut serial = [0u8; 16];

@@ -32,8 +32,11 @@ fn millis(text: &str) -> Result<u128, DurationError> {
     if v.is_empty() {
         return Err(syntax());
     }
+    // Digits that do not fit in 64 bits are a number too long to hold,
+    // not a mistake of syntax.
+    let too_long = || DurationError::TooLong(text.to_owned());
     if v.bytes().all(|b| b.is_ascii_digit()) {
-        let seconds: u64 = v.parse().map_err(|_| syntax())?;
+        let seconds: u64 = v.parse().map_err(|_| too_long())?;
         return Ok(u128::from(seconds) * 1_000);
     }
     let mut total: u128 = 0;
@@ -49,13 +52,13 @@ fn millis(text: &str) -> Result<u128, DurationError> {
         if digits == 0 || letters == 0 {
             return Err(syntax());
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| syntax())?;
         let unit = &rest[digits..digits + letters];
         let at = UNITS[next_unit..]
             .iter()
             .position(|(name, _)| unit.eq_ignore_ascii_case(name))
             .ok_or_else(syntax)?
             + next_unit;
+        let n: u64 = rest[..digits].parse().map_err(|_| too_long())?;
         next_unit = at + 1;
         total += u128::from(n) * UNITS[at].1;
         rest = &rest[digits + letters..];
@@ -108,24 +111,24 @@ mod tests {
         assert_eq!(parse_seconds("1H"), Ok(3600));
         assert_eq!(parse_seconds("18446744073709551615"), Ok(u64::MAX));
         for bad in [
-            "",
-            "abc",
-            "1d",
-            "30m1h",
-            "1h1h",
-            "1.5h",
-            "-60",
-            "h",
-            "10 m",
-            "99999999999999999999",
-            "1500ms",
-            "1s500ms",
+            "", "abc", "1d", "30m1h", "1h1h", "1.5h", "-60", "h", "10 m", "1500ms", "1s500ms",
         ] {
             assert!(parse_seconds(bad).is_err(), "{bad}");
         }
+        for long in [
+            "18446744073709551615h",
+            "99999999999999999999",
+            "99999999999999999999m",
+        ] {
+            assert_eq!(
+                parse_seconds(long),
+                Err(DurationError::TooLong(long.into())),
+                "{long}"
+            );
+        }
         assert_eq!(
-            parse_seconds("18446744073709551615h"),
-            Err(DurationError::TooLong("18446744073709551615h".into()))
+            parse_seconds("99999999999999999999x"),
+            Err(DurationError::Syntax("99999999999999999999x".into()))
         );
     }
 

@@ -12,6 +12,7 @@ pub mod controller;
 pub(crate) mod duration;
 pub mod fixtures;
 pub mod lifecycle;
+pub mod manifest;
 pub mod mutate;
 pub mod review;
 pub mod server;

@@ -152,7 +152,7 @@ fn inject_exit_codes() {
 
     for (args, says) in [
         (&["inject", "-f", "missing.yaml"][..], "cannot read"),
-        (&["inject", "-f", "garbage.yaml"], "not a Pod manifest"),
+        (&["inject", "-f", "garbage.yaml"], "is not valid YAML"),
         (
             &["inject", "-f", "pod.yaml", "--config", "bad.yaml"],
             "execd.resources.limits.cpu",
@@ -340,8 +340,9 @@ fn inject_prints_the_patch_or_a_diff() {
     let injected: serde_json::Value = serde_yaml_ng::from_str(&manifest.stdout).unwrap();
     assert_eq!(pod, injected);
 
+    // Changes: exit 1, as `kubectl diff`.
     let diff = inject("pod.yaml", "diff");
-    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert_eq!(diff.code, 1, "{}", diff.stderr);
     assert!(
         diff.stdout
             .starts_with("--- a/pod.yaml\n+++ b/pod.yaml\n@@ "),

@@ -5,7 +5,7 @@ mod common;
 
 use std::fmt::Write as _;
 
-use common::cli::run;
+use common::cli::{assert_lines, run};
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
 
@@ -153,4 +153,74 @@ fn junit_counts(xml: &str) -> (usize, usize) {
     }
     assert_eq!(depth, 0, "unclosed elements in\n{xml}");
     (cases, failures)
+}
+
+/// Issue 21, item 4: `test` judges each fixture by its kind, as `inject`
+/// does (a workload's template, several documents, `*.pod.yml`); an
+/// expected file without a case and a case without an expected file are
+/// reported; expected files quote `expires-at`; "1 case".
+#[test]
+fn test_judges_fixtures_as_inject_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).unwrap();
+    let timeout = SANDBOX_POD.replace(
+        "  labels:",
+        "  annotations: {opensandbox.io/timeout: 1h}\n  labels:",
+    );
+    write("one.pod.yaml", &timeout);
+    let one = run(&["test", ".", "--update"], d);
+    assert_eq!(one.code, 0, "{}", one.stdout);
+    assert_lines(&one.stdout, &["1 case: 0 passed, 0 failed, 1 updated"]);
+    let expected = std::fs::read_to_string(d.join("one.expected.yaml")).unwrap();
+    assert!(
+        expected.contains("    opensandbox.io/expires-at: \"2026-01-01T01:00:00Z\"\n"),
+        "{expected}"
+    );
+
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata:\n      labels: {opensandbox.io/id: j}\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: sandbox, image: busybox, command: [sleep, '60']}\n";
+    write("job.pod.yml", job);
+    write("stream.pod.yaml", &format!("{job}---\n{timeout}"));
+    write("gone.expected.yaml", "outcome: unchanged\n");
+    let r = run(&["test", "."], d);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_lines(
+        &r.stdout,
+        &[
+            "FAILED   gone",
+            "    ./gone.expected.yaml has no case: add gone.pod.yaml (or .pod.yml) or gone.review.json, or delete it",
+            "FAILED   job",
+            "    no expected file ./job.expected.yaml: run with --update to write it, then review it",
+            "ok       one",
+            "FAILED   stream",
+            "4 cases: 1 passed, 3 failed",
+        ],
+    );
+    std::fs::remove_file(d.join("gone.expected.yaml")).unwrap();
+    assert_eq!(run(&["test", ".", "--update"], d).code, 0);
+    let job: serde_json::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(d.join("job.expected.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(job["outcome"], "mutated");
+    assert_eq!(job["results"][0]["at"], "document 1 (Job/j) spec.template");
+    let template = &job["objects"][0]["spec"]["template"];
+    assert_eq!(
+        template["spec"]["initContainers"][0]["name"],
+        "execd-installer"
+    );
+    let stream: serde_json::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(d.join("stream.expected.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(stream["objects"].as_array().unwrap().len(), 2);
+    assert_eq!(stream["results"][1]["at"], "document 2 (Pod/demo)");
+    assert_eq!(
+        stream["objects"][1]["metadata"]["annotations"]["opensandbox.io/expires-at"],
+        "2026-01-01T01:00:00Z"
+    );
+    let passed = run(&["test", "."], d);
+    assert!(
+        passed.stdout.ends_with("\n3 cases: 3 passed, 0 failed\n"),
+        "{}",
+        passed.stdout
+    );
 }

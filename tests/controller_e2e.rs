@@ -15,6 +15,8 @@ mod expiry;
 mod harness;
 #[path = "controller_e2e/leadership.rs"]
 mod leadership;
+#[path = "controller_e2e/never_early.rs"]
+mod never_early;
 #[path = "controller_e2e/platform.rs"]
 mod platform;
 
@@ -45,6 +47,7 @@ suite::scenarios![
     expiry::job_owner_is_deleted,
     expiry::replicaset_owner_is_left_with_a_warning,
     expiry::recreated_pod_is_not_hit_by_a_stale_decision,
+    never_early::never_removed_before_its_time,
     platform::unschedulable_platform_is_reported,
     leadership::invalid_renewal_is_denied_by_the_policy,
     leadership::standby_takes_over_when_the_leader_dies,

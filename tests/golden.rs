@@ -1,5 +1,6 @@
 //! Golden fixtures: `tests/fixtures/NAME.pod.yaml` (a Pod) or
-//! `NAME.review.json` (an `AdmissionReview`), optional `NAME.config.yaml`, and
+//! `NAME.review.json` (an `AdmissionReview`), and in `tests/fixtures/manifests/`
+//! what `inject` takes (workloads, streams), optional `NAME.config.yaml`, and
 //! the expected result in `NAME.expected.yaml`, run by the library's fixture
 //! runner, the same code as `sandbox-webhook test tests/fixtures`. The runner
 //! applies every patch to the raw input with `json_patch::patch`, admits every
@@ -84,6 +85,16 @@ fn runner_uses_the_tests_clock_and_token() {
 fn pod_fixtures() {
     let cases = cases(Kind::Pod);
     assert!(cases.len() >= 30, "expected at least 30 pod fixtures");
+    run_golden(cases);
+}
+
+/// Manifests as `inject` takes them (`tests/fixtures/manifests/`: a
+/// workload, a stream, a denied template), judged as `inject` judges them.
+#[test]
+fn manifest_fixtures() {
+    let cases = fixtures::discover(&fixtures().join("manifests")).expect("manifest cases");
+    assert!(cases.iter().all(|c| c.kind == Kind::Pod), "{cases:?}");
+    assert!(cases.len() >= 3);
     run_golden(cases);
 }
 

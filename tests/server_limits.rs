@@ -186,8 +186,8 @@ async fn stalled_bodies_stay_within_the_budget() {
             tokio::time::sleep(Duration::from_secs(60)).await;
         }));
     }
-    // The attack fills what the budget allows and no more: three 7 MiB
-    // bodies in the large pool (three quarters of 32 MiB).
+    // The attack fills what the budget allows and no more: the large pool
+    // (three quarters of 32 MiB), charged as the bodies arrive.
     let buffered = "sandbox_webhook_request_body_buffered_bytes";
     eventually("bodies buffered", 20 * SECOND, || async {
         server.metric(buffered, &[]).await >= 3 * BODY as u64

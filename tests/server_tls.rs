@@ -204,3 +204,52 @@ async fn mtls_requires_a_client_certificate_from_the_ca() {
     assert_eq!(r.status(), 200);
     server.shutdown().await;
 }
+
+/// A pair outside its validity window, expired or not yet valid: refused at
+/// start with a sentence that names the file and what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_and_future_certificates_are_refused_at_start() {
+    let pki = Pki::new();
+    let (_, files) = pki.write_leaf();
+    for (pair, says) in [
+        (pki.leaf_valid(-30, -1), "the certificate expired at"),
+        (pki.leaf_valid(2, 30), "the certificate is not valid before"),
+    ] {
+        std::fs::write(&files.cert, &pair.cert_pem).unwrap();
+        std::fs::write(&files.key, &pair.key_pem).unwrap();
+        let err = Server::bind(test_settings(files.clone()))
+            .await
+            .err()
+            .expect("refused");
+        let text = err.to_string();
+        let named = format!("{}: {says}", files.cert.display());
+        assert!(text.contains(&named), "{text}");
+    }
+}
+
+/// The same at reload: refused, counted by reason, and the current pair is
+/// still served; a valid pair afterwards is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_and_future_certificates_are_refused_at_reload() {
+    let pki = Pki::new();
+    let (current, files) = pki.write_leaf();
+    let server = Running::start(test_settings(files.clone())).await;
+    let refused = "sandbox_webhook_cert_validity_rejections_total";
+    for (pair, reason) in [
+        (pki.leaf_valid(-30, -1), "expired"),
+        (pki.leaf_valid(2, 30), "not_yet_valid"),
+    ] {
+        replace(&files.key, pair.key_pem.as_bytes());
+        replace(&files.cert, pair.cert_pem.as_bytes());
+        eventually(reason, PATIENCE, || async {
+            server.metric(refused, &[("reason", reason)]).await == 1
+        })
+        .await;
+        served(&fresh_client(&pki), &server.url("/mutate"), &current).await;
+    }
+    let next = pki.leaf();
+    replace(&files.key, next.key_pem.as_bytes());
+    replace(&files.cert, next.cert_pem.as_bytes());
+    serves_after_reload(&pki, &server.url("/mutate"), &next, "after refusals").await;
+    server.shutdown().await;
+}

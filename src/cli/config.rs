@@ -16,7 +16,8 @@ pub struct ConfigArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum ConfigCommand {
     /// Check a configuration file exactly as `serve` would load it: exit 0
-    /// with a short OK line, 1 with the reason, 2 if it cannot be read.
+    /// with a short OK line, 1 with every mistake in it (one a line), 2 if
+    /// it cannot be read.
     Validate {
         /// The configuration file (YAML).
         #[arg(value_name = "FILE")]

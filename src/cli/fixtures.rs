@@ -9,8 +9,10 @@ use crate::fixtures::{self, Format, Options};
 
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
-    /// Directory of cases: NAME.pod.yaml or NAME.review.json, NAME.expected.yaml
-    /// and an optional NAME.config.yaml.
+    /// Directory of cases: NAME.pod.yaml or NAME.pod.yml (a Pod, or
+    /// workloads and several documents, judged as inject judges them) or
+    /// NAME.review.json, NAME.expected.yaml and an optional
+    /// NAME.config.yaml. An expected or config file without its case fails.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     /// Configuration (YAML) for the cases without a NAME.config.yaml; the
@@ -18,7 +20,8 @@ pub struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write each case's result to its NAME.expected.yaml instead of
-    /// comparing (review the diff before committing it).
+    /// comparing, as inject writes YAML (review the diff before committing
+    /// it).
     #[arg(long)]
     pub update: bool,
     /// Report format: text for people, tap or junit for CI systems.

@@ -1,317 +1,241 @@
-//! `inject` on manifests as they are kept in repositories (SPEC 11): several
-//! YAML documents, a `kind: List`, workloads whose pod template is injected
-//! as `istioctl kube-inject` does. A single Pod takes the path of
-//! `super::offline`; everything else comes here.
+//! `inject`: manifests in, as repositories keep them (SPEC 11): one Pod,
+//! several YAML documents, a `List`, workloads whose pod template is
+//! injected as `istioctl kube-inject` does, from files, directories or
+//! standard input. The reading and injecting is [`crate::manifest`]'s; this
+//! is what is printed, and where.
 //!
 //! An object the webhook does not change is written back as the text it was
-//! read from, comments and key order included (`serde_yaml_ng` keeps neither).
-//! A changed object is written by `super::yaml`, in its own key order, with
-//! ambiguous strings quoted. Documents keep their order.
+//! read from, comments and key order included, with the `---` line it had
+//! (or none). A changed object is written by [`yaml`] (or as JSON, for a
+//! JSON input), in its own key order, with ambiguous strings quoted.
 
 use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::args::DecisionArgs;
-use super::{exit, yaml};
-use crate::config::Config;
-use crate::mutate::{self, Context, Decision};
-use crate::workload::{self, WorkloadKind};
+use super::io::{Source, write_stdout};
+use super::views::{self, InjectOutput};
+use super::{exit, offline::InjectArgs};
+use crate::manifest::{self, Entry, Injector, Judged, NoteKind, Outcome, Parsed, Syntax, yaml};
 
-/// What became of the input: the text to print, notes for stderr, and the
-/// denials (any one makes the command exit 1).
-pub struct Injected {
-    pub output: String,
-    pub notes: Vec<String>,
-    pub denials: Vec<String>,
+/// One input after injection.
+struct Written<'s> {
+    source: &'s Source,
+    syntax: Syntax,
+    /// What `-o manifest` prints for it.
+    text: String,
+    /// Its objects, before and after.
+    objects: Vec<(Value, Value)>,
 }
 
-/// A single Pod document goes the single-pod way; anything else is a
-/// manifest stream. Input that does not parse is left to that path too, so
-/// its error stays the same.
-pub fn is_stream(input: &str, is_json: bool) -> bool {
-    if is_json {
-        return serde_json::from_str::<Value>(input).is_ok_and(|v| kind(&v) != Some("Pod"));
-    }
-    let docs = documents(input);
-    let parsed: Vec<Option<Value>> = docs.iter().map(|d| parse(d).ok().flatten()).collect();
-    match parsed.as_slice() {
-        [Some(v)] => kind(v) != Some("Pod"),
-        _ => docs.len() > 1,
-    }
-}
-
-fn kind(v: &Value) -> Option<&str> {
-    v.get("kind").and_then(Value::as_str)
-}
-
-/// YAML documents as written: split at `---` lines, each kept whole.
-fn documents(input: &str) -> Vec<&str> {
-    let mut docs = Vec::new();
-    let mut start = 0;
-    let mut offset = 0;
-    for line in input.split_inclusive('\n') {
-        let bare = line.trim_end();
-        if bare == "---" || bare.starts_with("--- ") || bare.starts_with("---\t") {
-            docs.push(&input[start..offset]);
-            start = offset;
-        }
-        offset += line.len();
-    }
-    docs.push(&input[start..]);
-    // A leading `---` makes an empty first piece; a document of only
-    // comments is kept (it is written back as it was).
-    docs.retain(|d| !d.trim().is_empty());
-    docs
-}
-
-/// `None` for a document that holds no object (comments only, `null`).
-fn parse(doc: &str) -> Result<Option<Value>, String> {
-    let v: Value = serde_yaml_ng::from_str(doc).map_err(|e| e.to_string())?;
-    Ok((!v.is_null()).then_some(v))
-}
-
-pub fn inject(input: &str, is_json: bool, ctx: &Context<'_>) -> Result<Injected, String> {
-    let mut run = Run {
-        ctx,
-        notes: Vec::new(),
-        denials: Vec::new(),
+pub fn inject(args: &InjectArgs) -> ExitCode {
+    let config = match args.decision.load_config() {
+        Ok(config) => config,
+        Err(e) => return exit::error(e),
     };
-    if is_json {
-        let mut v: Value = serde_json::from_str(input).map_err(|e| e.to_string())?;
-        let changed = run.object(&mut v, "the object");
-        let output = if changed {
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"
-        } else {
-            input.to_owned()
-        };
-        return Ok(run.done(output));
-    }
-    let mut output = String::new();
-    for (i, doc) in documents(input).into_iter().enumerate() {
-        let mut v = match parse(doc) {
-            Ok(Some(v)) => v,
-            Ok(None) => {
-                push_doc(&mut output, doc);
-                continue;
-            }
-            Err(e) => return Err(format!("document {}: {e}", i + 1)),
-        };
-        if run.object(&mut v, &format!("document {}", i + 1)) {
-            output.push_str("---\n");
-            output.push_str(&yaml::to_string(&v));
-        } else {
-            push_doc(&mut output, doc);
-        }
-    }
-    Ok(run.done(output))
-}
-
-/// The stream as it is written when nothing in it changes: each document as
-/// read, after a `---` of its own. The "before" of `-o diff`, so that the
-/// separators the writer adds do not show as changes.
-fn written_back(input: &str) -> String {
-    let mut output = String::new();
-    for doc in documents(input) {
-        push_doc(&mut output, doc);
-    }
-    output
-}
-
-/// An untouched document, as it was, after a `---` of its own.
-fn push_doc(output: &mut String, doc: &str) {
-    if !doc.trim_start().starts_with("---") {
-        output.push_str("---\n");
-    }
-    output.push_str(doc);
-    if !doc.ends_with('\n') {
-        output.push('\n');
-    }
-}
-
-struct Run<'a, 'c> {
-    ctx: &'a Context<'c>,
-    notes: Vec<String>,
-    denials: Vec<String>,
-}
-
-impl Run<'_, '_> {
-    fn done(self, output: String) -> Injected {
-        Injected {
-            output,
-            notes: self.notes,
-            denials: self.denials,
-        }
-    }
-
-    /// Injects one object in place; true if it changed.
-    fn object(&mut self, v: &mut Value, at: &str) -> bool {
-        let name = describe(v);
-        if kind(v) == Some("List") {
-            let Some(items) = v.get_mut("items").and_then(Value::as_array_mut) else {
-                return false;
-            };
-            let mut changed = false;
-            for (i, item) in items.iter_mut().enumerate() {
-                changed |= self.object(item, &format!("{at}, items[{i}]"));
-            }
-            return changed;
-        }
-        let namespace = v
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if kind(v) == Some("Pod") {
-            return match self.decide(v, namespace.as_deref(), &format!("{at} ({name})")) {
-                Some(patched) => {
-                    *v = patched;
-                    true
-                }
-                None => false,
-            };
-        }
-        if let Some(kind) = WorkloadKind::of_object(v) {
-            return self.workload(kind, v, namespace.as_deref(), &format!("{at} ({name})"));
-        }
-        let id = &self.ctx.config.keys().id;
-        if v.pointer("/metadata/labels")
-            .and_then(|l| l.get(id))
-            .is_some()
-        {
-            self.notes.push(format!(
-                "{at} ({name}): labelled {id} but not a Pod nor a workload with a pod template \
-                 (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, BatchSandbox, Sandbox); \
-                 passed through unchanged"
-            ));
-        }
-        false
-    }
-
-    /// The template injected as the pod webhook would inject its pods, less
-    /// what belongs to one pod only: `expires-at` is computed at each pod's
-    /// admission (the template keeps its `timeout`).
-    fn workload(
-        &mut self,
-        kind: &'static WorkloadKind,
-        v: &mut Value,
-        ns: Option<&str>,
-        at: &str,
-    ) -> bool {
-        let Ok(Some(template)) = kind.template(v) else {
-            return false;
-        };
-        let pod = workload::template_pod(template.value);
-        let at = format!("{at} {}", kind.path);
-        let Some(mut patched) = self.decide(&pod, ns, &at) else {
-            return false;
-        };
-        let expires_at = &self.ctx.config.keys().expires_at;
-        let had_expiry = pod
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(expires_at))
-            .is_some();
-        if !had_expiry
-            && let Some(annotations) = patched
-                .pointer_mut("/metadata/annotations")
-                .and_then(Value::as_object_mut)
-        {
-            annotations.remove(expires_at);
-        }
-        let Some(target) = kind.template_mut(v) else {
-            return false;
-        };
-        for field in ["metadata", "spec"] {
-            if let Some(value) = patched.get_mut(field).map(Value::take) {
-                target[field] = value;
-            }
-        }
-        true
-    }
-
-    /// The pod webhook's decision on `pod`: the patched pod when it admits
-    /// with changes, `None` when it leaves the pod alone or denies it.
-    fn decide(&mut self, pod: &Value, ns: Option<&str>, at: &str) -> Option<Value> {
-        match mutate::decide(&pod.to_string(), ns, self.ctx) {
-            Decision::Deny(denial) => {
-                self.denials.push(format!("{at}: {denial}"));
-                None
-            }
-            Decision::Skip(reason) => {
-                self.notes.push(format!(
-                    "{at}: skipped ({}): {}",
-                    reason.as_str(),
-                    reason.sentence()
-                ));
-                None
-            }
-            Decision::Admit(admission) => {
-                for w in &admission.warnings {
-                    self.notes.push(format!("{at}: warning: {w}"));
-                }
-                let ops = admission.patch.operations().ok()?;
-                if ops.is_empty() {
-                    return None;
-                }
-                let mut patched = pod.clone();
-                json_patch::patch(&mut patched, &ops).ok()?;
-                Some(patched)
-            }
-        }
-    }
-}
-
-/// `Deployment/web` (or the kind alone), for notes and denials.
-fn describe(v: &Value) -> String {
-    let kind = kind(v).unwrap_or("object");
-    match v.pointer("/metadata/name").and_then(Value::as_str) {
-        Some(name) => format!("{kind}/{name}"),
-        None => kind.to_owned(),
-    }
-}
-
-/// `inject` on a manifest stream: the output on stdout (with `diff_name`, a
-/// unified diff of the stream's text before and after under that name),
-/// notes on stderr, exit 1 if any pod or template is denied (nothing is
-/// printed then).
-pub fn run(
-    input: &str,
-    is_json: bool,
-    config: &Config,
-    decision: &DecisionArgs,
-    diff_name: Option<&str>,
-) -> ExitCode {
-    let tokens = decision.tokens();
-    let ctx = decision.context(config, tokens.as_ref());
-    let injected = match inject(input, is_json, &ctx) {
-        Ok(injected) => injected,
-        Err(e) => return exit::error(format!("not a manifest: {e}")),
+    let sources = match super::io::sources(&args.files, args.recursive) {
+        Ok(sources) => sources,
+        Err(e) => return exit::error(e),
     };
-    for note in &injected.notes {
-        eprintln!("{note}");
-    }
-    if !injected.denials.is_empty() {
-        for denial in &injected.denials {
-            eprintln!("{denial}");
-        }
+    let parsed: Vec<Parsed<'_>> = match sources
+        .iter()
+        .map(|s| manifest::parse(&s.label, &s.text))
+        .collect::<Result<_, _>>()
+    {
+        Ok(parsed) => parsed,
+        Err(e) => return exit::error(e),
+    };
+    let tokens = args.decision.tokens();
+    let ctx = args.decision.context(&config, tokens.as_ref());
+    let mut injector = Injector::new(&ctx);
+    let lone_pod = match parsed.as_slice() {
+        [one] => one.objects().count() == 1 && one.objects().all(|v| v["kind"] == "Pod"),
+        _ => false,
+    };
+    let several = sources.len() > 1;
+    let written: Vec<Written<'_>> = sources
+        .iter()
+        .zip(&parsed)
+        .map(|(source, parsed)| write(source, parsed, &mut injector, lone_pod, several))
+        .collect();
+    report(&injector.entries, args.quiet);
+    if injector.denied() {
         return exit::REJECTED;
     }
-    let output = match diff_name {
-        None => Ok(injected.output),
-        // A JSON List is compared as pretty JSON, as a single Pod is.
-        Some(name) if is_json => serde_json::from_str(input)
-            .and_then(|before| Ok((before, serde_json::from_str(&injected.output)?)))
-            .map_err(|e| e.to_string())
-            .and_then(|(before, after)| super::views::diff_text(&before, &after, true, name)),
-        // YAML: unchanged objects are written back as read, so only the
-        // changed documents show in a diff of the text.
-        Some(name) => Ok(super::views::text_diff(
-            &written_back(input),
-            &injected.output,
-            name,
-        )),
-    };
-    match output {
-        Ok(text) => super::io::write_stdout(text.as_bytes()),
-        Err(e) => exit::error(format!("internal error: {e}")),
+    let lone_patch = injector.entries.iter().find_map(|e| match e {
+        // A lone Pod's patch is the webhook's (none when it is skipped).
+        Entry::Judged(Judged { patch, .. }) if lone_pod => Some(patch.clone().unwrap_or_default()),
+        _ => None,
+    });
+    match output(args, &written, lone_patch) {
+        Ok((text, changes)) => {
+            let code = write_stdout(text.as_bytes());
+            if code == exit::OK && changes && args.output == InjectOutput::Diff {
+                exit::REJECTED
+            } else {
+                code
+            }
+        }
+        Err(e) => exit::error(e),
     }
+}
+
+/// Injects every object of one input and writes its `-o manifest` text.
+fn write<'s>(
+    source: &'s Source,
+    parsed: &Parsed<'_>,
+    injector: &mut Injector<'_, '_>,
+    lone_pod: bool,
+    several: bool,
+) -> Written<'s> {
+    let mut text = String::with_capacity(source.text.len() * 2);
+    let mut objects = Vec::new();
+    for (i, doc) in parsed.documents.iter().enumerate() {
+        let Some(before) = &doc.value else {
+            push_text(&mut text, doc.text);
+            continue;
+        };
+        let at = match (lone_pod, several, parsed.syntax) {
+            (true, _, _) => String::new(),
+            (false, true, Syntax::Json) => source.label.clone(),
+            (false, false, Syntax::Json) => "the object".to_owned(),
+            (false, true, Syntax::Yaml) => format!("{}, document {}", source.label, i + 1),
+            (false, false, Syntax::Yaml) => format!("document {}", i + 1),
+        };
+        let mut after = before.clone();
+        let raw = (parsed.syntax == Syntax::Json).then_some(doc.text);
+        let changed = injector.object(&mut after, raw, &at);
+        match (changed, parsed.syntax) {
+            (false, _) => push_text(&mut text, doc.text),
+            (true, Syntax::Json) => {
+                text = serde_json::to_string_pretty(&after).unwrap_or_default() + "\n";
+            }
+            (true, Syntax::Yaml) => {
+                if let Some(separator) = doc.separator() {
+                    text.push_str(separator);
+                    text.push('\n');
+                }
+                text.push_str(&yaml::to_string(&after));
+            }
+        }
+        objects.push((before.clone(), after));
+    }
+    Written {
+        source,
+        syntax: parsed.syntax,
+        text,
+        objects,
+    }
+}
+
+/// A document as it was read, ending in a line break.
+fn push_text(out: &mut String, text: &str) {
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+/// Everything worth knowing on stderr, in order: skips and notes (unless
+/// `quiet`), warnings, denials.
+fn report(entries: &[Entry], quiet: bool) {
+    let prefix = |at: &str| {
+        if at.is_empty() {
+            String::new()
+        } else {
+            format!("{at}: ")
+        }
+    };
+    for entry in entries {
+        match entry {
+            Entry::Judged(judged) => {
+                let p = prefix(&judged.at);
+                match &judged.outcome {
+                    Outcome::Skipped(reason) if !quiet => {
+                        eprintln!("{p}skipped ({}): {}", reason.as_str(), reason.sentence());
+                    }
+                    Outcome::Denied(denial) => eprintln!("{p}{denial}"),
+                    _ => {}
+                }
+                for w in &judged.warnings {
+                    eprintln!("{p}warning: {w}");
+                }
+            }
+            Entry::Note {
+                kind: NoteKind::TooLarge,
+                at,
+                text,
+            } => eprintln!("warning: {at}: {text}"),
+            Entry::Note { at, text, .. } if !quiet => eprintln!("{}{text}", prefix(at)),
+            Entry::Note { .. } => {}
+        }
+    }
+}
+
+/// What `-o` asks for, and whether anything changed.
+fn output(
+    args: &InjectArgs,
+    written: &[Written<'_>],
+    lone_patch: Option<json_patch::Patch>,
+) -> Result<(String, bool), String> {
+    let changes = written
+        .iter()
+        .any(|w| w.objects.iter().any(|(before, after)| before != after));
+    let text = match args.output {
+        InjectOutput::Manifest => joined(written.iter().map(|w| w.text.clone())),
+        InjectOutput::Yaml => joined(written.iter().map(|w| {
+            match w.syntax {
+                Syntax::Yaml => w.text.clone(),
+                Syntax::Json => w
+                    .objects
+                    .iter()
+                    .map(|(_, after)| yaml::to_string(after))
+                    .collect(),
+            }
+        })),
+        InjectOutput::Json => views::json_text(
+            written
+                .iter()
+                .flat_map(|w| w.objects.iter().map(|(_, after)| after.clone()))
+                .collect(),
+        )?,
+        InjectOutput::Patch => {
+            let [w] = written else {
+                return Err(patch_refusal());
+            };
+            let [(before, after)] = w.objects.as_slice() else {
+                return Err(patch_refusal());
+            };
+            let patch = match lone_patch {
+                // A Pod: the webhook's own answer.
+                Some(patch) => patch,
+                None => views::json_diff(before, after)?,
+            };
+            views::patch_text(&patch)?
+        }
+        InjectOutput::Diff => {
+            let diff: String = written
+                .iter()
+                .map(|w| views::text_diff(&w.source.text, &w.text, &w.source.path))
+                .collect();
+            views::colored(&diff, args.color)
+        }
+    };
+    Ok((text, changes))
+}
+
+fn patch_refusal() -> String {
+    "-o patch takes one object (a JSON patch addresses one object); this input holds several documents or files: use -o diff".to_owned()
+}
+
+/// Several inputs' texts as one YAML stream: each starts a document.
+fn joined(texts: impl Iterator<Item = String>) -> String {
+    let mut out = String::new();
+    for (i, text) in texts.enumerate() {
+        if i > 0 && !text.starts_with("---") {
+            out.push_str("---\n");
+        }
+        out.push_str(&text);
+    }
+    out
 }

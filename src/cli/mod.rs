@@ -16,7 +16,6 @@ mod manifests;
 mod offline;
 mod serve;
 mod views;
-mod yaml;
 
 use std::process::ExitCode;
 
@@ -42,7 +41,8 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Write a private CA and a serving certificate (ca.crt, tls.crt, tls.key).
     Certs(certs::CertsArgs),
-    /// Mutate a Pod (YAML or JSON) like the webhook would and print it.
+    /// Mutate a Pod (YAML or JSON) like the webhook would and print it, or
+    /// the pod templates of the workloads in manifests.
     Inject(offline::InjectArgs),
     /// Answer an `AdmissionReview` (JSON) exactly as the server would.
     Review(offline::ReviewArgs),
@@ -71,7 +71,7 @@ pub fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Serve(a) => serve::serve(*a),
         Command::Certs(a) => certs::certs(a),
-        Command::Inject(a) => offline::inject(&a),
+        Command::Inject(a) => manifests::inject(&a),
         Command::Review(a) => offline::review(&a),
         Command::Controller(a) => controller::controller(*a),
         Command::Diagnose(a) => diagnose::diagnose(&a),

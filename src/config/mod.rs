@@ -70,7 +70,7 @@ impl Config {
             return Err(ConfigError::invalid("", EMPTY));
         }
         let root: serde_yaml_ng::Value =
-            serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e))?;
+            serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e, text))?;
         if root.is_null() {
             return Err(ConfigError::invalid("", EMPTY));
         }
@@ -88,9 +88,23 @@ impl Config {
     }
 }
 
-/// YAML syntax errors are plain words, except one: an integer beyond 64 bits
-/// is reported by serde in Rust terms (`invalid type: integer ... as u128`).
-fn yaml_error(e: &serde_yaml_ng::Error) -> ConfigError {
+/// YAML syntax errors are plain words, except two: an integer beyond 64 bits
+/// is reported by serde in Rust terms (`invalid type: integer ... as u128`),
+/// and a tab in the indentation as "a character that cannot start any
+/// token".
+fn yaml_error(e: &serde_yaml_ng::Error, file: &str) -> ConfigError {
+    let tab_line = e.location().map(|l| l.line()).filter(|&n| {
+        let line = file.lines().nth(n.saturating_sub(1)).unwrap_or_default();
+        line[..line.len() - line.trim_start().len()].contains('\t')
+    });
+    if let Some(line) = tab_line {
+        return ConfigError::invalid(
+            "",
+            format!(
+                "line {line} is indented with a tab, and YAML is indented with spaces only; replace the tab with spaces"
+            ),
+        );
+    }
     let text = e.to_string();
     if text.contains("u128") || text.contains("i128") {
         let at = e

@@ -50,16 +50,30 @@ fn child(path: &str, key: &str) -> String {
     }
 }
 
-/// A mapping with only `known` keys, each a string; the result is in file
-/// order, so the first mistake in the file is the one reported.
-fn mapping<'a>(value: &'a Value, path: &str, known: &[&str]) -> Result<Vec<(&'a str, &'a Value)>> {
+/// The mistakes found so far. Reading goes on after each one, so that
+/// `config validate` names them all at once, in file order.
+pub(super) type Errors = Vec<ConfigError>;
+
+/// `result`'s value, or `None` with its error kept.
+fn keep<T>(errors: &mut Errors, result: Result<T>) -> Option<T> {
+    result.map_err(|e| errors.push(e)).ok()
+}
+
+/// The `known` keys of a mapping, each a string, in file order; any other
+/// key (and a value that is no mapping) is a mistake kept in `errors`.
+fn mapping<'a>(
+    value: &'a Value,
+    path: &str,
+    known: &[&str],
+    errors: &mut Errors,
+) -> Vec<(&'a str, &'a Value)> {
     let Value::Mapping(map) = value else {
         let what = if path.is_empty() {
             "the file"
         } else {
             "this field"
         };
-        return Err(invalid(
+        errors.push(invalid(
             path,
             format!(
                 "{what} must be a mapping with the keys {}; got {}",
@@ -67,32 +81,35 @@ fn mapping<'a>(value: &'a Value, path: &str, known: &[&str]) -> Result<Vec<(&'a 
                 describe(value)
             ),
         ));
+        return Vec::new();
     };
-    entries(map, path)?
-        .into_iter()
-        .map(|(key, v)| {
-            if known.contains(&key) {
-                Ok((key, v))
-            } else {
-                Err(invalid(
-                    &child(path, key),
-                    format!("unknown field; the fields here are {}", known.join(", ")),
-                ))
-            }
-        })
-        .collect()
+    let mut out = Vec::with_capacity(map.len());
+    for (key, v) in entries(map, path, errors) {
+        if known.contains(&key) {
+            out.push((key, v));
+        } else {
+            errors.push(invalid(
+                &child(path, key),
+                format!("unknown field; the fields here are {}", known.join(", ")),
+            ));
+        }
+    }
+    out
 }
 
-fn entries<'a>(map: &'a Mapping, path: &str) -> Result<Vec<(&'a str, &'a Value)>> {
-    map.iter()
-        .map(|(k, v)| match k {
-            Value::String(key) => Ok((key.as_str(), v)),
-            other => Err(invalid(
+/// The entries of `map` whose keys are text; any other key is a mistake.
+fn entries<'a>(map: &'a Mapping, path: &str, errors: &mut Errors) -> Vec<(&'a str, &'a Value)> {
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        match k {
+            Value::String(key) => out.push((key.as_str(), v)),
+            other => errors.push(invalid(
                 path,
                 format!("keys must be text; got {}", describe(other)),
             )),
-        })
-        .collect()
+        }
+    }
+    out
 }
 
 fn string<'a>(value: &'a Value, path: &str, what: &str) -> Result<&'a str> {
@@ -121,7 +138,10 @@ fn whole_number(value: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
     }
 }
 
+/// The configuration in `root`, or every mistake in it: one
+/// [`ConfigError::Invalid`], or several in a [`ConfigError::Several`].
 pub(super) fn config(root: &Value) -> Result<Config> {
+    let mut errors = Errors::new();
     let mut config = Config::default();
     let known = [
         "prefix",
@@ -131,38 +151,53 @@ pub(super) fn config(root: &Value) -> Result<Config> {
         "expiry",
         "controller",
     ];
-    for (key, value) in mapping(root, "", &known)? {
+    for (key, value) in mapping(root, "", &known, &mut errors) {
         match key {
             "prefix" => {
-                let prefix = string(value, key, "a DNS subdomain such as opensandbox.io")?;
-                rules::dns_subdomain(prefix).map_err(|m| invalid(key, m))?;
-                prefix.clone_into(&mut config.prefix);
+                let prefix =
+                    string(value, key, "a DNS subdomain such as opensandbox.io").and_then(|p| {
+                        rules::dns_subdomain(p)
+                            .map(|()| p)
+                            .map_err(|m| invalid(key, m))
+                    });
+                if let Some(prefix) = keep(&mut errors, prefix) {
+                    prefix.clone_into(&mut config.prefix);
+                }
             }
-            "excludedNamespaces" => config.excluded_namespaces = namespaces(value, key)?,
-            "execd" => config.execd = execd(value, key)?,
-            "egress" => config.egress = egress(value, key)?,
-            "expiry" => config.expiry = expiry(value, key)?,
-            _ => config.controller = controller(value, key)?,
+            "excludedNamespaces" => {
+                config.excluded_namespaces = namespaces(value, key, &mut errors);
+            }
+            "execd" => config.execd = execd(value, key, &mut errors),
+            "egress" => config.egress = egress(value, key, &mut errors),
+            "expiry" => config.expiry = expiry(value, key, &mut errors),
+            _ => config.controller = controller(value, key, &mut errors),
         }
     }
     config.keys = Keys::new(&config.prefix);
-    Ok(config)
+    if errors.len() > 1 {
+        return Err(ConfigError::Several(errors));
+    }
+    errors.pop().map_or(Ok(config), Err)
 }
 
-fn namespaces(value: &Value, path: &str) -> Result<Vec<String>> {
+fn namespaces(value: &Value, path: &str, errors: &mut Errors) -> Vec<String> {
     let Value::Sequence(items) = value else {
-        return Err(wrong(path, "a list of namespace names", value));
+        errors.push(wrong(path, "a list of namespace names", value));
+        return Vec::new();
     };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let field = format!("{path}[{i}]");
-            let ns = string(item, &field, "a namespace name")?;
-            rules::dns_label(ns).map_err(|m| invalid(&field, m))?;
-            Ok(ns.to_owned())
-        })
-        .collect()
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("{path}[{i}]");
+        let ns = string(item, &field, "a namespace name").and_then(|ns| {
+            rules::dns_label(ns)
+                .map(|()| ns)
+                .map_err(|m| invalid(&field, m))
+        });
+        if let Some(ns) = keep(errors, ns) {
+            out.push(ns.to_owned());
+        }
+    }
+    out
 }
 
 fn image(value: &Value, path: &str) -> Result<String> {
@@ -175,25 +210,27 @@ fn image(value: &Value, path: &str) -> Result<String> {
     Ok(image.to_owned())
 }
 
-fn execd(value: &Value, path: &str) -> Result<ExecdConfig> {
+fn execd(value: &Value, path: &str, errors: &mut Errors) -> ExecdConfig {
     let mut execd = ExecdConfig::default();
-    for (key, v) in mapping(value, path, &["image", "resources"])? {
+    for (key, v) in mapping(value, path, &["image", "resources"], errors) {
         let field = child(path, key);
         match key {
-            "image" if v.is_null() => {
-                return Err(invalid(
-                    &field,
-                    "must be an image reference; it cannot be null (execd is always injected)",
-                ));
+            "image" if v.is_null() => errors.push(invalid(
+                &field,
+                "must be an image reference; it cannot be null (execd is always injected)",
+            )),
+            "image" => {
+                if let Some(image) = keep(errors, image(v, &field)) {
+                    execd.image = image;
+                }
             }
-            "image" => execd.image = image(v, &field)?,
-            _ => execd.resources = resources(v, &field)?,
+            _ => execd.resources = resources(v, &field, errors),
         }
     }
-    Ok(execd)
+    execd
 }
 
-fn egress(value: &Value, path: &str) -> Result<EgressConfig> {
+fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
     let mut egress = EgressConfig::default();
     let known = [
         "image",
@@ -203,50 +240,63 @@ fn egress(value: &Value, path: &str) -> Result<EgressConfig> {
         "maxRules",
         "resources",
     ];
-    for (key, v) in mapping(value, path, &known)? {
+    for (key, v) in mapping(value, path, &known, errors) {
         let field = child(path, key);
         match key {
             // null is the documented off switch for egress injection.
             "image" if v.is_null() => egress.image = None,
-            "image" => egress.image = Some(image(v, &field)?),
-            "mode" => {
-                egress.mode = match string(v, &field, "dns or dns+nft")? {
-                    "dns" => EgressMode::Dns,
-                    "dns+nft" => EgressMode::DnsNft,
-                    other => {
-                        return Err(invalid(
-                            &field,
-                            format!("must be dns or dns+nft; got '{}'", rules::shorten(other)),
-                        ));
-                    }
+            "image" => {
+                if let Some(image) = keep(errors, image(v, &field)) {
+                    egress.image = Some(image);
                 }
             }
-            "disableIPv6" => egress.disable_ipv6 = boolean(v, &field)?,
-            "nativeSidecar" => egress.native_sidecar = boolean(v, &field)?,
-            "maxRules" => {
-                let n = whole_number(v, &field, 1, MAX_MAX_RULES as u64)?;
-                egress.max_rules =
-                    usize::try_from(n).map_err(|_| invalid(&field, "is too large"))?;
+            "mode" => {
+                let mode = string(v, &field, "dns or dns+nft").and_then(|m| match m {
+                    "dns" => Ok(EgressMode::Dns),
+                    "dns+nft" => Ok(EgressMode::DnsNft),
+                    other => Err(invalid(
+                        &field,
+                        format!("must be dns or dns+nft; got '{}'", rules::shorten(other)),
+                    )),
+                });
+                if let Some(mode) = keep(errors, mode) {
+                    egress.mode = mode;
+                }
             }
-            _ => egress.resources = resources(v, &field)?,
+            "disableIPv6" => {
+                if let Some(b) = keep(errors, boolean(v, &field)) {
+                    egress.disable_ipv6 = b;
+                }
+            }
+            "nativeSidecar" => {
+                if let Some(b) = keep(errors, boolean(v, &field)) {
+                    egress.native_sidecar = b;
+                }
+            }
+            "maxRules" => {
+                let n = whole_number(v, &field, 1, MAX_MAX_RULES as u64)
+                    .and_then(|n| usize::try_from(n).map_err(|_| invalid(&field, "is too large")));
+                if let Some(n) = keep(errors, n) {
+                    egress.max_rules = n;
+                }
+            }
+            _ => egress.resources = resources(v, &field, errors),
         }
     }
-    Ok(egress)
+    egress
 }
 
-fn expiry(value: &Value, path: &str) -> Result<ExpiryConfig> {
+fn expiry(value: &Value, path: &str, errors: &mut Errors) -> ExpiryConfig {
     let mut expiry = ExpiryConfig::default();
     let known = ["defaultTimeoutSeconds", "maxTimeoutSeconds"];
-    for (key, v) in mapping(value, path, &known)? {
+    for (key, v) in mapping(value, path, &known, errors) {
         let field = child(path, key);
         let seconds = match v {
             Value::Null => None,
-            v => Some(whole_number(
-                v,
-                &field,
-                MIN_TIMEOUT_SECONDS,
-                MAX_TIMEOUT_SECONDS,
-            )?),
+            v => keep(
+                errors,
+                whole_number(v, &field, MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS),
+            ),
         };
         if key == "defaultTimeoutSeconds" {
             expiry.default_timeout_seconds = seconds;
@@ -257,100 +307,96 @@ fn expiry(value: &Value, path: &str) -> Result<ExpiryConfig> {
     if let (Some(default), Some(max)) = (expiry.default_timeout_seconds, expiry.max_timeout_seconds)
         && default > max
     {
-        return Err(invalid(
+        errors.push(invalid(
             &child(path, "defaultTimeoutSeconds"),
             format!(
                 "{default} is above expiry.maxTimeoutSeconds ({max}); every pod without a timeout would be denied"
             ),
         ));
     }
-    Ok(expiry)
+    expiry
 }
 
 /// The lifecycle controller's section; its own rules (owner kind syntax) are
 /// in [`ControllerConfig::validate`].
-fn controller(value: &Value, path: &str) -> Result<ControllerConfig> {
+fn controller(value: &Value, path: &str, errors: &mut Errors) -> ControllerConfig {
     let mut controller = ControllerConfig::default();
-    for (key, v) in mapping(value, path, &["expiry", "platform"])? {
+    for (key, v) in mapping(value, path, &["expiry", "platform"], errors) {
         let field = child(path, key);
         if key == "expiry" {
-            for (key, v) in mapping(v, &field, &["deleteOwnerKinds"])? {
+            for (key, v) in mapping(v, &field, &["deleteOwnerKinds"], errors) {
                 let field = child(&field, key);
                 let Value::Sequence(items) = v else {
-                    return Err(wrong(&field, "a list of Kind.group such as Job.batch", v));
+                    errors.push(wrong(&field, "a list of Kind.group such as Job.batch", v));
+                    continue;
                 };
                 controller.expiry.delete_owner_kinds = items
                     .iter()
                     .enumerate()
-                    .map(|(i, item)| {
-                        string(
+                    .filter_map(|(i, item)| {
+                        let kind = string(
                             item,
                             &format!("{field}[{i}]"),
                             "Kind.group such as Job.batch",
-                        )
-                        .map(str::to_owned)
+                        );
+                        keep(errors, kind).map(str::to_owned)
                     })
-                    .collect::<Result<_>>()?;
+                    .collect();
             }
         } else {
-            for (key, v) in mapping(v, &field, &["deleteUnschedulable"])? {
-                controller.platform.delete_unschedulable = boolean(v, &child(&field, key))?;
+            for (key, v) in mapping(v, &field, &["deleteUnschedulable"], errors) {
+                if let Some(b) = keep(errors, boolean(v, &child(&field, key))) {
+                    controller.platform.delete_unschedulable = b;
+                }
             }
         }
     }
+    if let Err((field, message)) = controller.validate() {
+        errors.push(invalid(&field, message));
+    }
     controller
-        .validate()
-        .map_err(|(field, message)| invalid(&field, message))?;
-    Ok(controller)
 }
 
 /// A container's `ResourceRequirements`, checked as the apiserver checks them,
 /// because they are copied into every sandbox pod: a mistake here would make
 /// every sandbox create fail at the apiserver with a message that never names
 /// the webhook. Quantities are stored as text, exactly as validated.
-fn resources(value: &Value, path: &str) -> Result<Option<serde_json::Value>> {
+fn resources(value: &Value, path: &str, errors: &mut Errors) -> Option<serde_json::Value> {
     if value.is_null() {
-        return Ok(None);
+        return None;
     }
+    let before = errors.len();
     if let Value::Mapping(map) = value
         && map.contains_key("claims")
     {
-        return Err(invalid(
+        errors.push(invalid(
             &child(path, "claims"),
             "is not supported: a claim must name one of the pod's own resourceClaims, which differ from pod to pod",
         ));
     }
     let mut out = serde_json::Map::new();
     let mut parsed: [Vec<(&str, Quantity)>; 2] = [Vec::new(), Vec::new()];
-    for (key, v) in mapping(value, path, &["limits", "requests"])? {
+    let known = ["limits", "requests", "claims"];
+    for (key, v) in mapping(value, path, &known, errors) {
+        if key == "claims" {
+            continue;
+        }
         let field = child(path, key);
         let Value::Mapping(map) = v else {
-            return Err(wrong(
+            errors.push(wrong(
                 &field,
                 "a mapping of resource names to quantities, such as {cpu: 100m, memory: 64Mi}",
                 v,
             ));
+            continue;
         };
         let mut list = serde_json::Map::new();
-        for (name, q) in entries(map, &field)? {
+        for (name, q) in entries(map, &field, errors) {
             let at = child(&field, name);
-            rules::resource_name(name).map_err(|m| invalid(&at, m))?;
-            let text = match q {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                other => {
-                    return Err(wrong(&at, "a quantity such as 500m, 2 or 256Mi", other));
-                }
-            };
-            let quantity = Quantity::parse(&text).map_err(|m| invalid(&at, m))?;
-            if name.contains('/') && !quantity.is_integer() {
-                return Err(invalid(
-                    &at,
-                    format!("'{text}' is not a whole number; extended resources cannot be split"),
-                ));
+            if let Some((text, quantity)) = keep(errors, quantity(name, q, &at)) {
+                parsed[usize::from(key == "requests")].push((name, quantity));
+                list.insert(name.to_owned(), serde_json::Value::String(text));
             }
-            parsed[usize::from(key == "requests")].push((name, quantity));
-            list.insert(name.to_owned(), serde_json::Value::String(text));
         }
         out.insert(key.to_owned(), serde_json::Value::Object(list));
     }
@@ -361,24 +407,37 @@ fn resources(value: &Value, path: &str) -> Result<Option<serde_json::Value>> {
         // cpu, memory and ephemeral storage may be overcommitted; hugepages
         // and extended resources may not, so they need an equal limit.
         let overcommit = matches!(*name, "cpu" | "memory" | "ephemeral-storage");
-        match limit {
-            Some(limit) if request > limit => {
-                return Err(invalid(&at, format!("must not be above limits.{name}")));
-            }
-            Some(limit) if !overcommit && request != limit => {
-                return Err(invalid(
-                    &at,
-                    format!("must equal limits.{name}: {name} cannot be overcommitted"),
-                ));
-            }
-            None if !overcommit => {
-                return Err(invalid(
-                    &at,
-                    format!("needs limits.{name} as well: {name} cannot be overcommitted"),
-                ));
-            }
-            _ => {}
+        let problem = match limit {
+            Some(limit) if request > limit => Some(format!("must not be above limits.{name}")),
+            Some(limit) if !overcommit && request != limit => Some(format!(
+                "must equal limits.{name}: {name} cannot be overcommitted"
+            )),
+            None if !overcommit => Some(format!(
+                "needs limits.{name} as well: {name} cannot be overcommitted"
+            )),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            errors.push(invalid(&at, problem));
         }
     }
-    Ok(Some(serde_json::Value::Object(out)))
+    (errors.len() == before).then_some(serde_json::Value::Object(out))
+}
+
+/// One resource's quantity, as text and parsed.
+fn quantity(name: &str, q: &Value, at: &str) -> Result<(String, Quantity)> {
+    rules::resource_name(name).map_err(|m| invalid(at, m))?;
+    let text = match q {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => return Err(wrong(at, "a quantity such as 500m, 2 or 256Mi", other)),
+    };
+    let quantity = Quantity::parse(&text).map_err(|m| invalid(at, m))?;
+    if name.contains('/') && !quantity.is_integer() {
+        return Err(invalid(
+            at,
+            format!("'{text}' is not a whole number; extended resources cannot be split"),
+        ));
+    }
+    Ok((text, quantity))
 }

@@ -1,6 +1,7 @@
 //! The file's schema: every section as the webhook holds it, its defaults
 //! and its limits. `read` fills it from a file; `mod.rs` is the way in.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -37,6 +38,10 @@ pub enum ConfigError {
     /// `field` is empty when the whole document is at fault.
     #[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
     Invalid { field: String, message: String },
+    /// More than one mistake, in file order (`config validate` shows them
+    /// all; the server logs them all).
+    #[error("{} mistakes:{}", .0.len(), several(.0))]
+    Several(Vec<ConfigError>),
     #[error("config file {}: {source}", path.display())]
     File {
         path: PathBuf,
@@ -61,8 +66,17 @@ impl ConfigError {
             ConfigError::Read { .. } => None,
             ConfigError::Invalid { field, .. } => Some(field),
             ConfigError::File { source, .. } => source.field(),
+            ConfigError::Several(all) => all.first().and_then(ConfigError::field),
         }
     }
+}
+
+/// Each mistake on its own line, indented under the count.
+fn several(all: &[ConfigError]) -> String {
+    all.iter().fold(String::new(), |mut out, e| {
+        let _ = write!(out, "\n  {e}");
+        out
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -47,7 +47,9 @@ pub enum Outcome {
     Done,
     /// The object is already gone (404).
     Gone,
-    /// The object now has another UID (409): a new object of the same name.
+    /// A precondition failed (409): the object now has another UID (a new
+    /// object of the same name) or, for a pod, a newer version than the
+    /// decision was made on.
     Stale,
 }
 
@@ -92,7 +94,10 @@ impl Actions {
         pod.metadata.name.as_deref().unwrap_or_default()
     }
 
-    /// Deletes the pod only if it still has the UID the decision was made for.
+    /// Deletes the pod only if it is still the object and the version the
+    /// decision was made on (UID and resourceVersion preconditions): a
+    /// renewal of `expires-at` that the cache has not seen yet makes the
+    /// delete fail rather than remove the pod before its new time.
     ///
     /// # Errors
     /// Any API error but 404 and 409, which are [`Outcome::Gone`] and
@@ -101,7 +106,7 @@ impl Actions {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: pod.metadata.uid.clone(),
-                resource_version: None,
+                resource_version: pod.metadata.resource_version.clone(),
             }),
             ..DeleteParams::default()
         };
@@ -130,6 +135,14 @@ impl Actions {
             ..DeleteParams::background()
         };
         Ok(outcome(api.delete(&owner.name, &params).await)?)
+    }
+
+    /// The pod as the apiserver has it now; `None` when it is gone.
+    ///
+    /// # Errors
+    /// Any API error but 404.
+    pub async fn current_pod(&self, pod: &SandboxPod) -> Result<Option<SandboxPod>, kube::Error> {
+        self.pods(pod).get_opt(Self::name(pod)).await
     }
 
     async fn owner_resource(&self, owner: &Owner) -> Result<ApiResource, ActionError> {

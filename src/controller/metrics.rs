@@ -22,7 +22,13 @@ pub struct OperationLabels {
 pub const EXPIRED_ACTIONS: [&str; 3] = ["deleted-pod", "deleted-owner", "left-owned"];
 
 /// Every `operation` label of `sandbox_webhook_controller_api_errors_total`.
-pub const OPERATIONS: [&str; 4] = ["delete-pod", "delete-owner", "patch-status", "create-event"];
+pub const OPERATIONS: [&str; 5] = [
+    "delete-pod",
+    "delete-owner",
+    "get-pod",
+    "patch-status",
+    "create-event",
+];
 
 pub struct ControllerMetrics {
     registry: Registry,

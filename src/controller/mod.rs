@@ -10,7 +10,9 @@
 pub mod actions;
 mod admin;
 pub mod initial_list;
+mod jobs;
 pub(crate) mod metrics;
+mod owners;
 mod resource;
 pub(crate) mod runtime;
 
@@ -131,7 +133,7 @@ pub async fn run(
     let (mut leader, lease_task) = manager.watch().await;
 
     let streaming = streaming_list(&client, settings.initial_list).await;
-    let shared = Arc::new(runtime::Shared {
+    let shared = Arc::new(jobs::Shared {
         streaming_list: streaming,
         condition_type: lifecycle::condition_type(&config),
         actions: actions::Actions::new(client.clone(), lease.identity.clone()),

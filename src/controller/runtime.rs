@@ -22,8 +22,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue;
 
-use super::actions::{Actions, EventType, Outcome};
-use super::metrics::ControllerMetrics;
+use super::jobs::{Job, Mark, Shared, execute};
+use super::owners::Owners;
 use super::resource::strip;
 use crate::config::Config;
 use crate::lifecycle::{self, ExpiryAction, Removal, SandboxPod};
@@ -37,26 +37,7 @@ const MAX_CONCURRENT_WRITES: usize = 32;
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// What the loop shares with the tasks it spawns.
-pub struct Shared {
-    /// The watch's initial list is the streaming one (`initial_list`).
-    pub streaming_list: bool,
-    pub config: Config,
-    pub own_namespace: Option<String>,
-    pub condition_type: String,
-    pub actions: Actions,
-    pub metrics: Arc<ControllerMetrics>,
-}
-
 type Key = ObjectRef<SandboxPod>;
-
-/// One write (or series of writes) for one pod.
-enum Job {
-    Expire { removal: Removal, at: String },
-    Report { message: String },
-    RemoveUnschedulable { removal: Removal },
-    InvalidExpiry { value: String },
-}
 
 /// What a finished job reports back to the loop.
 struct Done {
@@ -65,15 +46,8 @@ struct Done {
     mark: Mark,
     /// `false`: the write failed and is retried.
     ok: bool,
-}
-
-/// What a job, once done, must not do again for the same pod.
-#[derive(Clone)]
-enum Mark {
-    Expired(String),
-    Reported,
-    RemovedUnschedulable,
-    Invalid(String),
+    /// The pod's `resourceVersion` the job was decided on.
+    version: Option<String>,
 }
 
 /// Per pod UID: what has been done already. Dropped with the pod.
@@ -93,6 +67,8 @@ struct Loop {
     timers: HashMap<Key, (delay_queue::Key, DateTime<Utc>)>,
     in_flight: HashSet<String>,
     handled: HashMap<String, Handled>,
+    /// The cached pods by controller owner (see `owners`).
+    owners: Owners,
     done_tx: mpsc::UnboundedSender<Done>,
     permits: Arc<Semaphore>,
 }
@@ -137,6 +113,7 @@ pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output =
         timers: HashMap::new(),
         in_flight: HashSet::new(),
         handled: HashMap::new(),
+        owners: Owners::default(),
         done_tx,
         permits: Arc::new(Semaphore::new(MAX_CONCURRENT_WRITES)),
     };
@@ -172,6 +149,7 @@ impl Loop {
                 let key = ObjectRef::from_obj(&pod);
                 // The reflector has stored it already; share that copy.
                 let pod = self.store.get(&key).unwrap_or_else(|| Arc::new(pod));
+                self.owners.insert(&key, &pod);
                 self.evaluate(&key, &pod);
             }
             Event::Delete(pod) => {
@@ -179,6 +157,15 @@ impl Loop {
                 self.cancel(&key);
                 if let Some(uid) = pod.metadata.uid.as_deref() {
                     self.handled.remove(uid);
+                }
+                // A pod that waited for this one to expire may go now.
+                if let Some(owner) = self.owners.remove(&key) {
+                    let waiting: Vec<Key> = self.owners.siblings(&owner, &key).cloned().collect();
+                    for sibling in waiting {
+                        if let Some(pod) = self.store.get(&sibling) {
+                            self.evaluate(&sibling, &pod);
+                        }
+                    }
                 }
             }
             // Pods deleted while the watch was down have no Delete event:
@@ -191,6 +178,8 @@ impl Loop {
     }
 
     fn forget_gone(&mut self) {
+        let store = &self.store;
+        self.owners.retain(|key| store.get(key).is_some());
         let gone: Vec<Key> = self
             .timers
             .keys()
@@ -280,8 +269,14 @@ impl Loop {
             }
             (_, Some(removal), Some(at)) => {
                 let value = expiry.expires_at.unwrap_or_default();
-                if !expiry.expired {
-                    self.schedule(key, at);
+                // Deleting an owner deletes all its pods: not before the
+                // last of them is due (never early, issue 21).
+                let due = match &removal {
+                    Removal::DeleteOwner(owner) => self.last_sibling_expiry(key, &owner.uid, at),
+                    _ => at,
+                };
+                if !expiry.expired || due > Utc::now() {
+                    self.schedule(key, due);
                 } else if expired_done.as_ref() != Some(&value) {
                     self.cancel(key);
                     self.spawn(key, pod, uid, Job::Expire { removal, at: value });
@@ -289,6 +284,23 @@ impl Loop {
             }
             _ => self.cancel(key),
         }
+    }
+
+    /// The latest expiry among `key` (due at `at`) and the other cached
+    /// pods of `owner` that will be removed at an expiry of their own; pods
+    /// that never expire (manual cleanup, none, invalid) and pods being
+    /// deleted do not hold the owner.
+    fn last_sibling_expiry(&self, key: &Key, owner: &str, at: DateTime<Utc>) -> DateTime<Utc> {
+        let now = Utc::now();
+        self.owners
+            .siblings(owner, key)
+            .filter_map(|k| self.store.get(k))
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let plan = lifecycle::expiry::plan(&p, &self.shared.config, now);
+                plan.removal.and(plan.at)
+            })
+            .fold(at, DateTime::max)
     }
 
     fn spawn(&mut self, key: &Key, pod: &Arc<SandboxPod>, uid: String, job: Job) {
@@ -303,7 +315,14 @@ impl Loop {
             // the write runs unthrottled.
             let _permit = permits.acquire_owned().await.ok();
             let (mark, ok) = execute(&shared, &pod, job).await;
-            let _ = done_tx.send(Done { key, uid, mark, ok });
+            let version = pod.metadata.resource_version.clone();
+            let _ = done_tx.send(Done {
+                key,
+                uid,
+                mark,
+                ok,
+                version,
+            });
         });
     }
 
@@ -321,6 +340,14 @@ impl Loop {
             if let Some(pod) = self.store.get(&done.key) {
                 self.evaluate(&done.key, &pod);
             }
+        } else if let Some(pod) = self
+            .store
+            .get(&done.key)
+            .filter(|p| p.metadata.resource_version != done.version)
+        {
+            // The cache has a newer version (a renewal that failed the
+            // delete's precondition, say): decide again on it at once.
+            self.evaluate(&done.key, &pod);
         } else {
             let delay = handled
                 .retry
@@ -330,169 +357,5 @@ impl Loop {
             self.cancel(&done.key);
             self.schedule(&done.key, at);
         }
-    }
-}
-
-/// Runs one job; `(mark, true)` when it is done (or moot), `false` to retry.
-async fn execute(shared: &Shared, pod: &SandboxPod, job: Job) -> (Mark, bool) {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let ns = pod.namespace();
-    match job {
-        Job::Expire { removal, at } => {
-            let ok = remove(shared, pod, &removal, Why::Expired(&at)).await;
-            (Mark::Expired(at), ok)
-        }
-        Job::RemoveUnschedulable { removal } => {
-            let ok = remove(shared, pod, &removal, Why::Unschedulable).await;
-            (Mark::RemovedUnschedulable, ok)
-        }
-        Job::Report { message } => {
-            match shared
-                .actions
-                .set_condition(pod, &shared.condition_type, &message)
-                .await
-            {
-                Ok(Outcome::Done) => {
-                    tracing::info!(namespace = ns, pod = name, message = %message, "platform unschedulable");
-                    shared.metrics.unschedulable();
-                    record(
-                        shared,
-                        pod,
-                        EventType::Warning,
-                        "PlatformUnschedulable",
-                        "Report",
-                        &message,
-                    )
-                    .await;
-                    (Mark::Reported, true)
-                }
-                Ok(_) => (Mark::Reported, true),
-                Err(e) => {
-                    tracing::warn!(namespace = ns, pod = name, error = %e, "cannot set the platform condition; retrying");
-                    shared.metrics.api_error("patch-status");
-                    (Mark::Reported, false)
-                }
-            }
-        }
-        Job::InvalidExpiry { value } => {
-            let key = &shared.config.keys().expires_at;
-            let note = format!(
-                "annotation {key} is '{value}', which is not an RFC 3339 time, so the sandbox never expires; set it to a time such as 2026-01-02T03:04:05Z"
-            );
-            tracing::warn!(namespace = ns, pod = name, value = %value.escape_debug(), "invalid expires-at");
-            let ok = shared
-                .actions
-                .event(pod, EventType::Warning, "InvalidExpiry", "Expire", &note)
-                .await
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "cannot record an Event; retrying");
-                    shared.metrics.api_error("create-event");
-                })
-                .is_ok();
-            (Mark::Invalid(value), ok)
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Why<'a> {
-    Expired(&'a str),
-    Unschedulable,
-}
-
-/// Removes the pod by SPEC 10's owner rules; `false` when a write failed.
-async fn remove(shared: &Shared, pod: &SandboxPod, removal: &Removal, why: Why<'_>) -> bool {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let ns = pod.namespace();
-    let (reason, cause) = match why {
-        Why::Expired(at) => ("SandboxExpired", format!("Sandbox expired at {at}")),
-        Why::Unschedulable => (
-            "SandboxRemoved",
-            "Sandbox cannot be scheduled on its platform (controller.platform.deleteUnschedulable)"
-                .to_owned(),
-        ),
-    };
-    let result = match removal {
-        Removal::DeletePod => shared
-            .actions
-            .delete_pod(pod)
-            .await
-            .map_err(|e| (e.to_string(), "delete-pod")),
-        Removal::DeleteOwner(owner) => shared
-            .actions
-            .delete_owner(pod, owner)
-            .await
-            .map_err(|e| (e.to_string(), "delete-owner")),
-        Removal::LeaveOwned(_) => Ok(Outcome::Done),
-    };
-    let outcome = match result {
-        Ok(outcome) => outcome,
-        Err((error, operation)) => {
-            tracing::warn!(namespace = ns, pod = name, %error, operation, "removal failed; retrying");
-            shared.metrics.api_error(operation);
-            return false;
-        }
-    };
-    if outcome != Outcome::Done {
-        // Gone already, or the name now belongs to a new object: nothing to do.
-        tracing::info!(namespace = ns, pod = name, ?outcome, "removal moot");
-        return true;
-    }
-    let (type_, note) = match removal {
-        Removal::DeletePod => (EventType::Normal, format!("{cause}; deleted the pod.")),
-        Removal::DeleteOwner(o) => (
-            EventType::Normal,
-            format!(
-                "{cause}; deleted its owner {} {} (propagation Background).",
-                o.kind, o.name
-            ),
-        ),
-        Removal::LeaveOwned(o) => {
-            if matches!(why, Why::Unschedulable) {
-                return true;
-            }
-            (
-                EventType::Warning,
-                format!(
-                    "{cause}, but its owner {} {} is not a kind the controller deletes, so the pod is left running: delete the {} yourself, or add {} to controller.expiry.deleteOwnerKinds.",
-                    o.kind,
-                    o.name,
-                    o.kind,
-                    o.kind_group()
-                ),
-            )
-        }
-    };
-    if let Why::Expired(at) = why {
-        let delay_ms = lifecycle::expiry::parse_expires_at(at)
-            .map(|t| (Utc::now() - t).num_milliseconds())
-            .unwrap_or_default();
-        tracing::info!(
-            namespace = ns,
-            pod = name,
-            action = removal.metric_label(),
-            expires_at = at,
-            delay_ms,
-            "sandbox expired"
-        );
-        shared.metrics.expired(removal.metric_label());
-    }
-    record(shared, pod, type_, reason, "Delete", &note).await;
-    true
-}
-
-/// An Event that cannot be recorded is logged and counted, not retried: the
-/// removal it describes has happened.
-async fn record(
-    shared: &Shared,
-    pod: &SandboxPod,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: &str,
-) {
-    if let Err(e) = shared.actions.event(pod, type_, reason, action, note).await {
-        tracing::warn!(error = %e, reason, "cannot record an Event");
-        shared.metrics.api_error("create-event");
     }
 }

@@ -3,102 +3,17 @@
 //! `crate::controller` is the thin Kubernetes layer around these functions,
 //! and `sandbox-webhook diagnose` prints the same decisions.
 
+mod diagnose;
 pub(crate) mod expiry;
+mod plan;
 pub(crate) mod platform;
 mod pod;
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
-
-use crate::config::Config;
-
+pub use diagnose::{Diagnosis, ExpiryReport, PlatformReport, diagnose};
 pub use expiry::{ExpiryAction, ExpiryPlan, Owner, Removal};
+pub use plan::{Plan, condition_type, is_watched, plan};
 pub use platform::PlatformReading;
 pub use pod::{SandboxPod, SpecFields, StatusFields};
-
-/// Whether the controller looks at this pod at all: a sandbox (label
-/// `P/id`) outside the excluded namespaces and the controller's own.
-#[must_use]
-pub fn is_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> bool {
-    let ns = pod.namespace();
-    pod.label(&config.keys().id).is_some()
-        && !config.excluded_namespaces.iter().any(|e| e == ns)
-        && own_namespace != Some(ns)
-}
-
-/// The type of the pod condition the controller sets on a hit.
-#[must_use]
-pub fn condition_type(config: &Config) -> String {
-    format!("{}/PlatformUnschedulable", config.prefix)
-}
-
-/// Everything the controller would decide for one pod at `now`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub expiry: ExpiryPlan,
-    pub platform: PlatformReading,
-}
-
-#[must_use]
-pub fn plan(
-    pod: &SandboxPod,
-    config: &Config,
-    own_namespace: Option<&str>,
-    now: DateTime<Utc>,
-) -> Plan {
-    let watched = is_watched(pod, config, own_namespace);
-    let mut expiry = expiry::plan(pod, config, now);
-    let mut platform = platform::read(pod);
-    if !watched {
-        expiry.action = ExpiryAction::None;
-        platform.unschedulable = false;
-        platform.message = None;
-    }
-    Plan { expiry, platform }
-}
-
-/// `diagnose`'s JSON (SPEC 10), field for field.
-#[derive(Debug, Serialize)]
-pub struct Diagnosis<'a> {
-    pub expiry: ExpiryReport<'a>,
-    pub platform: PlatformReport<'a>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExpiryReport<'a> {
-    pub expires_at: Option<&'a str>,
-    pub expired: bool,
-    pub action: ExpiryAction,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlatformReport<'a> {
-    pub has_platform: bool,
-    pub has_non_platform: bool,
-    pub unschedulable: bool,
-    pub message: Option<&'a str>,
-}
-
-impl Plan {
-    #[must_use]
-    pub fn diagnosis(&self) -> Diagnosis<'_> {
-        Diagnosis {
-            expiry: ExpiryReport {
-                expires_at: self.expiry.expires_at.as_deref(),
-                expired: self.expiry.expired,
-                action: self.expiry.action,
-            },
-            platform: PlatformReport {
-                has_platform: self.platform.has_platform,
-                has_non_platform: self.platform.has_non_platform,
-                unschedulable: self.platform.unschedulable,
-                message: self.platform.message.as_deref(),
-            },
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

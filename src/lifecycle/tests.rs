@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::config::Config;
 
 const P: &str = "opensandbox.io";
 const SCHEDULER_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
@@ -367,21 +368,42 @@ fn diagnosis_json() {
     let mut p = pending(arm(), scheduled_false("Unschedulable", SCHEDULER_MESSAGE));
     p.metadata.annotations =
         Some([(format!("{P}/expires-at"), "2026-01-02T03:00:00Z".to_owned())].into());
-    let plan = plan(&p, &Config::default(), None, now());
+    let d = serde_json::to_value(diagnose(&p, &Config::default(), None, now())).unwrap();
+    assert_eq!(d["pod"], json!("team/s1"));
+    assert_eq!(d["expiry"]["at"], json!("2026-01-02T03:00:00Z"));
     assert_eq!(
-        serde_json::to_value(plan.diagnosis()).unwrap(),
-        json!({
-            "expiry": {"expiresAt": "2026-01-02T03:00:00Z", "expired": true, "action": "delete-pod"},
-            "platform": {"hasPlatform": true, "hasNonPlatform": false, "unschedulable": true, "message": SCHEDULER_MESSAGE},
-        })
+        d["expiry"]["reason"],
+        json!("expires-at passed; the pod has no controller owner, so it is deleted")
     );
-    let empty = plan_for_empty();
+    for (spec, ours) in [
+        ("hasPlatform", "hasPlatformConstraints"),
+        ("hasNonPlatform", "hasNonPlatformConstraints"),
+    ] {
+        assert_eq!(d["platform"][spec], d["platform"][ours], "{d}");
+    }
+    assert_eq!(d["platform"]["message"], json!(SCHEDULER_MESSAGE));
+    let empty = sandbox(&json!({}), &json!({}));
+    let d = serde_json::to_value(diagnose(&empty, &Config::default(), None, now())).unwrap();
     assert_eq!(
-        serde_json::to_value(empty.diagnosis()).unwrap(),
-        json!({
-            "expiry": {"expiresAt": null, "expired": false, "action": "none"},
-            "platform": {"hasPlatform": false, "hasNonPlatform": false, "unschedulable": false, "message": null},
-        })
+        d["expiry"],
+        json!({"expiresAt": null, "expired": false, "action": "none", "at": null,
+               "reason": "no opensandbox.io/expires-at annotation, so the pod is never removed"})
+    );
+    assert_eq!(d["platform"]["hasPlatform"], json!(false));
+    // The owner rules and a time in another offset, given in UTC.
+    let job = with_owner(
+        expiring("2026-01-02T06:00:00+02:00"),
+        "batch/v1",
+        "Job",
+        Some(true),
+    );
+    let d = serde_json::to_value(diagnose(&job, &Config::default(), None, now())).unwrap();
+    assert_eq!(d["expiry"]["at"], json!("2026-01-02T04:00:00Z"));
+    assert_eq!(
+        d["expiry"]["reason"],
+        json!(
+            "at expires-at; its controller owner Job/owner is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later"
+        )
     );
     for a in [
         ExpiryAction::None,
@@ -392,15 +414,6 @@ fn diagnosis_json() {
     ] {
         assert_eq!(serde_json::to_value(a).unwrap(), json!(a.as_str()));
     }
-}
-
-fn plan_for_empty() -> Plan {
-    plan(
-        &sandbox(&json!({}), &json!({})),
-        &Config::default(),
-        None,
-        now(),
-    )
 }
 
 #[test]

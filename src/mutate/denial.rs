@@ -59,10 +59,13 @@ pub enum Denial {
     #[error("Sandbox timeout {seconds}s exceeds configured maximum of {max}s.")]
     TimeoutAboveMaximum { seconds: u64, max: u64 },
 
+    /// `shown` is the timeout as the message quotes it: `3600s`, or the
+    /// annotation's text when it is too long for a number of seconds.
     #[error(
-        "annotation {key} is {seconds}s, which puts the expiry beyond the representable time range; use a shorter timeout."
+        "annotation {key} is {}, which puts the expiry beyond the representable time range; use a shorter timeout.",
+        clip(.shown)
     )]
-    TimeoutOutOfRange { key: String, seconds: u64 },
+    TimeoutOutOfRange { key: String, shown: String },
 
     #[error(
         "annotation {key} is set on a pod with spec.hostNetwork: true; egress control cannot work on the host network, so remove one of them."
@@ -169,6 +172,9 @@ impl From<IntentError> for Denial {
             IntentError::Policy { key, source } => Denial::Policy { key, source },
             IntentError::CredentialProxyWithoutPolicy { key, policy_key } => {
                 Denial::CredentialProxyWithoutPolicy { key, policy_key }
+            }
+            IntentError::TimeoutOutOfRange { key, shown } => {
+                Denial::TimeoutOutOfRange { key, shown }
             }
         }
     }

@@ -12,6 +12,7 @@ use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, EnvVar, KnownEnv, MITM_E
 use super::lists::Command;
 use super::patch::PatchBuilder;
 use super::pod::{ContainerView, SpecView};
+use super::run_as::{PodUser, RunAs};
 
 const EXECD_PATH: &str = "/opt/opensandbox/execd";
 const INSTALLER: &str = "execd-installer";
@@ -51,11 +52,15 @@ pub(crate) struct Installer<'a> {
 enum InstallerSecurity {
     Privileged {
         privileged: bool,
+        #[serde(flatten)]
+        run_as: RunAs,
     },
     #[serde(rename_all = "camelCase")]
     Restricted {
         allow_privilege_escalation: bool,
         capabilities: DropAll,
+        #[serde(flatten)]
+        run_as: RunAs,
     },
 }
 
@@ -127,6 +132,7 @@ fn installer<'a>(
     image: &'a str,
     resources: Option<&'a Value>,
     disable_ipv6: bool,
+    user: PodUser,
 ) -> Installer<'a> {
     Installer {
         name: INSTALLER,
@@ -140,13 +146,24 @@ fn installer<'a>(
         volume_mounts: [BIN],
         resources,
         security_context: if disable_ipv6 {
-            InstallerSecurity::Privileged { privileged: true }
+            InstallerSecurity::Privileged {
+                privileged: true,
+                run_as: user.for_root(),
+            }
         } else {
             InstallerSecurity::Restricted {
                 allow_privilege_escalation: false,
                 capabilities: DropAll { drop: ["ALL"] },
+                run_as: user.for_unprivileged(),
             }
         },
+    }
+}
+
+impl Installer<'_> {
+    /// Whether it runs privileged (to switch IPv6 off), and so as root.
+    pub fn privileged(&self) -> bool {
+        matches!(self.security_context, InstallerSecurity::Privileged { .. })
     }
 }
 
@@ -224,6 +241,7 @@ pub(crate) fn plan<'a>(
             &config.execd.image,
             config.execd.resources.as_ref(),
             intent.policy.is_some() && config.egress.disable_ipv6,
+            PodUser::of(spec),
         )),
     };
     let c = &spec.containers()[main];
@@ -293,7 +311,8 @@ fn main_env(c: &ContainerView<'_>, credential_proxy: bool) -> Vec<EnvVar<'static
 
 /// With a network policy the main container loses `NET_ADMIN` so it cannot
 /// rewrite the sidecar's rules; the drop list is merged, never replaced.
-/// `None` when it is already dropped.
+/// `None` when it is already dropped, by name or by `ALL` (adding it beside
+/// `ALL` would only be noise in the user's manifest).
 fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
     let Some(sc) = &c.security_context else {
         return Some(DropAt::SecurityContext);
@@ -303,7 +322,7 @@ fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
     };
     match &caps.drop {
         None => Some(DropAt::DropList),
-        Some(drop) if !drop.net_admin => Some(DropAt::DropItem),
+        Some(drop) if !drop.net_admin_or_all => Some(DropAt::DropItem),
         Some(_) => None,
     }
 }
@@ -372,7 +391,8 @@ mod tests {
 
     #[test]
     fn installer_shapes() {
-        let plain = serde_json::to_value(installer("img", None, false)).unwrap();
+        let plain =
+            serde_json::to_value(installer("img", None, false, PodUser::default())).unwrap();
         assert_eq!(plain["args"][0], INSTALL_SCRIPT);
         assert_eq!(
             plain["securityContext"],
@@ -380,7 +400,9 @@ mod tests {
         );
         assert!(plain.get("resources").is_none());
         let resources = json!({"limits": {"cpu": "1"}});
-        let hardened = serde_json::to_value(installer("img", Some(&resources), true)).unwrap();
+        let hardened =
+            serde_json::to_value(installer("img", Some(&resources), true, PodUser::default()))
+                .unwrap();
         assert_eq!(
             hardened["args"][0],
             format!(

@@ -91,7 +91,7 @@ fn plan(
         .filter(|at| at.year() <= 9999)
         .ok_or_else(|| Denial::TimeoutOutOfRange {
             key: intent.timeout_key.to_owned(),
-            seconds,
+            shown: format!("{seconds}s"),
         })?;
     Ok(Expiry::At(at.to_rfc3339_opts(SecondsFormat::Secs, true)))
 }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
 use crate::config::{Config, EgressMode};
+use crate::duration::DurationError;
 
 use super::expires_at::parse_expires_at;
 use super::platform::{Platform, PlatformError};
@@ -32,10 +33,24 @@ pub(crate) struct Intent {
 /// the same name (denial.rs), so the sentences live in one place.
 #[derive(Debug)]
 pub(crate) enum IntentError {
-    MalformedAnnotation { key: String, problem: String },
+    MalformedAnnotation {
+        key: String,
+        problem: String,
+    },
     Platform(PlatformError),
-    Policy { key: String, source: PolicyError },
-    CredentialProxyWithoutPolicy { key: String, policy_key: String },
+    Policy {
+        key: String,
+        source: PolicyError,
+    },
+    CredentialProxyWithoutPolicy {
+        key: String,
+        policy_key: String,
+    },
+    /// A timeout too long to count in seconds, as the message shows it.
+    TimeoutOutOfRange {
+        key: String,
+        shown: String,
+    },
 }
 
 /// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.
@@ -61,15 +76,10 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     if let Some(value) = get(&keys.timeout)? {
-        intent.timeout = Some(crate::duration::parse_seconds(&value).map_err(|_| {
-            malformed(
-                &keys.timeout,
-                format!(
-                    "is '{}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m",
-                    clip(&value)
-                ),
-            )
-        })?);
+        intent.timeout = Some(
+            crate::duration::parse_seconds(&value)
+                .map_err(|e| timeout_error(&e, &value, &keys.timeout))?,
+        );
     }
 
     if let Some(value) = get(&keys.expires_at)? {
@@ -150,6 +160,31 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     Ok(Some(intent))
+}
+
+/// Why a timeout annotation is refused. A well-formed timeout too long to
+/// count in seconds is as far out of range as one that counts past year
+/// 9999; anything else is not a timeout.
+fn timeout_error(e: &DurationError, value: &str, key: &str) -> IntentError {
+    if let DurationError::TooLong(_) = e {
+        let trimmed = value.trim();
+        let unit = if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            "s"
+        } else {
+            ""
+        };
+        return IntentError::TimeoutOutOfRange {
+            key: key.to_owned(),
+            shown: format!("{trimmed}{unit}"),
+        };
+    }
+    malformed(
+        key,
+        format!(
+            "is '{}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m",
+            clip(value)
+        ),
+    )
 }
 
 /// Annotation values are strings in any pod the apiserver sends; anything

@@ -23,16 +23,24 @@ pub(crate) enum KnownEnv {
     Mitm,
     /// `OPENSANDBOX_EGRESS_RULES`: the egress sidecar's rules.
     EgressRules,
+    /// `OPENSANDBOX_EGRESS_TOKEN`: the egress sidecar's API token.
+    EgressToken,
 }
 
 impl KnownEnv {
-    pub(crate) const ALL: [KnownEnv; 3] = [KnownEnv::Execd, KnownEnv::Mitm, KnownEnv::EgressRules];
+    pub(crate) const ALL: [KnownEnv; 4] = [
+        KnownEnv::Execd,
+        KnownEnv::Mitm,
+        KnownEnv::EgressRules,
+        KnownEnv::EgressToken,
+    ];
 
     pub(crate) const fn name(self) -> &'static str {
         match self {
             KnownEnv::Execd => "EXECD",
             KnownEnv::Mitm => MITM_ENV,
             KnownEnv::EgressRules => "OPENSANDBOX_EGRESS_RULES",
+            KnownEnv::EgressToken => "OPENSANDBOX_EGRESS_TOKEN",
         }
     }
 }

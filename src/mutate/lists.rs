@@ -33,6 +33,7 @@ impl Deref for Text<'_> {
 /// An `env` item. Only names matter: a variable the webhook would add is
 /// never overwritten.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an env item object")]
 struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
@@ -40,7 +41,7 @@ struct EnvView<'a> {
 
 /// A `volumeMounts` item.
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a volumeMounts item object", rename_all = "camelCase")]
 struct MountView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
@@ -57,7 +58,7 @@ impl MountView<'_> {
 
 /// A `volumes` item.
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a volume object", rename_all = "camelCase")]
 struct VolumeView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
@@ -161,7 +162,7 @@ summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
 });
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
 pub struct SecurityContextView {
     #[serde(default)]
     pub privileged: Option<bool>,
@@ -170,6 +171,7 @@ pub struct SecurityContextView {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a capabilities object")]
 pub struct CapabilitiesView {
     #[serde(default)]
     pub add: Option<Capabilities>,
@@ -184,8 +186,9 @@ pub struct Capabilities {
     /// The first item that is one of [`NET_CAPABILITIES`], named by the
     /// first of them it matches.
     pub first_net: Option<&'static str>,
-    /// Some item is `NET_ADMIN`.
-    pub net_admin: bool,
+    /// Some item is `NET_ADMIN` or `ALL`: dropping either takes
+    /// `NET_ADMIN` away.
+    pub net_admin_or_all: bool,
 }
 
 /// The capabilities that let a container rewrite the egress sidecar's rules.
@@ -196,5 +199,5 @@ summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
         .into_iter()
         .find(|w| same_capability(&cap, w));
     caps.first_net = caps.first_net.or(net);
-    caps.net_admin |= same_capability(&cap, NET_CAPABILITIES[0]);
+    caps.net_admin_or_all |= same_capability(&cap, "NET_ADMIN") || same_capability(&cap, "ALL");
 });

@@ -20,6 +20,7 @@ mod platform;
 pub(crate) mod pod;
 mod policy;
 mod quote;
+mod run_as;
 mod select;
 mod token;
 pub(crate) mod unschedulable;
@@ -30,13 +31,14 @@ use crate::config::{Config, Keys};
 
 pub use context::Context;
 pub use denial::Denial;
+pub use egress::strip_token as strip_egress_token;
 pub use patch::Patch;
 pub use platform::PlatformError;
 pub use policy::PolicyError;
 pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
 
-use egress::Sidecar;
+use egress::{Sidecar, TokenCompletion};
 use execd::{Execd, InstallerPlan};
 use expiry::Expiry;
 use intent::Intent;
@@ -143,6 +145,9 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         );
     }
 
+    if let Some(injection) = &injection {
+        warnings.extend(injection.runs_as_root_warning(spec));
+    }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
     let patch = Parts {
@@ -160,6 +165,20 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 struct Injection<'a> {
     execd: Execd<'a>,
     sidecar: Option<Sidecar<'a>>,
+    /// A sidecar that is there without its token (from a template).
+    token: Option<TokenCompletion<'a>>,
+}
+
+impl Injection<'_> {
+    /// Said when the pod asks for a non-root user and gets containers that
+    /// run as root (`run_as`).
+    fn runs_as_root_warning(&self, spec: &SpecView<'_>) -> Option<String> {
+        if !run_as::PodUser::of(spec).asks_non_root() {
+            return None;
+        }
+        let installer = matches!(&self.execd.installer, InstallerPlan::Add(i) if i.privileged());
+        run_as::warning(self.sidecar.is_some(), installer)
+    }
 }
 
 fn inject<'a>(
@@ -170,8 +189,13 @@ fn inject<'a>(
 ) -> Result<Injection<'a>, Denial> {
     execd::check_conflicts(spec)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
+    let token = egress::complete(spec, intent, ctx)?;
     let execd = execd::plan(spec, main, intent, ctx.config)?;
-    Ok(Injection { execd, sidecar })
+    Ok(Injection {
+        execd,
+        sidecar,
+        token,
+    })
 }
 
 /// Every change the pod still needs, each decided by its own module; `patch`
@@ -192,8 +216,13 @@ impl Parts<'_> {
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
             Some(Expiry::Keep) | None => {}
         }
-        let sidecar = self.injection.as_ref().and_then(|i| i.sidecar.as_ref());
-        if let Some(token) = sidecar.and_then(Sidecar::new_token) {
+        let new_token = self.injection.as_ref().and_then(|i| {
+            i.sidecar
+                .as_ref()
+                .and_then(Sidecar::new_token)
+                .or_else(|| i.token.as_ref().and_then(TokenCompletion::new_token))
+        });
+        if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
 
@@ -210,6 +239,9 @@ impl Parts<'_> {
                 other => (None, other.as_ref()),
             };
             injection.execd.write_volume(&mut patch);
+            if let Some(token) = &injection.token {
+                token.write(&mut patch);
+            }
             init_container_ops(spec, &injection.execd.installer, native, &mut patch);
             injection.execd.write_main(&mut patch);
             if let Some(s) = classic {

@@ -167,7 +167,7 @@ deserialize_by_visitor! {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a Pod object", rename_all = "camelCase")]
 pub struct PodView<'a> {
     #[serde(default, borrow)]
     pub metadata: Option<MetaView<'a>>,
@@ -176,7 +176,7 @@ pub struct PodView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "an object (metadata)", rename_all = "camelCase")]
 pub struct MetaView<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
@@ -191,7 +191,7 @@ pub struct MetaView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "an object (spec)", rename_all = "camelCase")]
 pub struct SpecView<'a> {
     #[serde(default, borrow)]
     pub containers: Option<List<ContainerView<'a>>>,
@@ -205,10 +205,23 @@ pub struct SpecView<'a> {
     pub affinity: Option<&'a RawValue>,
     #[serde(default)]
     pub host_network: Option<bool>,
+    #[serde(default)]
+    pub security_context: Option<PodSecurityView>,
+}
+
+/// The pod-level `securityContext` fields the injected containers would
+/// inherit (`run_as`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
+pub struct PodSecurityView {
+    #[serde(default)]
+    pub run_as_non_root: Option<bool>,
+    #[serde(default)]
+    pub run_as_user: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(expecting = "a container object", rename_all = "camelCase")]
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -220,6 +233,9 @@ pub struct ContainerView<'a> {
     pub volume_mounts: Option<Mounts<'a>>,
     #[serde(default)]
     pub security_context: Option<SecurityContextView>,
+    /// Read only for an egress sidecar that still lacks its token.
+    #[serde(default, borrow)]
+    pub readiness_probe: Option<&'a RawValue>,
 }
 
 impl<'a> PodView<'a> {
@@ -271,6 +287,7 @@ impl<'a> PodView<'a> {
             node_selector: None,
             affinity: None,
             host_network: None,
+            security_context: None,
         };
         self.spec.as_ref().unwrap_or(&EMPTY)
     }
@@ -316,7 +333,8 @@ mod tests {
     fn borrows_what_it_can_and_reads_escapes() {
         let raw = r#"{"metadata":{"annotations":{"a":"1","b\u002fc":"2","a":"3"}},
             "spec":{"containers":[{"name":"m","command":["x","\u0079"],
-            "securityContext":{"capabilities":{"add":["NET\u005fRAW"],"drop":["ALL"]}}}]}}"#;
+            "securityContext":{"capabilities":{"add":["NET\u005fRAW"],"drop":["ALL"]}}},
+            {"securityContext":{"capabilities":{"drop":["NET_RAW","SYS_TIME"]}}}]}}"#;
         let pod = PodView::parse(raw).unwrap();
         // The last of a repeated key wins.
         assert_eq!(pod.annotation("a").map(RawValue::get), Some("\"3\""));
@@ -328,7 +346,12 @@ mod tests {
         assert_eq!(caps.add.as_ref().unwrap().first_net, Some("NET_RAW"));
         let drop = caps.drop.as_ref().unwrap();
         assert_eq!(drop.first_net, Some("ALL"));
-        assert!(!drop.net_admin);
+        // Dropping ALL drops NET_ADMIN too; dropping NET_RAW does not.
+        assert!(drop.net_admin_or_all);
+        let other = pod.spec().containers()[1].capabilities().unwrap();
+        let drop = other.drop.as_ref().unwrap();
+        assert_eq!(drop.first_net, Some("NET_RAW"));
+        assert!(!drop.net_admin_or_all);
     }
 
     /// Each list is read into what the decisions ask of it, item by item,
@@ -337,7 +360,8 @@ mod tests {
     fn lists_are_read_into_what_the_decisions_need() {
         let raw = r#"{"spec":{"containers":[
             {"name":"a","command":["/opt/opensandbox/bootstrap.sh","x"],
-             "env":[{"name":"X"},{"name":"EXEC\u0044","value":"v"},{"name":"OPENSANDBOX_EGRESS_RULES"}],
+             "env":[{"name":"X"},{"name":"EXEC\u0044","value":"v"},{"name":"OPENSANDBOX_EGRESS_RULES"},
+                    {"name":"OPENSANDBOX_EGRESS_TOKEN"}],
              "volumeMounts":[{"name":"data","mountPath":"/opt/opensandbox/"},{"name":"other","mountPath":"/opt/opensandbox"},
                              {"name":"opensandbox-bin","mountPath":"/opt/opensandbox//"}],
              "securityContext":{"capabilities":{"add":["SYS_TIME","cap_net_raw","ALL"],"drop":["ALL","net_admin"]}}},
@@ -349,13 +373,13 @@ mod tests {
         };
         assert_eq!(a.command, Some(Command::Wrapped));
         assert!(a.has_env(KnownEnv::Execd) && a.has_env(KnownEnv::EgressRules));
-        assert!(!a.has_env(KnownEnv::Mitm));
+        assert!(a.has_env(KnownEnv::EgressToken) && !a.has_env(KnownEnv::Mitm));
         let mounts = a.volume_mounts.as_ref().unwrap();
         assert!(mounts.bin && a.mounts_bin());
         assert_eq!(mounts.bin_path_taken_by.as_deref(), Some("data"));
         let caps = a.capabilities().unwrap();
         assert_eq!(caps.add.as_ref().unwrap().first_net, Some("NET_RAW"));
-        assert!(caps.drop.as_ref().unwrap().net_admin);
+        assert!(caps.drop.as_ref().unwrap().net_admin_or_all);
 
         assert_eq!(b.command, Some(Command::Empty));
         assert_eq!(b.env, Some(EnvNames::default()));
@@ -392,7 +416,7 @@ mod tests {
             ),
             (
                 r#"{"spec":{"volumes":[{"name":"v"},7]}}"#,
-                "expected struct VolumeView",
+                "expected a volume object",
             ),
         ] {
             let err = PodView::parse(raw).unwrap_err().to_string();

@@ -18,6 +18,7 @@ use serde::ser::Error;
 /// template.
 #[derive(Deserialize)]
 #[serde(
+    expecting = "an AdmissionReview object",
     rename_all = "camelCase",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
@@ -32,6 +33,7 @@ pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
 
 #[derive(Deserialize)]
 #[serde(
+    expecting = "an AdmissionReview request object",
     rename_all = "camelCase",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
@@ -59,6 +61,7 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object with group, version and kind")]
 pub(super) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
@@ -69,6 +72,7 @@ pub(super) struct GroupVersionKind<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object with group, version and resource")]
 pub(super) struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,

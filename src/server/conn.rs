@@ -8,16 +8,19 @@
 //!   which starts as soon as hyper waits for a head).
 //! - A response write that makes no progress for [`Tuning::write_timeout`]
 //!   closes the connection (a client that pipelines and never reads).
+//! - At shutdown, a request on its way is read and answered before the
+//!   connection closes, and an idle one closes only when nothing is on its
+//!   way ([`at_shutdown`]).
 //!
 //! [`ConnIo`] enforces the head deadline and the write timeout beneath
-//! hyper; [`Tracked`] tells it where requests begin and end.
+//! hyper; [`Tracked`] tells it where requests begin and end; both record it
+//! in the connection's [`ConnState`].
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -35,66 +38,10 @@ use super::metrics::Metrics;
 use super::settings::Tuning;
 use super::shutdown::stopped;
 
-/// Where a connection is in its request cycle, shared by [`ConnIo`] (which
-/// sees bytes) and [`Tracked`] (which sees requests).
-pub(crate) struct ConnState {
-    accepted: Instant,
-    phase: AtomicU8,
-    /// Milliseconds after `accepted` at which the current head began.
-    head_started_ms: AtomicU64,
-}
+mod state;
 
-/// Waiting for a head with only the idle timeout running.
-const IDLE: u8 = 0;
-/// A head is arriving: the head deadline runs.
-const HEAD: u8 = 1;
-/// A request is being handled (its own deadline runs in the handler).
-const REQUEST: u8 = 2;
-/// Set once a first request head has arrived; never reset.
-const ESTABLISHED: u8 = 4;
-
-impl ConnState {
-    /// A new connection's first head (and handshake) deadline runs from now.
-    pub fn new() -> Arc<Self> {
-        Arc::new(ConnState {
-            accepted: Instant::now(),
-            phase: AtomicU8::new(HEAD),
-            head_started_ms: AtomicU64::new(0),
-        })
-    }
-
-    /// Whether the connection has sent a request head: such connections
-    /// are the apiserver's (or at least a real client's) and are not
-    /// evicted to make room.
-    pub fn established(&self) -> bool {
-        self.phase.load(Ordering::Acquire) & ESTABLISHED != 0
-    }
-
-    pub fn head_deadline(&self, timeout: Duration) -> Instant {
-        self.accepted
-            + Duration::from_millis(self.head_started_ms.load(Ordering::Acquire))
-            + timeout
-    }
-
-    fn phase(&self) -> u8 {
-        self.phase.load(Ordering::Acquire) & !ESTABLISHED
-    }
-
-    fn set_phase(&self, phase: u8) {
-        let established = self.phase.load(Ordering::Acquire) & ESTABLISHED;
-        self.phase.store(phase | established, Ordering::Release);
-    }
-
-    fn head_began(&self) {
-        let ms = u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.head_started_ms.store(ms, Ordering::Release);
-        self.set_phase(HEAD);
-    }
-
-    fn request_began(&self) {
-        self.phase.store(REQUEST | ESTABLISHED, Ordering::Release);
-    }
-}
+pub(crate) use state::{ConnState, Rank};
+use state::{HEAD, IDLE, NEW};
 
 /// The transport beneath hyper, with the head deadline and write timeout.
 pub(crate) struct ConnIo<T> {
@@ -149,12 +96,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
         let filled = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
-                if phase == IDLE && buf.filled().len() > filled {
-                    this.state.head_began();
+                if (phase == NEW || phase == IDLE) && buf.filled().len() > filled {
+                    this.state.bytes_read();
                 }
                 Poll::Ready(result)
             }
-            Poll::Pending if phase == HEAD => {
+            Poll::Pending if phase == NEW || phase == HEAD => {
                 let deadline = this.state.head_deadline(this.head_timeout);
                 if expired(&mut this.read_timer, deadline, cx) {
                     return Poll::Ready(Err(timed_out("request head not received in time")));
@@ -179,13 +126,17 @@ impl<T: AsyncWrite + Unpin> ConnIo<T> {
     ) -> Poll<io::Result<R>> {
         match op(Pin::new(&mut self.inner), cx) {
             Poll::Ready(result) => {
-                self.write_timer = None;
+                if self.write_timer.take().is_some() {
+                    self.state.set_write_blocked(false);
+                }
                 Poll::Ready(result)
             }
             Poll::Pending => {
-                let deadline = match &self.write_timer {
-                    Some(sleep) => sleep.deadline().into_std(),
-                    None => Instant::now() + self.write_timeout,
+                let deadline = if let Some(sleep) = &self.write_timer {
+                    sleep.deadline().into_std()
+                } else {
+                    self.state.set_write_blocked(true);
+                    Instant::now() + self.write_timeout
                 };
                 if expired(&mut self.write_timer, deadline, cx) {
                     return Poll::Ready(Err(timed_out("response not read by the client in time")));
@@ -234,13 +185,25 @@ pub(crate) struct Tracked<S> {
     state: Arc<ConnState>,
 }
 
-/// Returns the connection to [`IDLE`] when the response is ready (or the
+/// Returns the connection to idle when the response is ready (or the
 /// request is dropped); the next head's bytes then start its deadline.
-struct RequestGuard(Arc<ConnState>);
+struct RequestGuard {
+    state: Arc<ConnState>,
+    done: bool,
+}
+
+impl RequestGuard {
+    fn done(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.state.idle();
+        }
+    }
+}
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        self.0.set_phase(IDLE);
+        self.done();
     }
 }
 
@@ -258,7 +221,7 @@ impl<F: Future> Future for TrackedFuture<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let out = ready!(this.inner.poll(cx));
-        this.guard.0.set_phase(IDLE);
+        this.guard.done();
         Poll::Ready(out)
     }
 }
@@ -275,8 +238,47 @@ where
         self.state.request_began();
         TrackedFuture {
             inner: self.inner.call(request),
-            guard: RequestGuard(self.state.clone()),
+            guard: RequestGuard {
+                state: self.state.clone(),
+                done: false,
+            },
         }
+    }
+}
+
+/// At shutdown, an idle keep-alive connection is closed once it has been
+/// idle this long with nothing waiting in its socket. A client that has
+/// just been answered and sends its next request at once is read and
+/// answered (with `Connection: close`) rather than closed under: Go's
+/// client, the apiserver's, does not retry a POST that met a closed
+/// connection. A connection idle longer than this has no request on its
+/// way, except one written in the instant of the close, which no HTTP/1.1
+/// server can tell from none.
+const CLOSE_IDLE_AFTER: Duration = Duration::from_millis(250);
+/// How often a connection is looked at again while shutdown waits for it.
+const SHUTDOWN_CHECK: Duration = Duration::from_millis(50);
+
+/// What shutdown does with a connection right now.
+enum AtShutdown {
+    /// Idle long enough with nothing on its way: close it.
+    Close,
+    /// A head or a request is on its way: answer it, then close.
+    Finish,
+    /// A new connection before its first head, a response still being
+    /// written, or an idle one not idle for long: look again after this.
+    Wait(Duration),
+}
+
+fn at_shutdown(state: &ConnState) -> AtShutdown {
+    match (state.phase(), state.idle_for()) {
+        (NEW, _) | (IDLE, None) => AtShutdown::Wait(SHUTDOWN_CHECK),
+        (IDLE, Some(idle)) if idle < CLOSE_IDLE_AFTER => {
+            AtShutdown::Wait(CLOSE_IDLE_AFTER.saturating_sub(idle))
+        }
+        // Read at the next look: the request came just in time.
+        (IDLE, Some(_)) if state.bytes_waiting() => AtShutdown::Wait(SHUTDOWN_CHECK),
+        (IDLE, Some(_)) => AtShutdown::Close,
+        _ => AtShutdown::Finish,
     }
 }
 
@@ -311,8 +313,8 @@ where
     S::Future: Send + 'static,
     S::Error: std::error::Error + Send + Sync + 'static,
 {
-    /// HTTP/1.1 until the client closes, a bound fires, or shutdown asks the
-    /// connection to finish its current request.
+    /// HTTP/1.1 until the client closes, a bound fires, or shutdown closes
+    /// the connection once nothing is on its way ([`at_shutdown`]).
     pub async fn serve_http<T>(
         &self,
         io: T,
@@ -325,15 +327,36 @@ where
         let io = TokioIo::new(ConnIo::new(io, state.clone(), &self.tuning));
         let service = Tracked {
             inner: self.service.clone(),
-            state,
+            state: state.clone(),
         };
         let connection = self.http.serve_connection(io, service);
         let mut connection = std::pin::pin!(connection);
         let result = tokio::select! {
             result = connection.as_mut() => result,
             () = stopped(stop) => {
-                connection.as_mut().graceful_shutdown();
-                connection.await
+                let mut finishing = false;
+                loop {
+                    let wait = match at_shutdown(&state) {
+                        AtShutdown::Close => {
+                            connection.as_mut().graceful_shutdown();
+                            break connection.await;
+                        }
+                        AtShutdown::Finish => {
+                            if !finishing {
+                                // Keep-alive off: closed once this request
+                                // is answered, and the answer says so.
+                                connection.as_mut().graceful_shutdown();
+                                finishing = true;
+                            }
+                            SHUTDOWN_CHECK
+                        }
+                        AtShutdown::Wait(wait) => wait,
+                    };
+                    tokio::select! {
+                        result = connection.as_mut() => break result,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
             }
         };
         if let Err(e) = result {
@@ -445,19 +468,5 @@ mod tests {
         for reason in [handshake_failure_reason(&io::Error::other("x")), "timeout"] {
             assert!(HANDSHAKE_FAILURE_REASONS.contains(&reason));
         }
-    }
-
-    #[test]
-    fn phases() {
-        let s = ConnState::new();
-        assert_eq!(s.phase(), HEAD);
-        assert!(!s.established());
-        s.request_began();
-        assert!(s.established());
-        s.set_phase(IDLE);
-        assert_eq!(s.phase(), IDLE);
-        assert!(s.established(), "established is never reset");
-        s.head_began();
-        assert_eq!(s.phase(), HEAD);
     }
 }

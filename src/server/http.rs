@@ -49,6 +49,8 @@ pub enum HttpError {
     MethodNotAllowed { allow: &'static str },
     #[error("request not completed within {0:?}")]
     Deadline(Duration),
+    #[error("{}", BodyError::Shed)]
+    SlowBody,
     #[error("internal error")]
     Internal,
 }
@@ -65,7 +67,7 @@ impl HttpError {
             HttpError::Review(_) | HttpError::Body(_) => StatusCode::BAD_REQUEST,
             HttpError::NotFound => StatusCode::NOT_FOUND,
             HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            HttpError::Deadline(_) => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::Deadline(_) | HttpError::SlowBody => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -81,6 +83,7 @@ impl From<BodyError> for HttpError {
         match e {
             BodyError::TooLarge => HttpError::TooLarge,
             BodyError::Read(message) => HttpError::Body(message),
+            BodyError::Shed => HttpError::SlowBody,
         }
     }
 }
@@ -368,6 +371,7 @@ mod tests {
         assert_eq!(HttpError::NotFound.status(), 404);
         assert_eq!(HttpError::MethodNotAllowed { allow: "POST" }.status(), 405);
         assert_eq!(HttpError::Deadline(Duration::from_secs(5)).status(), 503);
+        assert_eq!(HttpError::SlowBody.status(), 503);
     }
 
     #[test]
@@ -379,6 +383,7 @@ mod tests {
             HttpError::NotFound,
             HttpError::MethodNotAllowed { allow: "POST" },
             HttpError::Deadline(Duration::from_secs(5)),
+            HttpError::SlowBody,
             HttpError::Body("x".into()),
             HttpError::Internal,
         ] {

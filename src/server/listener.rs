@@ -4,15 +4,17 @@
 //!
 //! Refusing to accept at the cap (leaving clients in the kernel's backlog)
 //! lets anyone who opens enough idle connections lock out the apiserver:
-//! 1,024 raw TCP connections that never start TLS would hold every slot.
-//! So at the cap a new connection evicts the oldest one that may go: on the
-//! admission port one that has not sent a request head yet (the apiserver's
-//! established connections are never touched), on the admin port the
-//! oldest of all (probes and scrapes simply reconnect).
+//! 1,024 raw TCP connections that never start TLS would hold every slot,
+//! and so would 1,024 TLS connections that each send one request and then
+//! sit idle. So at the cap a new connection evicts one that may go: on the
+//! admission port the longest idle of those without a request in flight
+//! ([`ConnState::rank`]: a new connection counts as idle since its accept,
+//! and a request in flight is never cut), on the admin port the oldest of
+//! all (probes and scrapes simply reconnect).
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,14 +22,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::conn::ConnState;
+use super::conn::{ConnState, Rank};
 use super::metrics::Metrics;
 
 /// Which connections may be closed to make room for a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Evict {
-    /// Only those that have not sent a request head yet.
-    NotEstablished,
+    /// Any without a request in flight, idlest first
+    /// ([`ConnState::rank`]).
+    Idlest,
     /// Any, oldest first.
     Oldest,
 }
@@ -64,8 +67,10 @@ where
                 closed(&connections, &open);
                 continue;
             }
-            // At the cap with nothing that may be evicted: wait for a close.
             accepted = listener.accept(), if can_accept => accepted,
+            // At the cap with every connection in a request: look again
+            // shortly, as one may go once its request is answered.
+            () = tokio::time::sleep(RECHECK), if !can_accept => continue,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
@@ -81,11 +86,30 @@ where
             metrics.evicted(limits.name);
         }
         let state = ConnState::new();
-        let abort = connections.spawn(handle(stream, peer, state.clone()));
+        state.set_fd(stream.as_raw_fd());
+        let connection = handle(stream, peer, state.clone());
+        let forget = ForgetSocket(state.clone());
+        let abort = connections.spawn(async move {
+            let _forget = forget;
+            connection.await;
+        });
         queue.push(state, abort, limits.cap);
         open.set(gauge_value(connections.len()));
     }
     connections
+}
+
+/// How often a listener at its cap, with no connection that may be evicted,
+/// looks again.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// Forgets the connection's socket when its task ends, however it ends.
+struct ForgetSocket(Arc<ConnState>);
+
+impl Drop for ForgetSocket {
+    fn drop(&mut self) {
+        self.0.closed();
+    }
 }
 
 fn closed(connections: &JoinSet<()>, open: &Gauge) {
@@ -99,58 +123,69 @@ fn gauge_value(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Open connections in accept order, for eviction. Entries that can no
-/// longer be evicted (finished, or established under
-/// [`Evict::NotEstablished`]) are dropped lazily from the front.
+/// The open connections, for eviction. At the cap, the one that ranks first
+/// ([`ConnState::rank`], or the accept order under [`Evict::Oldest`]) is
+/// found by a scan: a thousand atomic loads, only when a connection arrives
+/// at the cap.
 struct EvictionQueue {
     evict: Evict,
-    entries: VecDeque<(Arc<ConnState>, AbortHandle)>,
+    entries: Vec<(Arc<ConnState>, AbortHandle)>,
 }
 
 impl EvictionQueue {
     fn new(evict: Evict) -> Self {
         EvictionQueue {
             evict,
-            entries: VecDeque::new(),
+            entries: Vec::new(),
         }
     }
 
-    fn evictable(&self, state: &ConnState, abort: &AbortHandle) -> bool {
-        !abort.is_finished() && (self.evict == Evict::Oldest || !state.established())
-    }
-
-    fn has_candidate(&mut self) -> bool {
-        while let Some((state, abort)) = self.entries.front() {
-            if self.evictable(state, abort) {
-                return true;
-            }
-            self.entries.pop_front();
+    fn rank(&self, state: &ConnState) -> Option<Rank> {
+        match self.evict {
+            Evict::Idlest => state.rank(),
+            Evict::Oldest => Some(state.accepted()),
         }
-        false
     }
 
-    /// Aborts the oldest evictable connection; false if there is none.
+    fn prune(&mut self) {
+        self.entries.retain(|(_, abort)| !abort.is_finished());
+    }
+
+    fn has_candidate(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(state, abort)| !abort.is_finished() && self.rank(state).is_some())
+    }
+
+    /// Aborts the connection that ranks first; false if none may go. One
+    /// with a request already waiting in its socket is passed over: closing
+    /// it would lose that request.
     fn evict_one(&mut self) -> bool {
-        if !self.has_candidate() {
-            return false;
-        }
-        match self.entries.pop_front() {
-            Some((_, abort)) => {
-                abort.abort();
-                true
+        self.prune();
+        let mut passed = Vec::new();
+        loop {
+            let first = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !passed.contains(i))
+                .filter_map(|(i, (state, _))| self.rank(state).map(|rank| (rank, i)))
+                .min();
+            let Some((_, i)) = first else { return false };
+            if self.evict == Evict::Idlest && self.entries[i].0.bytes_waiting() {
+                passed.push(i);
+                continue;
             }
-            None => false,
+            let (_, abort) = self.entries.swap_remove(i);
+            abort.abort();
+            return true;
         }
     }
 
     fn push(&mut self, state: Arc<ConnState>, abort: AbortHandle, cap: usize) {
-        self.entries.push_back((state, abort));
-        // Established entries behind the front are only dropped when they
-        // reach it; keep the queue bounded anyway.
+        self.entries.push((state, abort));
         if self.entries.len() > cap.saturating_mul(2) {
-            let evict = self.evict;
-            self.entries
-                .retain(|(s, a)| !a.is_finished() && (evict == Evict::Oldest || !s.established()));
+            self.prune();
         }
     }
 }
@@ -172,6 +207,9 @@ fn release_free_memory() {
 /// Raises the soft limit on open files to the hard limit, so that the
 /// connection caps, not the default soft limit of 1,024, bound what the
 /// listeners hold. Returns the soft limit now in force.
+///
+/// # Errors
+/// What `getrlimit` or `setrlimit` report.
 pub fn raise_fd_limit() -> std::io::Result<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

@@ -22,11 +22,17 @@ pub struct RequestLabels {
     pub outcome: &'static str,
 }
 
-/// A `reason` label: a skip reason or a handshake failure's.
+/// A `reason` label: a skip reason, a handshake failure's, or why a
+/// certificate was refused.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub reason: &'static str,
 }
+
+/// The reasons a serving certificate is refused for its validity window
+/// (`tls::TlsError::validity_reason`), so that each series of
+/// `cert_validity_rejections_total` exists from the start.
+pub(crate) const VALIDITY_REASONS: [&str; 2] = ["expired", "not_yet_valid"];
 
 /// The label set of `handshake_failures`: every reason a failed handshake
 /// is counted under (`conn::handshake_failure_reason` and the handshake
@@ -136,6 +142,8 @@ pub struct Metrics {
     in_flight: Gauge,
     panics: Counter,
     pub(crate) cert_reloads: ReloadCounter,
+    /// Serving certificates refused at reload for their validity window.
+    pub(crate) cert_validity_rejections: Family<ReasonLabels, Counter>,
     pub(crate) config_reloads: ReloadCounter,
     /// 1 while the configuration in use is the file's current content, 0
     /// after a reload was rejected (the previous configuration is kept).
@@ -173,6 +181,10 @@ impl Metrics {
         let cert_reloads = r.add(
             "cert_reloads",
             "Reloads of the serving certificate and key (and the client CA), by result",
+        );
+        let cert_validity_rejections = r.add(
+            "cert_validity_rejections",
+            "Serving certificates refused at reload because they are expired or not yet valid, by reason (expired, not_yet_valid); the previous certificate is still served",
         );
         let config_reloads = r.add(
             "config_reloads",
@@ -224,6 +236,7 @@ impl Metrics {
             in_flight,
             panics,
             cert_reloads,
+            cert_validity_rejections,
             config_reloads,
             config_last_reload_success,
             certificate_expiry,
@@ -248,6 +261,11 @@ impl Metrics {
         for family in [&self.cert_reloads, &self.config_reloads] {
             let _ = family.get_or_create(&SUCCESS);
             let _ = family.get_or_create(&FAILURE);
+        }
+        for reason in VALIDITY_REASONS {
+            let _ = self
+                .cert_validity_rejections
+                .get_or_create(&ReasonLabels { reason });
         }
         for reason in HANDSHAKE_FAILURE_REASONS {
             let _ = self

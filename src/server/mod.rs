@@ -46,10 +46,10 @@ use conn::{ConnSettings, TlsSide, http_builder};
 use listener::{Evict, Limits, accept_until};
 use metrics::Metrics;
 use reload::Watch;
-use shutdown::{Readiness, drain, stopped};
+use shutdown::{Readiness, drain};
 
 pub use http::HttpError;
-pub(crate) use listener::raise_fd_limit;
+pub use listener::raise_fd_limit;
 pub use settings::{Clock, Handler, ServerSettings, Tuning};
 pub use tls::{TlsError, TlsFiles};
 
@@ -206,7 +206,7 @@ impl Server {
         let limits = Limits {
             name: "admission",
             cap: usize::try_from(tuning.max_connections).unwrap_or(usize::MAX),
-            evict: Evict::NotEstablished,
+            evict: Evict::Idlest,
         };
         let (conn_stop, conn_stopped) = watch::channel(false);
 
@@ -231,11 +231,11 @@ impl Server {
                 let mut stop = conn_stopped.clone();
                 async move {
                     let head_timeout = conn.tuning.head_timeout;
-                    let handshake = side.handshake(stream, &state, head_timeout, peer);
-                    let tls = tokio::select! {
-                        tls = handshake => tls,
-                        () = stopped(&mut stop) => None,
-                    };
+                    // Not cut at shutdown: a TLS 1.3 client sends its
+                    // request right after its last handshake message, before
+                    // the server has read that message. The head deadline
+                    // bounds it.
+                    let tls = side.handshake(stream, &state, head_timeout, peer).await;
                     if let Some(tls) = tls {
                         conn.serve_http(tls, state, peer, &mut stop).await;
                     }

@@ -32,8 +32,9 @@ pub type Clock = fn() -> DateTime<Utc>;
 #[command(no_binary_name = true)]
 pub struct Tuning {
     /// Maximum concurrent admission (TLS) connections. At the cap, a new
-    /// connection evicts the oldest one that has not sent a request yet;
-    /// connections that have are never evicted.
+    /// connection evicts the longest idle one: between requests, or not yet
+    /// through its first request (idle since its accept). A connection with
+    /// a request in flight is never evicted.
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
@@ -62,10 +63,12 @@ pub struct Tuning {
     /// is closed (a client that never reads its responses).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub write_timeout: Duration,
-    /// Total bytes of request bodies buffered at once, across connections.
-    /// Bodies over 256 KiB draw from three quarters of it, so a few large
-    /// stalled bodies never starve the small reviews the apiserver sends.
-    /// Must stay well under the pod's memory limit.
+    /// Total bytes of request bodies buffered at once, across connections,
+    /// charged as the bytes arrive (not as declared). Bodies over 256 KiB
+    /// draw from three quarters of it, so a few large stalled bodies never
+    /// starve the small reviews the apiserver sends; a body that does not
+    /// fit sheds the slowest bodies (answered 503). Must stay well under the
+    /// pod's memory limit.
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(MIN_BUDGET..=MAX_BUDGET))]
     pub max_buffered_bytes: u64,
@@ -74,7 +77,8 @@ pub struct Tuning {
     /// listener closes.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_or_zero)]
     pub shutdown_delay: Duration,
-    /// How long shutdown waits for in-flight requests, e.g. 15s.
+    /// How long shutdown waits, after the delay, for requests on their way
+    /// (in flight, or already sent on an open connection), e.g. 15s.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
     /// How often certificate, client CA and config files are polled.

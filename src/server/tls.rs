@@ -24,7 +24,7 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use super::metrics::Metrics;
+use super::metrics::{Metrics, ReasonLabels, VALIDITY_REASONS};
 use super::reload::{self, ReadError, Watch};
 
 /// The files the TLS listener serves from.
@@ -65,6 +65,26 @@ pub enum TlsError {
     },
     #[error("the key in {} does not match the certificate in {}", key.display(), cert.display())]
     KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error(
+        "{}: the certificate expired at {} (it is now {}); renew it, an expired certificate is not served",
+        path.display(), rfc3339(*not_after), rfc3339(*now)
+    )]
+    Expired {
+        path: PathBuf,
+        not_after: i64,
+        now: i64,
+    },
+    #[error(
+        "{}: the certificate is not valid before {} (it is now {}); check this machine's clock or the issuer's, a certificate is not served before it is valid",
+        path.display(), rfc3339(*not_before), rfc3339(*now)
+    )]
+    NotYetValid {
+        path: PathBuf,
+        not_before: i64,
+        now: i64,
+    },
+    #[error("{}: cannot read the certificate's validity: {message}", path.display())]
+    Validity { path: PathBuf, message: String },
     #[error("{}: unusable client CA bundle: {message}", path.display())]
     ClientCa { path: PathBuf, message: String },
     #[error("TLS configuration: {0}")]
@@ -93,7 +113,7 @@ impl Tls {
         let pair_paths = [files.cert.clone(), files.key.clone()];
         let initial_pair = reload::read_all(&pair_paths).await?;
         let key = certified_key(&initial_pair, &files, &provider)?;
-        let expiry = not_after(&key);
+        let expiry = Some(valid_now(&key, &files.cert, unix_now())?);
         let resolver = Arc::new(CertResolver {
             current: ArcSwap::from_pointee(key),
         });
@@ -141,6 +161,7 @@ impl Tls {
     ) -> Vec<JoinHandle<()>> {
         let counter = &metrics.cert_reloads;
         let expiry = metrics.certificate_expiry.clone();
+        let refused = metrics.cert_validity_rejections.clone();
         let mut tasks = Vec::with_capacity(2);
         let (resolver, provider, files) = (
             self.resolver.clone(),
@@ -158,9 +179,12 @@ impl Tls {
             },
             move |contents| {
                 let key = certified_key(contents, &files, &provider)?;
-                if let Some(t) = not_after(&key) {
-                    expiry.set(t);
-                }
+                let not_after = valid_now(&key, &files.cert, unix_now()).inspect_err(|e| {
+                    if let Some(reason) = e.validity_reason() {
+                        refused.get_or_create(&ReasonLabels { reason }).inc();
+                    }
+                })?;
+                expiry.set(not_after);
                 resolver.current.store(Arc::new(key));
                 Ok::<_, TlsError>(())
             },
@@ -233,11 +257,74 @@ fn certified_key(
     }
 }
 
-/// The leaf certificate's `notAfter`, as Unix seconds.
-fn not_after(key: &CertifiedKey) -> Option<i64> {
-    let leaf = key.cert.first()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
-    Some(cert.validity().not_after.timestamp())
+/// How far ahead of this machine's clock a certificate's `notBefore` may
+/// be: an issuer stamps a fresh certificate with its own clock (cert-manager
+/// with the time of issue), which may run a little ahead.
+const NOT_BEFORE_SKEW: i64 = 5 * 60;
+
+impl TlsError {
+    /// The metric label of a certificate refused for its validity window.
+    fn validity_reason(&self) -> Option<&'static str> {
+        match self {
+            TlsError::Expired { .. } => Some(VALIDITY_REASONS[0]),
+            TlsError::NotYetValid { .. } => Some(VALIDITY_REASONS[1]),
+            _ => None,
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+fn rfc3339(unix: i64) -> String {
+    chrono::DateTime::from_timestamp(unix, 0).map_or_else(
+        || format!("{unix} (Unix time)"),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
+}
+
+/// Refuses a leaf certificate outside its validity window at `now` (Unix
+/// seconds), with [`NOT_BEFORE_SKEW`] allowed on `notBefore`: clients
+/// refuse it, so serving it fails every handshake while a good certificate
+/// could still be served. Returns its `notAfter`.
+fn valid_now(key: &CertifiedKey, path: &Path, now: i64) -> Result<i64, TlsError> {
+    let unreadable = |message: String| TlsError::Validity {
+        path: path.to_owned(),
+        message,
+    };
+    let leaf = key
+        .cert
+        .first()
+        .ok_or_else(|| unreadable("no certificate".into()))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref())
+        .map_err(|e| unreadable(e.to_string()))?;
+    let validity = cert.validity();
+    check_window(
+        validity.not_before.timestamp(),
+        validity.not_after.timestamp(),
+        now,
+        path,
+    )
+}
+
+fn check_window(not_before: i64, not_after: i64, now: i64, path: &Path) -> Result<i64, TlsError> {
+    let path = path.to_owned();
+    if now > not_after {
+        return Err(TlsError::Expired {
+            path,
+            not_after,
+            now,
+        });
+    }
+    if not_before > now.saturating_add(NOT_BEFORE_SKEW) {
+        return Err(TlsError::NotYetValid {
+            path,
+            not_before,
+            now,
+        });
+    }
+    Ok(not_after)
 }
 
 fn pem_certs(pem: &[u8], path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -356,5 +443,35 @@ impl ClientCertVerifier for ReloadingClientVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.verifier().0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_is_served_within_its_window_and_a_little_skew() {
+        let path = Path::new("tls.crt");
+        let (before, after) = (1_000_000, 2_000_000);
+        assert_eq!(check_window(before, after, before, path).unwrap(), after);
+        assert_eq!(check_window(before, after, after, path).unwrap(), after);
+        let early = before - NOT_BEFORE_SKEW;
+        assert!(check_window(before, after, early, path).is_ok(), "skew");
+        let e = check_window(before, after, early - 1, path).unwrap_err();
+        assert_eq!(e.validity_reason(), Some("not_yet_valid"));
+        assert!(
+            e.to_string()
+                .starts_with("tls.crt: the certificate is not valid before 1970-01-12T13:46:40Z"),
+            "{e}"
+        );
+        let e = check_window(before, after, after + 1, path).unwrap_err();
+        assert_eq!(e.validity_reason(), Some("expired"));
+        assert!(
+            e.to_string().starts_with(
+                "tls.crt: the certificate expired at 1970-01-24T03:33:20Z (it is now 1970-01-24T03:33:21Z)"
+            ),
+            "{e}"
+        );
     }
 }

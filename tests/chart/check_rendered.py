@@ -22,6 +22,8 @@ from tap import check, finish, run_checks
 # ---------------------------------------------------------------- cases
 def case_helm():
     mwc, w = check_webhook()
+    check("defaults: no NetworkPolicy (values.yaml says why no default can admit only the API server)",
+          not by_kind.get("NetworkPolicy"))
     check_deployment("rel-sandbox-webhook-tls")
     check_test_hook()
     tls = one("Secret", "rel-sandbox-webhook-tls")

@@ -41,3 +41,48 @@ pub fn run(args: &[&str], dir: &std::path::Path) -> Run {
         stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
     }
 }
+
+/// Runs the binary with `args` in `dir`, `input` on its standard input.
+pub fn run_with_input(args: &[&str], dir: &std::path::Path, input: &[u8]) -> Run {
+    use std::io::Write;
+    let mut child = bin()
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut stdin = child.stdin.take().expect("a piped stdin");
+    stdin.write_all(input).expect("stdin takes the input");
+    drop(stdin);
+    let out = child.wait_with_output().expect("the binary ends");
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// Fails the test unless the run exited with `code` and its stderr holds
+/// `says`.
+#[track_caller]
+pub fn assert_exit(r: &Run, code: i32, says: &str) {
+    assert_eq!(r.code, code, "stderr: {}\nstdout: {}", r.stderr, r.stdout);
+    assert!(
+        r.stderr.contains(says),
+        "no {says:?} in stderr: {}",
+        r.stderr
+    );
+}
+
+/// Fails the test unless each of `lines` is a whole line of `text`.
+#[track_caller]
+pub fn assert_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(
+            text.lines().any(|l| l == *line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! of it, so unused items are expected here.
 #![allow(dead_code)]
 
+pub mod attack;
 pub mod cli;
 pub mod clock;
 pub mod context;

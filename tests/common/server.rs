@@ -45,6 +45,16 @@ impl Pki {
             .expect("leaf")
     }
 
+    /// A serving pair valid from `from` to `until` days from today (UTC,
+    /// from the start of each day): in the past, or in the future.
+    pub fn leaf_valid(&self, from: i64, until: i64) -> Pair {
+        let day = |n: i64| chrono::Utc::now().date_naive() + chrono::TimeDelta::days(n);
+        let ip = "127.0.0.1".parse().unwrap();
+        self.ca
+            .server_valid(&["localhost".into()], &[ip], day(from), day(until))
+            .expect("leaf")
+    }
+
     /// Writes a serving pair as `tls.crt` / `tls.key` in the directory.
     pub fn write_leaf(&self) -> (Pair, TlsFiles) {
         let pair = self.leaf();

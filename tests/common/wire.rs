@@ -1,14 +1,15 @@
 //! HTTP/1.1 as bytes on the wire, without a client stack: a TLS connection
-//! that trusts a CA, a request, one response read back, and a blocking GET
-//! for admin ports. No `unwrap` and nothing from the rest of `common`, so
+//! that trusts a CA, a request, one response read back, a keep-alive client
+//! at full speed, and a blocking GET for admin ports. No `unwrap` and nothing from the rest of `common`, so
 //! the examples share it too (`#[path = "../tests/common/wire.rs"]`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -131,4 +132,67 @@ pub fn get(host: &str, path: &str) -> Result<(u16, String), Error> {
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Ok((code, body))
+}
+
+/// What one keep-alive client saw until the server stopped accepting.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Load {
+    pub answered: usize,
+    /// Written whole and never answered: what Go's client (the
+    /// apiserver's) reports as a failed admission, as it does not retry a
+    /// POST.
+    pub lost: usize,
+}
+
+impl std::ops::Add for Load {
+    type Output = Load;
+    fn add(self, other: Load) -> Load {
+        Load {
+            answered: self.answered + other.answered,
+            lost: self.lost + other.lost,
+        }
+    }
+}
+
+/// A client at full speed: `request` after `request` on a keep-alive
+/// connection, a new connection when an answer says `Connection: close` (as
+/// Go's client does), until a connection cannot be opened (the listener is
+/// closed). Each answer also counts in `answered`.
+pub async fn keep_alive_client(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    request: Vec<u8>,
+    answered: Arc<AtomicUsize>,
+) -> Load {
+    let mut load = Load::default();
+    let mut conn: Option<Tls> = None;
+    loop {
+        let tls = match conn.as_mut() {
+            Some(tls) => tls,
+            None => match tls_connect(addr, config.clone()).await {
+                Ok(tls) => conn.insert(tls),
+                Err(_) => return load,
+            },
+        };
+        let written = async {
+            tls.write_all(&request).await?;
+            tls.flush().await
+        }
+        .await;
+        if written.is_err() {
+            // Nothing may have reached the server; Go would not count it.
+            conn = None;
+            continue;
+        }
+        if let Ok(response) = read_response(tls).await {
+            load.answered += 1;
+            answered.fetch_add(1, Ordering::Relaxed);
+            if response.closes() {
+                conn = None;
+            }
+        } else {
+            load.lost += 1;
+            conn = None;
+        }
+    }
 }

@@ -58,7 +58,9 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Resul
     let early = env.diagnose(&stored, at - TimeDelta::seconds(1))?;
     check(
         early["expiry"]
-            == json!({"expiresAt": rfc3339(at), "expired": false, "action": "delete-pod"}),
+            == json!({"expiresAt": rfc3339(at), "expired": false, "action": "delete-pod",
+                      "at": rfc3339(at),
+                      "reason": "at expires-at; the pod has no controller owner, so it is deleted"}),
         format!("diagnose before: {early}"),
     )?;
     let due = env.diagnose(&stored, at)?;
@@ -104,7 +106,9 @@ pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Re
     let at_new = env.diagnose(&renewed, new)?;
     check(
         at_new["expiry"]
-            == json!({"expiresAt": rfc3339(new), "expired": true, "action": "delete-pod"}),
+            == json!({"expiresAt": rfc3339(new), "expired": true, "action": "delete-pod",
+                      "at": rfc3339(new),
+                      "reason": "expires-at passed; the pod has no controller owner, so it is deleted"}),
         format!("diagnose at the new time: {at_new}"),
     )?;
     gone_on_time(&pods, "renewed", new).await.map(|_| ())
@@ -192,14 +196,20 @@ pub(crate) fn owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> Result<Valu
     )
 }
 
+/// A Job named `name` (its pods are created by the tests: this control
+/// plane runs no Job controller).
+pub(crate) fn job(name: &str) -> Result<Job> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
+    }))?)
+}
+
 pub(crate) async fn job_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), ns);
-    let job: Job = serde_json::from_value(json!({
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sandbox-job"},
-        "spec": {"template": {"spec": {"restartPolicy": "Never",
-            "containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
-    }))?;
+    let job = job("sandbox-job")?;
     let at = in_seconds(2);
     let stored = create_owned(env, ns, job, "job-pod", json!({}), at).await?;
     let d = env.diagnose(&stored, at)?;

@@ -114,7 +114,10 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
     let d = env.diagnose(&pods.get("arm").await?, Utc::now())?;
     check(
         d["platform"]
-            == json!({"hasPlatform": true, "hasNonPlatform": false, "unschedulable": true, "message": SCHEDULER_MESSAGE}),
+            == json!({"hasPlatform": true, "hasNonPlatform": false,
+                      "hasPlatformConstraints": true, "hasNonPlatformConstraints": false,
+                      "platformAnnotation": null, "unschedulable": true, "message": SCHEDULER_MESSAGE,
+                      "reason": "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event"}),
         format!("diagnose arm: {d}"),
     )?;
     let d = env.diagnose(&cpu, Utc::now())?;

@@ -10,6 +10,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 /// The document as block YAML, ending in a newline.
+#[must_use]
 pub fn to_string(value: &Value) -> String {
     let mut out = String::new();
     match value {
@@ -102,16 +103,24 @@ fn string(out: &mut String, s: &str) {
 }
 
 /// A string every YAML reader reads back as that same string: it starts
-/// with a letter, holds only letters, digits and `-_./`, and is none of the
-/// YAML 1.1 booleans and nulls. Anything else (digits first, so numbers,
-/// dates and times; `:`, `#`, spaces) is quoted.
+/// with a letter or `/` (a path), holds only letters, digits, `-_./` and
+/// colons that a character other than a space follows (an image such as
+/// `python:3.12`: only digits first make YAML 1.1 read `1:20` as a number),
+/// and is none of the YAML 1.1 booleans and nulls. Anything else (digits
+/// first, so numbers, dates and times; `#`, spaces, `: `) is quoted.
 fn is_plain(s: &str) -> bool {
     const WORDS: [&str; 12] = [
         "y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf", "~",
     ];
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    let bytes = s.as_bytes();
+    bytes
+        .first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'/')
+        && bytes.iter().enumerate().all(|(i, &c)| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, b'-' | b'_' | b'.' | b'/')
+                || (c == b':' && bytes.get(i + 1).is_some_and(|n| !matches!(n, b' ' | b':')))
+        })
         && !WORDS.iter().any(|w| w.eq_ignore_ascii_case(s))
 }
 
@@ -125,7 +134,8 @@ mod tests {
         let v = json!({
             "metadata": {"name": "demo", "annotations": {
                 "opensandbox.io/expires-at": "2026-01-01T01:00:00Z",
-                "mode": "0755", "yes": "no", "flag": "true", "empty": "",
+                "mode": "0755", "yes": "no", "flag": "true", "empty": "", "time": "1:20",
+                "image": "python:3.12", "path": "/opt/x", "colon": "a:", "url": "a://b",
                 "text": "two words: a # b\nline two"
             }},
             "spec": {"containers": [{"name": "c", "command": ["sleep", "3600"], "ports": [{"containerPort": 80}]}],
@@ -146,6 +156,15 @@ mod tests {
             ),
             "{text}"
         );
+        for line in [
+            "    time: \"1:20\"\n",
+            "    image: python:3.12\n",
+            "    path: /opt/x\n",
+            "    colon: \"a:\"\n",
+            "    url: a://b\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
         let back: Value = serde_yaml_ng::from_str(&text).unwrap();
         assert_eq!(back, v, "{text}");
     }

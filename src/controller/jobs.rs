@@ -1,0 +1,243 @@
+//! The writes the loop of [`super::runtime`] spawns, one task each: a
+//! removal by SPEC 10's owner rules, the platform condition, the Events.
+//! Each reports whether it is done or must be retried.
+
+use chrono::Utc;
+
+use std::sync::Arc;
+
+use super::actions::{Actions, EventType, Outcome};
+use super::metrics::ControllerMetrics;
+use crate::config::Config;
+use crate::lifecycle::{self, Removal, SandboxPod};
+
+/// What the loop shares with the tasks it spawns.
+pub struct Shared {
+    /// The watch's initial list is the streaming one (`initial_list`).
+    pub streaming_list: bool,
+    pub config: Config,
+    pub own_namespace: Option<String>,
+    pub condition_type: String,
+    pub actions: Actions,
+    pub metrics: Arc<ControllerMetrics>,
+}
+
+/// One write (or series of writes) for one pod.
+pub(super) enum Job {
+    Expire { removal: Removal, at: String },
+    Report { message: String },
+    RemoveUnschedulable { removal: Removal },
+    InvalidExpiry { value: String },
+}
+
+/// What a job, once done, must not do again for the same pod.
+#[derive(Clone)]
+pub(super) enum Mark {
+    Expired(String),
+    Reported,
+    RemovedUnschedulable,
+    Invalid(String),
+}
+
+/// Runs one job; `(mark, true)` when it is done (or moot), `false` to retry.
+pub(super) async fn execute(shared: &Shared, pod: &SandboxPod, job: Job) -> (Mark, bool) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let ns = pod.namespace();
+    match job {
+        Job::Expire { removal, at } => {
+            let ok = remove(shared, pod, &removal, Why::Expired(&at)).await;
+            (Mark::Expired(at), ok)
+        }
+        Job::RemoveUnschedulable { removal } => {
+            let ok = remove(shared, pod, &removal, Why::Unschedulable).await;
+            (Mark::RemovedUnschedulable, ok)
+        }
+        Job::Report { message } => {
+            match shared
+                .actions
+                .set_condition(pod, &shared.condition_type, &message)
+                .await
+            {
+                Ok(Outcome::Done) => {
+                    tracing::info!(namespace = ns, pod = name, message = %message, "platform unschedulable");
+                    shared.metrics.unschedulable();
+                    record(
+                        shared,
+                        pod,
+                        EventType::Warning,
+                        "PlatformUnschedulable",
+                        "Report",
+                        &message,
+                    )
+                    .await;
+                    (Mark::Reported, true)
+                }
+                Ok(_) => (Mark::Reported, true),
+                Err(e) => {
+                    tracing::warn!(namespace = ns, pod = name, error = %e, "cannot set the platform condition; retrying");
+                    shared.metrics.api_error("patch-status");
+                    (Mark::Reported, false)
+                }
+            }
+        }
+        Job::InvalidExpiry { value } => {
+            let key = &shared.config.keys().expires_at;
+            let note = format!(
+                "annotation {key} is '{value}', which is not an RFC 3339 time, so the sandbox never expires; set it to a time such as 2026-01-02T03:04:05Z"
+            );
+            tracing::warn!(namespace = ns, pod = name, value = %value.escape_debug(), "invalid expires-at");
+            let ok = shared
+                .actions
+                .event(pod, EventType::Warning, "InvalidExpiry", "Expire", &note)
+                .await
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "cannot record an Event; retrying");
+                    shared.metrics.api_error("create-event");
+                })
+                .is_ok();
+            (Mark::Invalid(value), ok)
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Why<'a> {
+    Expired(&'a str),
+    Unschedulable,
+}
+
+/// Removes the pod by SPEC 10's owner rules; `false` when a write failed.
+async fn remove(shared: &Shared, pod: &SandboxPod, removal: &Removal, why: Why<'_>) -> bool {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let ns = pod.namespace();
+    let (reason, cause) = match why {
+        Why::Expired(at) => ("SandboxExpired", format!("Sandbox expired at {at}")),
+        Why::Unschedulable => (
+            "SandboxRemoved",
+            "Sandbox cannot be scheduled on its platform (controller.platform.deleteUnschedulable)"
+                .to_owned(),
+        ),
+    };
+    if let (Removal::DeleteOwner(_), Why::Expired(_)) = (removal, why) {
+        match still_expired(shared, pod).await {
+            Ok(true) => {}
+            // Renewed since the cache saw it: the watch brings the renewal
+            // and the loop decides again.
+            Ok(false) => return false,
+            Err(error) => {
+                tracing::warn!(namespace = ns, pod = name, %error, "cannot read the pod; retrying");
+                shared.metrics.api_error("get-pod");
+                return false;
+            }
+        }
+    }
+    let result = match removal {
+        Removal::DeletePod => shared
+            .actions
+            .delete_pod(pod)
+            .await
+            .map_err(|e| (e.to_string(), "delete-pod")),
+        Removal::DeleteOwner(owner) => shared
+            .actions
+            .delete_owner(pod, owner)
+            .await
+            .map_err(|e| (e.to_string(), "delete-owner")),
+        Removal::LeaveOwned(_) => Ok(Outcome::Done),
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err((error, operation)) => {
+            tracing::warn!(namespace = ns, pod = name, %error, operation, "removal failed; retrying");
+            shared.metrics.api_error(operation);
+            return false;
+        }
+    };
+    if outcome == Outcome::Stale && matches!(removal, Removal::DeletePod) {
+        // Another version than the cache's (a renewal, a status update) or
+        // another pod of the same name: decided again on the cache, which
+        // the watch brings up to date.
+        tracing::info!(
+            namespace = ns,
+            pod = name,
+            "the pod changed since the decision; deciding again"
+        );
+        return false;
+    }
+    if outcome != Outcome::Done {
+        // Gone already, or the owner's name now belongs to a new object:
+        // nothing to do.
+        tracing::info!(namespace = ns, pod = name, ?outcome, "removal moot");
+        return true;
+    }
+    let (type_, note) = match removal {
+        Removal::DeletePod => (EventType::Normal, format!("{cause}; deleted the pod.")),
+        Removal::DeleteOwner(o) => (
+            EventType::Normal,
+            format!(
+                "{cause}; deleted its owner {} {} (propagation Background).",
+                o.kind, o.name
+            ),
+        ),
+        Removal::LeaveOwned(o) => {
+            if matches!(why, Why::Unschedulable) {
+                return true;
+            }
+            (
+                EventType::Warning,
+                format!(
+                    "{cause}, but its owner {} {} is not a kind the controller deletes, so the pod is left running: delete the {} yourself, or add {} to controller.expiry.deleteOwnerKinds.",
+                    o.kind,
+                    o.name,
+                    o.kind,
+                    o.kind_group()
+                ),
+            )
+        }
+    };
+    if let Why::Expired(at) = why {
+        let delay_ms = lifecycle::expiry::parse_expires_at(at)
+            .map(|t| (Utc::now() - t).num_milliseconds())
+            .unwrap_or_default();
+        tracing::info!(
+            namespace = ns,
+            pod = name,
+            action = removal.metric_label(),
+            expires_at = at,
+            delay_ms,
+            "sandbox expired"
+        );
+        shared.metrics.expired(removal.metric_label());
+    }
+    record(shared, pod, type_, reason, "Delete", &note).await;
+    true
+}
+
+/// Whether the pod, as the apiserver has it now, is the same pod and still
+/// expired by this controller's clock; a pod already gone counts as
+/// expired (deleting its owner is then what is left to do). Deleting an
+/// owner has no precondition on the pod, so this read stands in for one.
+async fn still_expired(shared: &Shared, pod: &SandboxPod) -> Result<bool, kube::Error> {
+    let Some(current) = shared.actions.current_pod(pod).await? else {
+        return Ok(true);
+    };
+    if current.metadata.uid != pod.metadata.uid {
+        return Ok(true);
+    }
+    Ok(lifecycle::expiry::plan(&current, &shared.config, Utc::now()).expired)
+}
+
+/// An Event that cannot be recorded is logged and counted, not retried: the
+/// removal it describes has happened.
+async fn record(
+    shared: &Shared,
+    pod: &SandboxPod,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    if let Err(e) = shared.actions.event(pod, type_, reason, action, note).await {
+        tracing::warn!(error = %e, reason, "cannot record an Event");
+        shared.metrics.api_error("create-event");
+    }
+}

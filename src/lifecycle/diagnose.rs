@@ -1,0 +1,193 @@
+//! `diagnose`'s JSON: what the controller does with one pod, when and why,
+//! from the same [`super::plan()`] the controller acts on.
+//!
+//! SPEC 10 fixes `expiry.{expiresAt, expired, action}` and
+//! `platform.{hasPlatform, hasNonPlatform, unschedulable, message}`; scripts
+//! may read them, so they stay. Besides them: `pod`; `expiry.at` (when the
+//! action is due) and `expiry.reason`; `platform.hasPlatformConstraints` and
+//! `hasNonPlatformConstraints`, the same values as `hasPlatform` and
+//! `hasNonPlatform` under names that say what they are (the seed's
+//! `has_platform_constraints_in_pod_spec` reads the pod's nodeSelector and
+//! required node affinity, not the platform annotation), the annotation
+//! itself as `platformAnnotation`, and `platform.reason`.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::expiry::{ExpiryAction, Removal};
+use super::plan::plan;
+use super::pod::SandboxPod;
+use crate::config::Config;
+
+/// One pod's diagnosis.
+#[derive(Debug, Serialize)]
+pub struct Diagnosis {
+    /// `namespace/name`.
+    pub pod: String,
+    pub expiry: ExpiryReport,
+    pub platform: PlatformReport,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpiryReport {
+    /// The annotation as written.
+    pub expires_at: Option<String>,
+    /// `expiresAt` is at or before the judging time.
+    pub expired: bool,
+    pub action: ExpiryAction,
+    /// When the action is due (UTC): `expiresAt`; at or before now when
+    /// `expired` (the controller then acts as soon as it sees the pod).
+    /// `null` when nothing is ever done.
+    pub at: Option<String>,
+    /// Why, in words.
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "a JSON report: each flag is one documented output field"
+)]
+pub struct PlatformReport {
+    /// SPEC 10's name for `hasPlatformConstraints`.
+    pub has_platform: bool,
+    /// SPEC 10's name for `hasNonPlatformConstraints`.
+    pub has_non_platform: bool,
+    /// `kubernetes.io/os` or `kubernetes.io/arch` in the nodeSelector or
+    /// the required node affinity (what the webhook wrote for the platform
+    /// annotation, or what the pod had).
+    pub has_platform_constraints: bool,
+    /// Any other key there.
+    pub has_non_platform_constraints: bool,
+    /// The pod's `<prefix>/platform` annotation, as written.
+    pub platform_annotation: Option<String>,
+    /// Pending, and the scheduler says no node takes its platform.
+    pub unschedulable: bool,
+    /// The scheduler's message, when `unschedulable`.
+    pub message: Option<String>,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// What the controller does with `pod` at `now`.
+#[must_use]
+pub fn diagnose(
+    pod: &SandboxPod,
+    config: &Config,
+    own_namespace: Option<&str>,
+    now: DateTime<Utc>,
+) -> Diagnosis {
+    let plan = plan(pod, config, own_namespace, now);
+    let keys = config.keys();
+    let ignored = not_watched(pod, config, own_namespace);
+    let expiry = &plan.expiry;
+    let timing = if expiry.expired {
+        "expires-at passed"
+    } else {
+        "at expires-at"
+    };
+    let manual = pod
+        .label(&keys.manual_cleanup)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let expiry_reason = match (&ignored, expiry.action, &expiry.removal) {
+        (Some(why), _, _) => why.clone(),
+        (None, _, Some(removal)) => format!("{timing}; {}", how(removal)),
+        (None, ExpiryAction::Invalid, _) => format!(
+            "{} is '{}', not an RFC 3339 time: the controller records a warning Event InvalidExpiry and deletes nothing",
+            keys.expires_at,
+            expiry.expires_at.as_deref().unwrap_or_default()
+        ),
+        (None, _, None) if manual => format!(
+            "manual cleanup: label {} is \"true\", so the pod is never removed",
+            keys.manual_cleanup
+        ),
+        (None, _, None) => format!(
+            "no {} annotation, so the pod is never removed",
+            keys.expires_at
+        ),
+    };
+    let at = expiry
+        .at
+        .filter(|_| expiry.removal.is_some() && ignored.is_none())
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true));
+    let reading = &plan.platform;
+    let platform_reason = match &ignored {
+        Some(why) => why.clone(),
+        None if !reading.has_platform => "no kubernetes.io/os or kubernetes.io/arch in its nodeSelector or required node affinity, so no scheduling failure is about its platform".to_owned(),
+        None if reading.unschedulable && config.controller.platform.delete_unschedulable => "Pending, and the scheduler says no node takes its platform: the controller reports it and removes it (controller.platform.deleteUnschedulable)".to_owned(),
+        None if reading.unschedulable => "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event".to_owned(),
+        None if !pending(pod) => "not Pending: it was scheduled".to_owned(),
+        None => "Pending, but nothing the scheduler says is about its platform".to_owned(),
+    };
+    Diagnosis {
+        pod: format!(
+            "{}/{}",
+            pod.namespace(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+        expiry: ExpiryReport {
+            expires_at: expiry.expires_at.clone(),
+            expired: expiry.expired,
+            action: expiry.action,
+            at,
+            reason: expiry_reason,
+        },
+        platform: PlatformReport {
+            has_platform: reading.has_platform,
+            has_non_platform: reading.has_non_platform,
+            has_platform_constraints: reading.has_platform,
+            has_non_platform_constraints: reading.has_non_platform,
+            platform_annotation: pod.annotation(&keys.platform).map(str::to_owned),
+            unschedulable: reading.unschedulable,
+            message: reading.message.clone(),
+            reason: platform_reason,
+        },
+    }
+}
+
+/// Why the controller does not look at the pod at all, if it does not (the
+/// order of `super::is_watched`).
+fn not_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> Option<String> {
+    let ns = pod.namespace();
+    if pod.label(&config.keys().id).is_none() {
+        Some(format!(
+            "not a sandbox: no {} label, so the controller does not watch it",
+            config.keys().id
+        ))
+    } else if config.excluded_namespaces.iter().any(|e| e == ns) {
+        Some(format!(
+            "namespace excluded: {ns} is in excludedNamespaces, so the controller does not watch it"
+        ))
+    } else if own_namespace == Some(ns) {
+        Some(format!(
+            "namespace excluded: {ns} is the controller's own namespace, so the controller does not watch it"
+        ))
+    } else {
+        None
+    }
+}
+
+/// How a removal is done, in words.
+fn how(removal: &Removal) -> String {
+    match removal {
+        Removal::DeletePod => "the pod has no controller owner, so it is deleted".to_owned(),
+        Removal::DeleteOwner(o) => format!(
+            "its controller owner {}/{} is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later",
+            o.kind, o.name
+        ),
+        Removal::LeaveOwned(o) => format!(
+            "its controller owner {}/{} is not of a kind in controller.expiry.deleteOwnerKinds, so the pod is left, with a warning Event",
+            o.kind, o.name
+        ),
+    }
+}
+
+/// Pending, or no phase at all (a manifest not yet applied).
+fn pending(pod: &SandboxPod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_ref())
+        .is_none_or(|p| p.as_str() == Some("Pending"))
+}

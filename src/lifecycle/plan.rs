@@ -1,0 +1,50 @@
+//! The controller's whole decision for one pod: whether it is watched at
+//! all, then its expiry and platform readings.
+
+use chrono::{DateTime, Utc};
+
+use super::expiry::{self, ExpiryAction, ExpiryPlan};
+use super::platform::{self, PlatformReading};
+use super::pod::SandboxPod;
+use crate::config::Config;
+
+/// Whether the controller looks at this pod at all: a sandbox (label
+/// `P/id`) outside the excluded namespaces and the controller's own.
+#[must_use]
+pub fn is_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> bool {
+    let ns = pod.namespace();
+    pod.label(&config.keys().id).is_some()
+        && !config.excluded_namespaces.iter().any(|e| e == ns)
+        && own_namespace != Some(ns)
+}
+
+/// The type of the pod condition the controller sets on a hit.
+#[must_use]
+pub fn condition_type(config: &Config) -> String {
+    format!("{}/PlatformUnschedulable", config.prefix)
+}
+
+/// Everything the controller would decide for one pod at `now`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub expiry: ExpiryPlan,
+    pub platform: PlatformReading,
+}
+
+#[must_use]
+pub fn plan(
+    pod: &SandboxPod,
+    config: &Config,
+    own_namespace: Option<&str>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let watched = is_watched(pod, config, own_namespace);
+    let mut expiry = expiry::plan(pod, config, now);
+    let mut platform = platform::read(pod);
+    if !watched {
+        expiry.action = ExpiryAction::None;
+        platform.unschedulable = false;
+        platform.message = None;
+    }
+    Plan { expiry, platform }
+}

@@ -1,0 +1,261 @@
+//! Where one connection is in its request cycle, shared by the transport
+//! beneath hyper (which sees bytes), the service (which sees requests), the
+//! accept loop (which evicts at the cap) and shutdown (which closes).
+//!
+//! A few atomics per connection, written at each phase change (twice per
+//! request) and read only at the cap or during shutdown.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub(crate) struct ConnState {
+    accepted: Instant,
+    phase: AtomicU8,
+    /// Milliseconds after `accepted` at which the current phase began: for
+    /// [`HEAD`] the head deadline runs from there, for [`IDLE`] it is when
+    /// the connection fell idle.
+    since_ms: AtomicU64,
+    /// A response write waits for the client to read.
+    write_blocked: AtomicBool,
+    /// The socket, to look for bytes not read yet; -1 when unknown.
+    fd: AtomicI32,
+}
+
+/// A new connection: handshake and first head, no byte of it read yet. The
+/// head deadline runs from the accept.
+pub(super) const NEW: u8 = 0;
+/// Waiting for a head with only the idle timeout running.
+pub(super) const IDLE: u8 = 1;
+/// A head is arriving: the head deadline runs.
+pub(super) const HEAD: u8 = 2;
+/// A request is being handled (its own deadline runs in the handler).
+pub(super) const REQUEST: u8 = 3;
+/// Set once a first request head has arrived; never reset.
+const ESTABLISHED: u8 = 4;
+
+/// Which connection goes first when one must make room; the smallest is
+/// evicted first, and `None` is never evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Rank {
+    tier: u8,
+    since: Instant,
+}
+
+impl ConnState {
+    /// A new connection's first head (and handshake) deadline runs from now.
+    pub fn new() -> Arc<Self> {
+        Arc::new(ConnState {
+            accepted: Instant::now(),
+            phase: AtomicU8::new(NEW),
+            since_ms: AtomicU64::new(0),
+            write_blocked: AtomicBool::new(false),
+            fd: AtomicI32::new(-1),
+        })
+    }
+
+    /// Records the socket, so that shutdown and eviction can see a request
+    /// that has arrived but is not read yet.
+    pub fn set_fd(&self, fd: RawFd) {
+        self.fd.store(fd, Ordering::Release);
+    }
+
+    /// The connection ended; its descriptor may be reused.
+    pub fn closed(&self) {
+        self.fd.store(-1, Ordering::Release);
+    }
+
+    pub fn head_deadline(&self, timeout: Duration) -> Instant {
+        self.since() + timeout
+    }
+
+    fn since(&self) -> Instant {
+        self.accepted + Duration::from_millis(self.since_ms.load(Ordering::Acquire))
+    }
+
+    pub(super) fn phase(&self) -> u8 {
+        self.phase.load(Ordering::Acquire) & !ESTABLISHED
+    }
+
+    fn established(&self) -> bool {
+        self.phase.load(Ordering::Acquire) & ESTABLISHED != 0
+    }
+
+    fn enter(&self, phase: u8) {
+        let ms = u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.since_ms.store(ms, Ordering::Release);
+        let established = self.phase.load(Ordering::Acquire) & ESTABLISHED;
+        self.phase.store(phase | established, Ordering::Release);
+    }
+
+    /// Bytes of a head were read: on a new connection its deadline keeps
+    /// running from the accept, on an idle one it starts now.
+    pub(super) fn bytes_read(&self) {
+        match self.phase() {
+            NEW => self.phase.store(HEAD, Ordering::Release),
+            IDLE => self.enter(HEAD),
+            _ => {}
+        }
+    }
+
+    pub(super) fn request_began(&self) {
+        self.phase.store(REQUEST | ESTABLISHED, Ordering::Release);
+    }
+
+    /// The response is ready; the connection waits for the next head.
+    pub(super) fn idle(&self) {
+        self.enter(IDLE);
+    }
+
+    pub(super) fn set_write_blocked(&self, blocked: bool) {
+        self.write_blocked.store(blocked, Ordering::Release);
+    }
+
+    /// How the connection ranks for eviction at the connection cap, first
+    /// evicted first; `None` while a request is in flight (in the handler,
+    /// or its response not yet taken by the client), which is never cut.
+    /// - Connections without a request on their way, longest idle first,
+    ///   whatever they sent before: one between requests is idle since its
+    ///   last response, a new one since its accept (until it has sent a
+    ///   whole first head: a handshake, or a first head trickling in, shows
+    ///   nothing yet). So a flood of connections that each sent one request
+    ///   and sit idle cannot hold every slot, and a new client's handshake
+    ///   is not the first to go. The apiserver simply reconnects.
+    /// - Then connections whose next head is arriving, oldest head first:
+    ///   the apiserver sends a head in one piece, so only a client that
+    ///   trickles its head stays there.
+    pub fn rank(&self) -> Option<Rank> {
+        if self.write_blocked.load(Ordering::Acquire) {
+            return None;
+        }
+        let (tier, since) = match (self.established(), self.phase()) {
+            (_, REQUEST) => return None,
+            (false, _) => (0, self.accepted),
+            (true, IDLE) => (0, self.since()),
+            (true, _) => (1, self.since()),
+        };
+        Some(Rank { tier, since })
+    }
+
+    /// The accept order, for listeners that evict the oldest connection.
+    pub fn accepted(&self) -> Rank {
+        Rank {
+            tier: 0,
+            since: self.accepted,
+        }
+    }
+
+    /// How long the connection has been idle between requests, if it is.
+    pub(super) fn idle_for(&self) -> Option<Duration> {
+        let idle = self.phase() == IDLE && !self.write_blocked.load(Ordering::Acquire);
+        idle.then(|| self.since().elapsed())
+    }
+
+    /// Whether bytes wait in the socket that nothing has read yet: a
+    /// request the client has sent, which closing now would lose.
+    pub fn bytes_waiting(&self) -> bool {
+        let fd = self.fd.load(Ordering::Acquire);
+        if fd < 0 {
+            return false;
+        }
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local buffer, which never blocks
+        // and consumes nothing. The descriptor is this connection's socket
+        // while the connection lives; should it have just closed and the
+        // number been reused, the peek reads another descriptor's state
+        // without changing it, and the answer is merely wrong once.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases() {
+        let s = ConnState::new();
+        assert_eq!(s.phase(), NEW);
+        assert!(!s.established());
+        s.bytes_read();
+        assert_eq!(s.phase(), HEAD);
+        assert_eq!(
+            s.head_deadline(Duration::ZERO),
+            s.accepted,
+            "from the accept"
+        );
+        s.request_began();
+        assert!(s.established());
+        assert_eq!(s.rank(), None, "a request in flight is never evicted");
+        s.idle();
+        assert_eq!(s.phase(), IDLE);
+        assert!(s.established(), "established is never reset");
+        assert!(s.idle_for().is_some());
+        s.set_write_blocked(true);
+        assert_eq!(s.rank(), None, "nor a response the client has not read");
+        assert!(s.idle_for().is_none());
+        s.set_write_blocked(false);
+        s.bytes_read();
+        assert_eq!(s.phase(), HEAD);
+        assert!(s.idle_for().is_none());
+    }
+
+    #[test]
+    fn eviction_takes_the_longest_idle_then_trickled_heads() {
+        let pause = || std::thread::sleep(Duration::from_millis(5));
+        let (idle_long, idle_short, trickling) =
+            (ConnState::new(), ConnState::new(), ConnState::new());
+        for s in [&idle_long, &idle_short, &trickling] {
+            s.request_began();
+        }
+        idle_long.idle();
+        trickling.idle();
+        trickling.bytes_read();
+        pause();
+        let stranger = ConnState::new();
+        pause();
+        idle_short.idle();
+        let in_flight = ConnState::new();
+        in_flight.request_began();
+        assert_eq!(in_flight.rank(), None);
+        let mut ranked = [&trickling, &idle_short, &stranger, &idle_long];
+        ranked.sort_by_key(|s| s.rank());
+        let order: Vec<*const ConnState> = ranked.iter().map(|s| Arc::as_ptr(s)).collect();
+        let expected: Vec<*const ConnState> = [&idle_long, &stranger, &idle_short, &trickling]
+            .iter()
+            .map(|s| Arc::as_ptr(s))
+            .collect();
+        assert_eq!(order, expected);
+    }
+
+    #[test]
+    fn bytes_waiting_sees_what_the_client_sent_and_nothing_else() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let s = ConnState::new();
+        assert!(!s.bytes_waiting(), "unknown socket");
+        s.set_fd(server.as_raw_fd());
+        assert!(!s.bytes_waiting());
+        client.write_all(b"GET").unwrap();
+        let started = Instant::now();
+        while !s.bytes_waiting() {
+            assert!(started.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(s.bytes_waiting(), "a peek consumes nothing");
+        s.closed();
+        assert!(!s.bytes_waiting());
+    }
+}
