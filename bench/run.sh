@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side (docs/performance.md):
 #   1. criterion: the mutation core against two parse+respond baselines;
+#      callgrind: instructions per review of `review` and `null_review`
+#      (bench/callgrind.sh), and the 1.3× gate on both;
 #   2. TLS load: the release `serve` binary pinned to CPU 0, the load
 #      generator pinned to CPU 1; saturation with wrk, latency at half that
 #      rate with examples/loadgen.rs; the real handler and the null handler
@@ -10,6 +12,10 @@
 #   bench/run.sh           full run; writes the results into docs/performance.md
 #   bench/run.sh --smoke   short run for CI (stdout only); fails if any request
 #                          fails or anything breaks, never because of speed
+#
+# The last line says whether `review` ≤ 1.3 × `null_review` held on the 10 KB
+# and 30 KB pods in criterion and in callgrind ("gate 1.3×: met" or
+# "gate 1.3×: missed"); a missed gate never fails the run.
 #
 # Environment: CARGO_TARGET_DIR (default target), SERVER_CPU (0), LOAD_CPU (1).
 # Every server listens on ports the kernel picks (`--addr 127.0.0.1:0`, read
@@ -61,9 +67,10 @@ fi
 command -v taskset >/dev/null || { echo "taskset (util-linux) is required" >&2; exit 1; }
 
 log "building (release)"
-cargo build --release --bin sandbox-webhook --example loadgen >&2
+cargo build --release --bin sandbox-webhook --example loadgen --example review_loop >&2
 BIN="$TARGET/release/sandbox-webhook"
 LOADGEN="$TARGET/release/examples/loadgen"
+REVIEW_LOOP="$TARGET/release/examples/review_loop"
 python3 bench/make_reviews.py >&2
 
 # --- 1. criterion ------------------------------------------------------------
@@ -76,6 +83,23 @@ crit() {
   python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["mean"]["point_estimate"] / 1000))' \
     "$TARGET/criterion/admission/$1/$2/new/estimates.json"
 }
+
+# instructions per review under callgrind: CG[handler,pod], empty when
+# valgrind is missing (the gate then says so)
+GATE=1.3
+declare -A CG
+if command -v valgrind >/dev/null; then
+  for pod in 10k 30k; do
+    for handler in review null; do
+      mode=()
+      [[ $handler == null ]] && mode=(null)
+      CG[$handler,$pod]=$(bench/callgrind.sh "$REVIEW_LOOP" "bench/reviews/pod-$pod.json" "${mode[@]}")
+      log "callgrind: $handler pod-$pod: ${CG[$handler,$pod]} instructions per review"
+    done
+  done
+else
+  log "callgrind: valgrind is not installed; the instruction counts are not measured"
+fi
 
 # --- 2. load -----------------------------------------------------------------
 CLK_TCK=$(getconf CLK_TCK)
@@ -222,6 +246,18 @@ table() {
     echo "| $c ($(stat -c %s "bench/reviews/$c.json") B) | $k | $n | $r | $(ratio "$r" "$k") | $(ratio "$r" "$n") |"
   done
   echo
+  echo "### Instructions per review (callgrind, bench/callgrind.sh)"
+  echo
+  echo "| body | null_review | review | review / null_review |"
+  echo "|---|---:|---:|---:|"
+  for pod in 10k 30k; do
+    if [[ -n ${CG[review,$pod]:-} ]]; then
+      echo "| pod-$pod | ${CG[null,$pod]} | ${CG[review,$pod]} | $(ratio "${CG[review,$pod]}" "${CG[null,$pod]}") |"
+    else
+      echo "| pod-$pod | not measured (no valgrind) | | |"
+    fi
+  done
+  echo
   echo "### TLS load (server on 1 core, TLS 1.3, HTTP/1.1 keep-alive, 32 connections, ${LOAD_SECONDS}s per run; latency: median of $PACED_RUNS paced run(s))"
   echo
   echo "| pod | handler | req/s at saturation | errors | CPU µs / request | p50 ms at half rate | p99 ms at half rate | half rate (req/s) |"
@@ -250,7 +286,7 @@ table() {
   local r10 r30 p10 p30 k10 review10
   read -r r10 _ _ _ _ _ p10 _ <<<"${R[review,10k]}"
   read -r r30 _ _ _ _ _ p30 _ <<<"${R[review,30k]}"
-  k10=$(crit kube_baseline pod-10k) n10=$(crit null_review pod-10k) review10=$(crit review pod-10k)
+  k10=$(crit kube_baseline pod-10k) review10=$(crit review pod-10k)
   echo "| target | measured | |"
   echo "|---|---|---|"
   echo "| ≥ 5,000 admissions/s on one core, 10 KB pod | $r10/s | $(ok "$r10 >= 5000") |"
@@ -258,7 +294,19 @@ table() {
   echo "| p99 < 5 ms at half load | 10 KB $p10 ms, 30 KB $p30 ms | $(ok "$p10 < 5 && $p30 < 5") |"
   echo "| no errors (saturation, half load, 128 connections) | $ERRORS | $(ok "$ERRORS == 0") |"
   echo "| mutation ≤ 1.5 × parse+serialize baseline (kube_baseline), 10 KB pod | $(ratio "$review10" "$k10") × | $(ok "$review10 <= 1.5 * $k10") |"
-  echo "| stricter floor: mutation ≤ 1.5 × null_review (object skipped unread), 10 KB pod | $(ratio "$review10" "$n10") × | $(ok "$review10 <= 1.5 * $n10") |"
+  local pod n r
+  for pod in 10k 30k; do
+    n=$(crit null_review "pod-$pod") r=$(crit review "pod-$pod")
+    echo "| gate: review ≤ $GATE × null_review (object skipped unread), ${pod/k/ KB} pod, criterion | $(ratio "$r" "$n") × | $(ok "$r <= $GATE * $n") |"
+  done
+  for pod in 10k 30k; do
+    if [[ -n ${CG[review,$pod]:-} ]]; then
+      n=${CG[null,$pod]} r=${CG[review,$pod]}
+      echo "| gate: review ≤ $GATE × null_review, ${pod/k/ KB} pod, callgrind instructions | $(ratio "$r" "$n") × | $(ok "$r <= $GATE * $n") |"
+    else
+      echo "| gate: review ≤ $GATE × null_review, ${pod/k/ KB} pod, callgrind instructions | not measured (no valgrind) | **missed** |"
+    fi
+  done
   echo "| RSS < 10 MB idle | $(mb "$MEM_IDLE_KB") MB | $(ok "$MEM_IDLE_KB < 10240") |"
   echo "| RSS < 32 MB at 128 connections | $(mb "$MEM_PEAK_KB") MB | $(ok "$MEM_PEAK_KB < 32768") |"
   echo "| back near idle after the load (< idle + 50 %) | $(mb "$MEM_AFTER_KB") MB | $(ok "$MEM_AFTER_KB < 1.5 * $MEM_IDLE_KB") |"
@@ -271,6 +319,8 @@ table() {
 }
 TABLE="$(table)"
 echo "$TABLE"
+# The gate rows of the targets table, as one word.
+if grep -q '^| gate: .*\*\*missed\*\* |$' <<<"$TABLE"; then GATE_RESULT=missed; else GATE_RESULT=met; fi
 
 if ((!SMOKE)); then
   python3 - "$TABLE" <<'EOF'
@@ -287,6 +337,7 @@ EOF
   log "results written to docs/performance.md"
 fi
 
+echo "gate ${GATE}× (review ≤ ${GATE} × null_review, 10 KB and 30 KB pods, criterion and callgrind): $GATE_RESULT"
 if ((ERRORS > 0)); then
   echo "bench: $ERRORS failed requests" >&2
   exit 1
