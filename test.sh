@@ -12,11 +12,15 @@ step_done() { [[ -z "$step_name" ]] || printf '== %s: %ds\n' "$step_name" "$((SE
 step() { step_done; step_name="$*" step_start=$SECONDS; printf '\n== %s\n' "$*"; }
 
 step "tools"
-# Debian packages the scripts use; installed only when missing.
+# Debian packages the scripts use; installed only when missing, from the
+# package lists already there when that works. podman and runc run the image
+# (tests/image/run.sh).
 missing=()
-for tool in curl openssl python3; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in curl openssl python3 podman runc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if ((${#missing[@]})); then
-    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
+        { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; }
 fi
 command -v go >/dev/null || { echo "go is required to build the e2e control plane" >&2; exit 1; }
 
@@ -42,8 +46,11 @@ tests/chart/install.sh
 step "Fuzzing: cargo-fuzz, 60 s over both targets; corpus replayed in release (10 ms bar)"
 fuzz/run.sh
 
-step "Benchmarks: smoke run (release build, TLS load, RSS; fails on errors, never on speed)"
+step "Benchmarks: smoke run (release builds, TLS load, RSS, flavours; fails on errors, never on speed)"
 CARGO_TARGET_DIR=target bench/run.sh --smoke
+
+step "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
+CARGO_TARGET_DIR=target tests/image/run.sh
 
 step_done
 echo

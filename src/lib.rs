@@ -11,6 +11,7 @@ pub mod config;
 pub mod controller;
 pub(crate) mod duration;
 pub mod fixtures;
+pub mod json_error;
 pub mod lifecycle;
 pub mod manifest;
 pub mod mutate;

@@ -154,7 +154,7 @@ fn errors_exit_non_zero() {
         ("[1]\n", "standard input is a list, not a Kubernetes object"),
         (
             "apiVersion: v1\nkind: Pod\nmetadata: {ownerReferences: [5]}\n",
-            "metadata.ownerReferences[0]: invalid type: integer `5`, expected an object",
+            "metadata.ownerReferences[0]: expected an object, got the number 5",
         ),
     ] {
         let out = diagnose(input, &[]);

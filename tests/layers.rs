@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs",
+            "duration certs json_error",
             "config",
             "mutate",
             "workload lifecycle",
@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote k8s",
+            "visit quote typo k8s",
             "lists",
             "pod patch",
             "affinity",

@@ -1,5 +1,8 @@
 //! The cluster benchmarks' own watch of the pods they expect removed: when
-//! each pod's DELETED event arrived, when its deletion was requested, and
+//! each pod's removal was first seen (its DELETED event, or for a pod bound
+//! to a node the update that sets its deletionTimestamp: the node's kubelet,
+//! here kwok, finishes a graceful delete later, on its own schedule), when
+//! its deletion was requested, and
 //! how often the watch failed or had to list again (a relist misses the
 //! DELETED events of the pods removed meanwhile, so it is reported).
 #![allow(dead_code)]
@@ -19,7 +22,7 @@ pub struct Removal {
     /// The apiserver's clock: deletionTimestamp less the grace period
     /// (whole seconds), when the object says.
     pub requested: Option<DateTime<Utc>>,
-    /// This program's clock, when the DELETED event arrived.
+    /// This program's clock, when the watch first saw the removal.
     pub seen: DateTime<Utc>,
 }
 
@@ -35,6 +38,22 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// Records a removal the first time it is seen.
+    fn removed(&mut self, pod: &Pod) {
+        let meta = &pod.metadata;
+        let grace = meta.deletion_grace_period_seconds.unwrap_or_default();
+        let requested = meta
+            .deletion_timestamp
+            .as_ref()
+            .and_then(|t| DateTime::from_timestamp(t.0.as_second() - grace, 0));
+        if let Some(name) = meta.name.clone() {
+            self.removals.entry(name).or_insert(Removal {
+                requested,
+                seen: Utc::now(),
+            });
+        }
+    }
+
     /// One line for the report.
     pub fn health(&self) -> String {
         format!(
@@ -68,22 +87,9 @@ pub fn watch(pods: Api<Pod>, config: watcher::Config) -> (Watched, tokio::task::
                     lists += 1;
                     seen.relists = lists.saturating_sub(1);
                 }
-                Ok(watcher::Event::Delete(pod)) => {
-                    let meta = &pod.metadata;
-                    let grace = meta.deletion_grace_period_seconds.unwrap_or_default();
-                    let requested = meta
-                        .deletion_timestamp
-                        .as_ref()
-                        .and_then(|t| DateTime::from_timestamp(t.0.as_second() - grace, 0));
-                    if let Some(name) = meta.name.clone() {
-                        seen.removals.insert(
-                            name,
-                            Removal {
-                                requested,
-                                seen: Utc::now(),
-                            },
-                        );
-                    }
+                Ok(watcher::Event::Delete(pod)) => seen.removed(&pod),
+                Ok(watcher::Event::Apply(pod)) if pod.metadata.deletion_timestamp.is_some() => {
+                    seen.removed(&pod);
                 }
                 Ok(_) => {}
             }

@@ -139,28 +139,8 @@ fn collect(object: &Value, at: &str, pods: &mut Vec<SandboxPod>) -> Result<(), S
         );
         return Ok(());
     }
-    let pod = serde_path_to_error::deserialize(object)
-        .map_err(|e| format!("{at} is not a Pod the controller can read: {}", plain(&e)))?;
+    let pod = crate::json_error::from_value(object, "")
+        .map_err(|e| format!("{at} is not a Pod the controller can read: {e}"))?;
     pods.push(pod);
     Ok(())
-}
-
-/// serde's error at its path, with the names of Rust types it may quote
-/// (`expected struct ObjectMeta`) put in words.
-fn plain(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
-    let message = e.inner().to_string();
-    let words = match message.split_once(", expected ") {
-        Some((head, expected)) => {
-            let expected = expected.strip_prefix("struct ").unwrap_or(expected);
-            let is_type_name = expected.starts_with(|c: char| c.is_ascii_uppercase())
-                && expected.chars().all(|c| c.is_ascii_alphanumeric());
-            if is_type_name {
-                format!("{head}, expected an object")
-            } else {
-                message.clone()
-            }
-        }
-        None => message,
-    };
-    format!("{}: {words}", e.path())
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 /// skipped by the decoder and never held in memory. The fields the seed
 /// treats dynamically stay untyped.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(expecting = "a Pod object", default)]
+#[serde(default, expecting = "an object")]
 pub struct SandboxPod {
     pub metadata: ObjectMeta,
     pub spec: Option<SpecFields>,
@@ -17,14 +17,14 @@ pub struct SandboxPod {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(expecting = "an object (spec)", default, rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase", expecting = "an object")]
 pub struct SpecFields {
     pub node_selector: Option<Value>,
     pub affinity: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(expecting = "an object (status)", default, rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase", expecting = "an object")]
 pub struct StatusFields {
     pub phase: Option<Value>,
     pub reason: Option<Value>,

@@ -13,9 +13,21 @@ use super::k8s::{BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, KnownEnv, same_capability};
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
 /// a `Cow<str>` field marked `borrow`, but not the items of a list or the
-/// keys of a map: those need this newtype.
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+/// keys of a map: those need this newtype. Read as a string, not as a
+/// newtype, so that a reader that tracks paths sees a map key it reads.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+deserialize_by_visitor! {
+    impl<'de, 'a> for Text<'a>, visitor V<'a> where ['de: 'a];
+    expecting "a string", by deserialize_str;
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Text(Cow::Owned(v.to_owned())))
+    }
+}
 
 impl PartialEq<str> for Text<'_> {
     fn eq(&self, other: &str) -> bool {
@@ -33,7 +45,7 @@ impl Deref for Text<'_> {
 /// An `env` item. Only names matter: a variable the webhook would add is
 /// never overwritten.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an env item object")]
+#[serde(expecting = "an object")]
 struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
@@ -41,7 +53,7 @@ struct EnvView<'a> {
 
 /// A `volumeMounts` item.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a volumeMounts item object", rename_all = "camelCase")]
+#[serde(expecting = "an object", rename_all = "camelCase")]
 struct MountView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
@@ -58,7 +70,7 @@ impl MountView<'_> {
 
 /// A `volumes` item.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a volume object", rename_all = "camelCase")]
+#[serde(expecting = "an object", rename_all = "camelCase")]
 struct VolumeView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
@@ -78,7 +90,7 @@ macro_rules! summary_of_list {
                 impl<'de $(: $lt, $lt)?> de::Visitor<'de> for V<'de $(, $lt)?> {
                     type Value = $ty;
                     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                        f.write_str("a sequence")
+                        f.write_str("an array")
                     }
                     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$ty, A::Error> {
                         let mut $summary = <$ty>::default();
@@ -162,7 +174,7 @@ summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
 });
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
+#[serde(expecting = "an object", rename_all = "camelCase")]
 pub struct SecurityContextView {
     #[serde(default)]
     pub privileged: Option<bool>,
@@ -171,7 +183,7 @@ pub struct SecurityContextView {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a capabilities object")]
+#[serde(expecting = "an object")]
 pub struct CapabilitiesView {
     #[serde(default)]
     pub add: Option<Capabilities>,

@@ -23,6 +23,7 @@ mod quote;
 mod run_as;
 mod select;
 mod token;
+mod typo;
 pub(crate) mod unschedulable;
 
 use serde::Serialize;
@@ -37,6 +38,7 @@ pub use platform::PlatformError;
 pub use policy::PolicyError;
 pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
+pub use typo::KNOWN as ANNOTATION_NAMES;
 
 use egress::{Sidecar, TokenCompletion};
 use execd::{Execd, InstallerPlan};
@@ -68,7 +70,7 @@ pub struct Admission {
 pub fn decide(pod_json: &str, namespace: Option<&str>, ctx: &Context<'_>) -> Decision {
     match PodView::parse(pod_json) {
         Ok(pod) => decide_view(&pod, namespace, ctx),
-        Err(e) => Decision::Deny(Denial::MalformedPod(e.to_string())),
+        Err(_) => Decision::Deny(Denial::MalformedPod(PodView::unreadable(pod_json, ""))),
     }
 }
 

@@ -287,21 +287,21 @@ mod tests {
             "platform conflict with template nodeSelector: 'kubernetes.io/os' is 'it's', request expects 'linux'."
         );
         for (value, shown) in [
-            (json!(1), "1"),
-            (json!(1.5), "1.5"),
+            (json!(1), "the number 1"),
+            (json!(1.5), "the number 1.5"),
             (json!(true), "true"),
-            (json!(["a", 1]), "a list"),
+            (json!(["a", 1]), "an array"),
             (json!({"k": null}), "an object"),
         ] {
             let text = json!({ "disk": "ssd", "kubernetes.io/os": value }).to_string();
-            let err = serde_json::from_str::<NodeSelector<'_>>(&text)
+            let err = crate::json_error::from_str::<NodeSelector<'_>>(&text, "spec.nodeSelector")
                 .unwrap_err()
                 .to_string();
-            assert!(
-                err.starts_with(&format!(
-                    "spec.nodeSelector[\"kubernetes.io/os\"] must be a string (quote the value), not {shown}"
-                )),
-                "{err}"
+            assert_eq!(
+                err,
+                format!(
+                    "spec.nodeSelector[\"kubernetes.io/os\"]: expected a string (quote the value), got {shown}"
+                ),
             );
         }
     }

@@ -18,7 +18,6 @@ use super::k8s::KnownEnv;
 use super::lists::{
     CapabilitiesView, Command, EnvNames, Mounts, SecurityContextView, Text, Volumes,
 };
-use super::quote::clip;
 
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
@@ -44,7 +43,7 @@ impl<'a> RawMap<'a> {
 
 deserialize_by_visitor! {
     impl<'de, 'a> for RawMap<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a map", by deserialize_map;
+    expecting "an object", by deserialize_map;
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
         while let Some((Text(k), v)) = map.next_entry()? {
@@ -79,7 +78,7 @@ impl<T> Deref for List<T> {
 
 deserialize_by_visitor! {
     impl<'de, T> for List<T>, visitor V<T> where [T: Deserialize<'de>];
-    expecting "a sequence", by deserialize_seq;
+    expecting "an array", by deserialize_seq;
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(LIST_CAPACITY);
         while let Some(item) = seq.next_element()? {
@@ -115,51 +114,32 @@ impl NodeSelector<'_> {
     }
 }
 
-/// A nodeSelector value: a string or null, else what to call it in the error.
-enum SelectorValue<'a> {
-    Text(Option<Cow<'a, str>>),
-    Other(String),
-}
+/// A nodeSelector value: a string, or null (`None`). Anything else is an
+/// error about this value, so that the error's path names the key.
+struct SelectorValue<'a>(Option<Cow<'a, str>>);
 
 deserialize_by_visitor! {
     impl<'de, 'a> for SelectorValue<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a string", by deserialize_any;
+    expecting "a string (quote the value)", by deserialize_any;
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(SelectorValue::Text(Some(Cow::Borrowed(v))))
+        Ok(SelectorValue(Some(Cow::Borrowed(v))))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(SelectorValue::Text(Some(Cow::Owned(v.to_owned()))))
+        Ok(SelectorValue(Some(Cow::Owned(v.to_owned()))))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(SelectorValue::Text(None))
-    }
-    non_string_scalars!(|v| SelectorValue::Other(v.to_string()));
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(SelectorValue::Other("a list".to_owned()))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(SelectorValue::Other("an object".to_owned()))
+        Ok(SelectorValue(None))
     }
 }
 
 deserialize_by_visitor! {
     impl<'de, 'a> for NodeSelector<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a map of strings", by deserialize_any;
+    expecting "an object of strings", by deserialize_any;
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(Text(key)) = map.next_key()? {
-            match map.next_value()? {
-                SelectorValue::Text(value) => entries.push((key, value)),
-                SelectorValue::Other(shown) => {
-                    return Err(de::Error::custom(format_args!(
-                        "spec.nodeSelector[{:?}] must be a string (quote the value), not {}",
-                        clip(&key),
-                        clip(&shown)
-                    )));
-                }
-            }
+            let SelectorValue(value) = map.next_value()?;
+            entries.push((key, value));
         }
         Ok(NodeSelector::Map(entries))
     }
@@ -167,7 +147,7 @@ deserialize_by_visitor! {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a Pod object", rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct PodView<'a> {
     #[serde(default, borrow)]
     pub metadata: Option<MetaView<'a>>,
@@ -176,7 +156,7 @@ pub struct PodView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object (metadata)", rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct MetaView<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
@@ -191,7 +171,7 @@ pub struct MetaView<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object (spec)", rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct SpecView<'a> {
     #[serde(default, borrow)]
     pub containers: Option<List<ContainerView<'a>>>,
@@ -221,7 +201,7 @@ pub struct PodSecurityView {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a container object", rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object")]
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -241,6 +221,18 @@ pub struct ContainerView<'a> {
 impl<'a> PodView<'a> {
     pub fn parse(raw: &'a str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(raw)
+    }
+
+    /// Why `raw`, which [`PodView::parse`] refused, is not a readable pod:
+    /// the path of what broke, from `root` (the object's own path), and
+    /// what was expected there. Read again with the path tracked, so only
+    /// a refused pod pays for that.
+    pub fn unreadable(raw: &str, root: &str) -> String {
+        match crate::json_error::from_str::<PodView<'_>>(raw, root) {
+            Err(e) => e.to_string(),
+            // The same reader on the same text fails the same way.
+            Ok(_) => "it is not a pod".to_owned(),
+        }
     }
 
     pub fn label(&self, key: &str) -> Option<&'a RawValue> {
@@ -408,7 +400,7 @@ mod tests {
             ),
             (
                 r#"{"spec":{"containers":[{"command":"sh"}]}}"#,
-                "expected a sequence",
+                "expected an array",
             ),
             (
                 r#"{"spec":{"containers":[{"command":[1]}]}}"#,
@@ -416,7 +408,7 @@ mod tests {
             ),
             (
                 r#"{"spec":{"volumes":[{"name":"v"},7]}}"#,
-                "expected a volume object",
+                "expected an object",
             ),
         ] {
             let err = PodView::parse(raw).unwrap_err().to_string();

@@ -7,6 +7,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::json_error::{self, JsonError};
+
 /// Why a response cannot be decoded: each is a broken promise of the
 /// webhook's own answers.
 #[derive(Debug, Error)]
@@ -19,7 +21,9 @@ pub enum DecodeError {
     #[error("the patch is not base64: {0}")]
     PatchNotBase64(#[source] base64::DecodeError),
     #[error("the patch is not a JSON patch: {0}")]
-    PatchNotJsonPatch(#[source] serde_json::Error),
+    PatchNotJsonPatch(#[source] JsonError),
+    #[error("the patch cannot be shown: {0}")]
+    PatchNotShown(#[source] serde_json::Error),
     #[error("a patch without patchType JSONPatch")]
     PatchType,
 }
@@ -39,9 +43,15 @@ pub fn decoded(body: &[u8]) -> Result<Value, DecodeError> {
     if let Some(patch) = response.get_mut("patch") {
         let text = patch.as_str().ok_or(DecodeError::PatchNotText)?;
         let bytes = BASE64.decode(text).map_err(DecodeError::PatchNotBase64)?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| {
+            DecodeError::PatchNotJsonPatch(JsonError {
+                path: "patch".to_owned(),
+                problem: "is not UTF-8".to_owned(),
+            })
+        })?;
         let ops: json_patch::Patch =
-            serde_json::from_slice(&bytes).map_err(DecodeError::PatchNotJsonPatch)?;
-        *patch = serde_json::to_value(ops).map_err(DecodeError::PatchNotJsonPatch)?;
+            json_error::from_str(text, "patch").map_err(DecodeError::PatchNotJsonPatch)?;
+        *patch = serde_json::to_value(ops).map_err(DecodeError::PatchNotShown)?;
         if response.get("patchType").and_then(Value::as_str) != Some("JSONPatch") {
             return Err(DecodeError::PatchType);
         }
@@ -99,6 +109,14 @@ mod tests {
                 "patchType",
             ),
             (b"{".to_vec(), "not JSON"),
+            (
+                with_patch(&json!(BASE64.encode("[5]")), "JSONPatch"),
+                "not a JSON patch: patch[0]: expected one of the allowed forms, got the number 5",
+            ),
+            (
+                with_patch(&json!(BASE64.encode(b"[\"\xff\"]")), "JSONPatch"),
+                "not a JSON patch: patch: is not UTF-8",
+            ),
         ];
         for (body, says) in cases {
             let err = decoded(&body).expect_err(says).to_string();

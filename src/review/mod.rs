@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use crate::mutate::pod::PodView;
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
-use respond::{encode, respond, text, type_meta};
+use respond::{encode, envelope, respond, text, type_meta};
 use wire::{RequestIn, ResponseOut, ReviewIn};
 
 pub use decode::{DecodeError, decoded};
@@ -33,7 +33,8 @@ pub use validate::validate;
 /// The fast path reads the object straight into a pod view in the same pass
 /// as the envelope. If that fails, the object is not a readable pod, or not
 /// a pod at all: the envelope is read again with the object kept raw, and
-/// only a Pod CREATE turns the bad object into a denial.
+/// only a Pod CREATE turns the bad object into a denial. A Pod CREATE
+/// without an object is denied too: there is no pod to admit.
 ///
 /// # Errors
 /// A body that is not an `AdmissionReview` with a request (the server answers
@@ -48,33 +49,35 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);
                 respond(&types, &request, pod_name(pod), decision)
             }
-            None => respond(
-                &types,
-                &request,
-                None,
-                Decision::Skip(SkipReason::NotPodCreate),
-            ),
+            None => respond(&types, &request, None, without_pod(&request)),
         };
     }
-    let review: ReviewIn<'_, &RawValue> = serde_json::from_str(body)?;
+    let review: ReviewIn<'_, &RawValue> = envelope(body)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     let types = type_meta(review.api_version, review.kind);
     let decision = match request.object.filter(|_| request.is_pod_create()) {
-        None => Decision::Skip(SkipReason::NotPodCreate),
-        Some(raw) => Decision::Deny(Denial::MalformedPod(unreadable_pod(raw))),
+        None => without_pod(&request),
+        Some(raw) => Decision::Deny(Denial::MalformedPod(PodView::unreadable(
+            raw.get(),
+            "request.object",
+        ))),
     };
     respond(&types, &request, None, decision)
 }
 
-/// Why `raw` is not a readable pod, with positions relative to the object.
-/// Only asked after the fast path failed to read this very object as a pod,
-/// and the same reader on the same text fails the same way, so there is
-/// always an error to report.
-fn unreadable_pod(raw: &RawValue) -> String {
-    PodView::parse(raw.get())
-        .err()
-        .map_or_else(|| "it is not a pod".to_owned(), |e| e.to_string())
+/// A request whose object was not read as a pod: skipped unless it is a
+/// Pod CREATE, whose object (null or missing) is then no pod at all.
+fn without_pod<O, Old>(request: &RequestIn<'_, O, Old>) -> Decision {
+    if request.is_pod_create() {
+        Decision::Deny(Denial::MalformedPod(NO_OBJECT.to_owned()))
+    } else {
+        Decision::Skip(SkipReason::NotPodCreate)
+    }
 }
+
+/// The apiserver always sends the pod on a CREATE; a review without one
+/// cannot be admitted unmutated.
+const NO_OBJECT: &str = "request.object: a Pod CREATE carries the pod, but it is null or missing";
 
 /// `metadata.name`, else `generateName`: what the log line calls a pod
 /// whose request carries no name.
@@ -131,7 +134,7 @@ pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
 
 /// The envelope with the object skipped unread.
 fn null_envelope(body: &[u8]) -> Result<(TypeMeta, RequestIn<'_, IgnoredAny>), ReviewError> {
-    let review: ReviewIn<'_, IgnoredAny> = serde_json::from_str(text(body)?)?;
+    let review: ReviewIn<'_, IgnoredAny> = envelope(text(body)?)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok((type_meta(review.api_version, review.kind), request))
 }
@@ -154,7 +157,7 @@ mod tests {
             own_namespace: None,
             tokens: &tokens,
         };
-        let body = b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"x\":\"\xc3\x28\",\"request\":{\"uid\":\"u\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":\"CREATE\"}}";
+        let body = b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"x\":\"\xc3\x28\",\"request\":{\"uid\":\"u\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":\"DELETE\"}}";
         let err = review(body, &ctx).unwrap_err();
         assert!(matches!(err, ReviewError::NotUtf8(_)), "{err}");
         assert!(

@@ -9,6 +9,7 @@ use kube::core::{Status, TypeMeta};
 use thiserror::Error;
 
 use super::wire::{RequestIn, ResponseOut};
+use crate::json_error::JsonError;
 use crate::mutate::{Decision, SkipReason};
 
 /// A request that cannot be answered with an `AdmissionReview` at all; the
@@ -20,8 +21,8 @@ pub enum ReviewError {
     #[error("request body is not UTF-8 JSON: {0}")]
     NotUtf8(#[from] std::str::Utf8Error),
     #[error("request body is not an AdmissionReview: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("AdmissionReview has no request")]
+    Json(JsonError),
+    #[error("request body is not an AdmissionReview: request: is required but missing or null")]
     NoRequest,
     #[error("cannot encode the response: {0}")]
     Encode(String),
@@ -75,6 +76,14 @@ pub(super) fn text(body: &[u8]) -> Result<&str, ReviewError> {
         return Err(ReviewError::Empty);
     }
     Ok(std::str::from_utf8(body)?)
+}
+
+/// The envelope read as `T`, with the path of what broke when it cannot
+/// be: read plainly first, and again with the path tracked only when that
+/// failed.
+pub(super) fn envelope<'a, T: serde::Deserialize<'a>>(body: &'a str) -> Result<T, ReviewError> {
+    serde_json::from_str(body)
+        .or_else(|_| crate::json_error::from_str(body, "").map_err(ReviewError::Json))
 }
 
 pub(super) fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMeta {

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::respond::{Outcome, ReviewError, Reviewed, respond, text, type_meta};
+use super::respond::{Outcome, ReviewError, Reviewed, envelope, respond, text, type_meta};
 use super::wire::ReviewIn;
 use crate::mutate::{Admission, Context, Decision, SkipReason};
 use crate::workload::{self, Verdict};
@@ -18,7 +18,7 @@ use crate::workload::{self, Verdict};
 /// request, or a response that cannot be encoded.
 pub fn validate(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     let body = text(body)?;
-    let review: ReviewIn<'_, Value, Value> = serde_json::from_str(body)?;
+    let review: ReviewIn<'_, Value, Value> = envelope(body)?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     let types = type_meta(review.api_version, review.kind);
     let object = request

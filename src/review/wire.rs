@@ -18,8 +18,8 @@ use serde::ser::Error;
 /// template.
 #[derive(Deserialize)]
 #[serde(
-    expecting = "an AdmissionReview object",
     rename_all = "camelCase",
+    expecting = "an object",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
@@ -33,8 +33,8 @@ pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
 
 #[derive(Deserialize)]
 #[serde(
-    expecting = "an AdmissionReview request object",
     rename_all = "camelCase",
+    expecting = "an object",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
@@ -61,7 +61,7 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
 }
 
 #[derive(Deserialize)]
-#[serde(expecting = "an object with group, version and kind")]
+#[serde(expecting = "an object")]
 pub(super) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
@@ -72,7 +72,7 @@ pub(super) struct GroupVersionKind<'a> {
 }
 
 #[derive(Deserialize)]
-#[serde(expecting = "an object with group, version and resource")]
+#[serde(expecting = "an object")]
 pub(super) struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,

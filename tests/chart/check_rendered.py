@@ -114,7 +114,7 @@ def case_all():
     check("values-all: client CA mounted and passed",
           "--client-ca=/etc/sandbox-webhook/client-ca/client-ca.crt" in c["args"])
     check("values-all: shutdown delay and timeout, grace period",
-          "--shutdown-timeout=20s" in c["args"]
+          "--shutdown-delay=7s" in c["args"] and "--shutdown-timeout=20s" in c["args"]
           and pod["terminationGracePeriodSeconds"] == 45, (c["args"], pod.get("terminationGracePeriodSeconds")))
     check("values-all: extraArgs appended", c["args"][-1] == "--max-connections=2048", c["args"])
     check("values-all: priorityClassName", pod.get("priorityClassName") == "sandbox-critical")

@@ -154,7 +154,8 @@ def check_deployment(tls_secret):
     check("POD_NAMESPACE comes from the downward API",
           env.get("POD_NAMESPACE", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace")
     args = c["args"]
-    check("args pass --shutdown-timeout=15s", "--shutdown-timeout=15s" in args, args)
+    check("args pass --shutdown-delay=5s and --shutdown-timeout=15s",
+          "--shutdown-delay=5s" in args and "--shutdown-timeout=15s" in args, args)
     check("args start with serve and name config, cert and key",
           args[0] == "serve" and "--config=/etc/sandbox-webhook/config/config.yaml" in args
           and "--tls-cert=/etc/sandbox-webhook/tls/tls.crt" in args

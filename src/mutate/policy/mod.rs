@@ -16,6 +16,7 @@ use thiserror::Error;
 use super::quote::clip;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
 
+use target::acceptable;
 pub(crate) use target::{Address, address};
 
 /// Why a policy is refused: the end of a sentence that starts with the
@@ -52,6 +53,11 @@ pub enum PolicyError {
     Action { index: usize, action: String },
     #[error("has an empty egress[{0}].target; give an FQDN, *.wildcard, IP or CIDR")]
     EmptyTarget(usize),
+    #[error(
+        "has egress[{index}].target {:?}, which is not an FQDN, *.wildcard, IP or CIDR",
+        clip(.target)
+    )]
+    BadTarget { index: usize, target: String },
     #[error("cannot be encoded: {0}")]
     Encode(String),
 }
@@ -161,6 +167,12 @@ fn check_rule<'r>(index: usize, rule: &'r Node<RuleDoc<'_>>) -> Result<RuleOut<'
     if target.is_empty() {
         return Err(PolicyError::EmptyTarget(index));
     }
+    if !acceptable(target) {
+        return Err(PolicyError::BadTarget {
+            index,
+            target: target.to_owned(),
+        });
+    }
     Ok(RuleOut { action, target })
 }
 
@@ -269,6 +281,11 @@ mod tests {
         if target.is_empty() {
             return Err(format!(
                 "has an empty egress[{i}].target; give an FQDN, *.wildcard, IP or CIDR"
+            ));
+        }
+        if !acceptable(target) {
+            return Err(format!(
+                "has egress[{i}].target {target:?}, which is not an FQDN, *.wildcard, IP or CIDR"
             ));
         }
         Ok(RuleOut { action, target })
@@ -397,6 +414,17 @@ mod tests {
                 .contains("empty egress[0].target")
         );
         assert!(err(r#"{"defaultAction":"block"}"#, 10).contains("defaultAction 'block'"));
+        assert_eq!(
+            err(
+                r#"{"egress":[{"action":"allow","target":"a.com"},{"action":"deny","target":" '; rm -rf /' "}]}"#,
+                10
+            ),
+            r#"has egress[1].target "'; rm -rf /'", which is not an FQDN, *.wildcard, IP or CIDR"#
+        );
+        assert!(
+            err(r#"{"egress":[{"action":"allow","target":"a\nb"}]}"#, 10)
+                .contains(r#"target "a\nb", which"#)
+        );
         let many = format!(
             r#"{{"egress":[{}]}}"#,
             [r#"{"action":"allow","target":"a"}"#; 3].join(",")
