@@ -161,7 +161,7 @@ pub fn plan_node_selector(
             }
         }
     }
-    ensure_compatible_with_affinity(affinity, &requested, &platform.describe())?;
+    ensure_compatible_with_affinity(affinity, &requested, platform)?;
     Ok(match selector {
         None => Some(SelectorChange::Create(requested)),
         Some(selector) => {
@@ -179,12 +179,13 @@ pub fn plan_node_selector(
 fn ensure_compatible_with_affinity(
     affinity: Option<&RawValue>,
     requested: &[(&'static str, &'static str)],
-    describe: &str,
+    platform: &Platform,
 ) -> Result<(), PlatformError> {
     match affinity {
         Some(raw) if !affinity::allows(raw.get(), requested) => {
+            // Described only here: the words are built for the denial alone.
             Err(PlatformError::AffinityConflict {
-                requested: describe.to_owned(),
+                requested: platform.describe(),
             })
         }
         _ => Ok(()),

@@ -132,6 +132,22 @@ pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
     )
 }
 
+/// [`null_reviewed`] that answers with `patch`, whatever the object: the
+/// server's fixed-patch handler (`serve --fixed-patch`), with which the
+/// apiserver benchmark (bench/apiserver.sh) measures what applying a patch
+/// of a given shape costs the apiserver.
+///
+/// # Errors
+/// As [`null_review`].
+pub fn fixed_reviewed(body: &[u8], patch: &mutate::Patch) -> Result<Reviewed, ReviewError> {
+    let (types, request) = null_envelope(body)?;
+    let admission = mutate::Admission {
+        patch: patch.clone(),
+        warnings: Vec::new(),
+    };
+    respond(&types, &request, None, Decision::Admit(admission))
+}
+
 /// The envelope with the object skipped unread.
 fn null_envelope(body: &[u8]) -> Result<(TypeMeta, RequestIn<'_, IgnoredAny>), ReviewError> {
     let review: ReviewIn<'_, IgnoredAny> = envelope(text(body)?)?;
