@@ -43,8 +43,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote typo",
-            "pod k8s patch",
+            "visit quote typo k8s",
+            "lists",
+            "pod patch",
+            "affinity",
             "platform policy expires_at token run_as",
             "intent context unschedulable",
             "denial select",

@@ -91,6 +91,54 @@ async fn null_handler_allows_without_looking() {
     server.shutdown().await;
 }
 
+/// The benchmarks' fixed-patch handler (bench/apiserver.sh) answers every
+/// review with its patch and the request's uid, the object unread; the CLI
+/// refuses a file that is not a JSON patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_patch_handler_answers_its_patch() {
+    let ops = json!([{"op": "add", "path": "/metadata/labels/bench", "value": "1"}]);
+    let patch = sandbox_webhook::mutate::Patch::from_json(ops.to_string().into_bytes()).unwrap();
+    assert_eq!(patch.len(), 1);
+    let pki = Pki::new();
+    let mut s = pki.settings();
+    s.handler = Handler::Fixed(Box::leak(Box::new(patch)));
+    let server = Running::start(s).await;
+    let response = post_review(
+        &client(&pki),
+        &server.url("/mutate"),
+        egress_review("uid-fixed", true),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let review = sandbox_webhook::review::parse_response(&response.bytes().await.unwrap())
+        .expect("AdmissionReview");
+    let response = review.response.expect("response");
+    assert_eq!(response.uid, "uid-fixed");
+    assert!(response.allowed);
+    let sent: Value = serde_json::from_slice(response.patch.as_deref().expect("a patch")).unwrap();
+    assert_eq!(sent, ops);
+    server.shutdown().await;
+
+    let bad = pki.path("not-a-patch.json");
+    std::fs::write(&bad, r#"{"op": "add"}"#).unwrap();
+    // Refused before the certificates are read, so none are needed.
+    let out = bin()
+        .args([
+            "serve",
+            "--tls-cert",
+            "absent.crt",
+            "--tls-key",
+            "absent.key",
+        ])
+        .arg("--fixed-patch")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--fixed-patch"), "{said}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_requests_over_32_connections() {
     const CONNECTIONS: usize = 32;

@@ -60,6 +60,15 @@ pub struct ServeArgs {
     /// patch, without looking at the object (see docs/performance.md).
     #[arg(long, hide = true)]
     pub null_handler: bool,
+    /// Benchmarks only: answer every /mutate request with the JSON patch in
+    /// FILE, without looking at the object (bench/apiserver.sh).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "FILE",
+        conflicts_with = "null_handler"
+    )]
+    pub fixed_patch: Option<PathBuf>,
 }
 
 pub fn serve(args: ServeArgs) -> ExitCode {
@@ -106,6 +115,20 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     if args.null_handler {
         tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
         settings.handler = Handler::Null;
+    }
+    if let Some(path) = &args.fixed_patch {
+        let patch = match std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|json| crate::mutate::Patch::from_json(json).map_err(|e| e.to_string()))
+        {
+            Ok(patch) => patch,
+            Err(e) => return fail(format!("--fixed-patch {}: {e}", path.display())),
+        };
+        tracing::warn!(
+            "--fixed-patch: every request is answered with one patch, unread (benchmarks only)"
+        );
+        // Read once and kept for the process's life.
+        settings.handler = Handler::Fixed(Box::leak(Box::new(patch)));
     }
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();

@@ -9,22 +9,22 @@ use crate::config::EgressMode;
 use super::context::Context;
 use super::denial::Denial;
 use super::intent::Intent;
-use super::k8s::{BIN, EnvVar, MITM_ENV, Mount, same_capability};
+use super::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
 use super::patch::PatchBuilder;
 use super::pod::{ContainerView, SpecView};
 use super::run_as::{PodUser, RunAs};
 
 pub(crate) const EGRESS: &str = "egress";
-const RULES_ENV: &str = "OPENSANDBOX_EGRESS_RULES";
+const RULES_ENV: &str = KnownEnv::EgressRules.name();
 const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
-const TOKEN_ENV: &str = "OPENSANDBOX_EGRESS_TOKEN";
+const TOKEN_ENV: &str = KnownEnv::EgressToken.name();
 const API_PORT: u16 = 18080;
 const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
 
 /// A container named `egress` that carries the sidecar's rules env var is
 /// ours (or the layout of `OpenSandbox` itself) and is left alone.
 fn is_sidecar(c: &ContainerView<'_>) -> bool {
-    c.name == EGRESS && c.has_env(RULES_ENV)
+    c.name == EGRESS && c.has_env(KnownEnv::EgressRules)
 }
 
 /// Where the sidecar already is, if it is (in either placement): the list
@@ -66,21 +66,13 @@ pub(crate) fn check_main(c: &ContainerView<'_>, policy_key: &str) -> Result<(), 
             key: policy_key.to_owned(),
         });
     }
-    let added = c
-        .capabilities()
-        .and_then(|caps| caps.add.as_deref())
-        .unwrap_or_default();
-    for cap in added {
-        if let Some(name) = ["NET_ADMIN", "NET_RAW", "ALL"]
-            .into_iter()
-            .find(|w| same_capability(cap, w))
-        {
-            return Err(Denial::NetCapabilityWithPolicy {
-                container: c.name.to_string(),
-                capability: name.to_owned(),
-                key: policy_key.to_owned(),
-            });
-        }
+    let added = c.capabilities().and_then(|caps| caps.add.as_ref());
+    if let Some(name) = added.and_then(|caps| caps.first_net) {
+        return Err(Denial::NetCapabilityWithPolicy {
+            container: c.name.to_string(),
+            capability: name.to_owned(),
+            key: policy_key.to_owned(),
+        });
     }
     Ok(())
 }
@@ -175,7 +167,7 @@ pub(crate) fn complete<'a>(
     let Some((list, index, c)) = existing(spec)? else {
         return Ok(None);
     };
-    if c.has_env(TOKEN_ENV) {
+    if c.has_env(KnownEnv::EgressToken) {
         return Ok(None);
     }
     let header_list = c

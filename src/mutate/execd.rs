@@ -8,13 +8,12 @@ use crate::config::Config;
 
 use super::denial::Denial;
 use super::intent::Intent;
-use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, EnvVar, MITM_ENV, Mount, same_capability};
+use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, EnvVar, KnownEnv, MITM_ENV, Mount};
+use super::lists::Command;
 use super::patch::PatchBuilder;
 use super::pod::{ContainerView, SpecView};
 use super::run_as::{PodUser, RunAs};
 
-const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
-const EXECD_ENV: &str = "EXECD";
 const EXECD_PATH: &str = "/opt/opensandbox/execd";
 const INSTALLER: &str = "execd-installer";
 
@@ -81,39 +80,31 @@ struct EmptyDirVolume {
 #[derive(Debug, Serialize)]
 struct Empty {}
 
-fn mounts_bin(c: &ContainerView<'_>) -> bool {
-    c.mounts()
-        .iter()
-        .any(|m| m.name == BIN_VOLUME && m.normalized_path() == BIN_MOUNT)
-}
-
 /// An `execd-installer` init container that mounts the binary volume where
 /// execd expects it: ours from an earlier pass, or from a pool template or a
 /// resumed sandbox of `OpenSandbox`. Either way it is left alone.
 fn existing_installer(spec: &SpecView<'_>) -> Option<usize> {
     spec.init_containers()
         .iter()
-        .position(|c| c.name == INSTALLER && mounts_bin(c))
+        .position(|c| c.name == INSTALLER && c.mounts_bin())
 }
 
 /// The names and paths this webhook owns must not be taken by something else.
 pub(crate) fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
-    if let Some(v) = spec.volumes().iter().find(|v| v.name == BIN_VOLUME)
-        && v.empty_dir.is_none()
-    {
+    if spec.volumes.as_ref().and_then(|v| v.bin_is_empty_dir) == Some(false) {
         return Err(Denial::VolumeNotEmptyDir {
             volume: BIN_VOLUME.to_owned(),
         });
     }
     for c in spec.all_containers() {
-        if let Some(m) = c
-            .mounts()
-            .iter()
-            .find(|m| m.normalized_path() == BIN_MOUNT && m.name != BIN_VOLUME)
+        if let Some(volume) = c
+            .volume_mounts
+            .as_ref()
+            .and_then(|m| m.bin_path_taken_by.as_deref())
         {
             return Err(Denial::MountPathTaken {
                 container: c.name.to_string(),
-                volume: m.name.to_string(),
+                volume: volume.to_owned(),
                 path: BIN_MOUNT.to_owned(),
             });
         }
@@ -121,7 +112,7 @@ pub(crate) fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
     if let Some(c) = spec
         .init_containers()
         .iter()
-        .find(|c| c.name == INSTALLER && !mounts_bin(c))
+        .find(|c| c.name == INSTALLER && !c.mounts_bin())
     {
         return Err(Denial::ReservedContainerName {
             list: "init container",
@@ -233,7 +224,11 @@ pub(crate) fn plan<'a>(
     intent: &'a Intent,
     config: &'a Config,
 ) -> Result<Execd<'a>, Denial> {
-    let volume = (!spec.volumes().iter().any(|v| v.name == BIN_VOLUME)).then(|| ListAdd {
+    let has_bin = spec
+        .volumes
+        .as_ref()
+        .is_some_and(|v| v.bin_is_empty_dir.is_some());
+    let volume = (!has_bin).then(|| ListAdd {
         item: EmptyDirVolume {
             name: BIN_VOLUME,
             empty_dir: Empty {},
@@ -257,7 +252,7 @@ pub(crate) fn plan<'a>(
             item: main_env(c, intent.credential_proxy),
             list_exists: c.env.is_some(),
         },
-        mount: (!mounts_bin(c)).then(|| ListAdd {
+        mount: (!c.mounts_bin()).then(|| ListAdd {
             item: BIN,
             list_exists: c.volume_mounts.is_some(),
         }),
@@ -275,10 +270,10 @@ fn command_change<'a>(
     intent: &'a Intent,
     entrypoint_key: &str,
 ) -> Result<CommandChange<'a>, Denial> {
-    match c.command.as_deref() {
-        Some([first, ..]) if first == BOOTSTRAP => Ok(CommandChange::Keep),
-        Some([_, ..]) => Ok(CommandChange::Prepend),
-        _ => {
+    match c.command {
+        Some(Command::Wrapped) => Ok(CommandChange::Keep),
+        Some(Command::Other) => Ok(CommandChange::Prepend),
+        Some(Command::Empty) | None => {
             let Some(entrypoint) = intent.entrypoint.as_deref() else {
                 return Err(Denial::MissingEntrypoint {
                     container: c.name.to_string(),
@@ -299,13 +294,13 @@ fn command_change<'a>(
 /// overwritten.
 fn main_env(c: &ContainerView<'_>, credential_proxy: bool) -> Vec<EnvVar<'static>> {
     let mut env = Vec::with_capacity(2);
-    if !c.has_env(EXECD_ENV) {
+    if !c.has_env(KnownEnv::Execd) {
         env.push(EnvVar {
-            name: EXECD_ENV,
+            name: KnownEnv::Execd.name(),
             value: EXECD_PATH,
         });
     }
-    if credential_proxy && !c.has_env(MITM_ENV) {
+    if credential_proxy && !c.has_env(KnownEnv::Mitm) {
         env.push(EnvVar {
             name: MITM_ENV,
             value: "true",
@@ -327,13 +322,7 @@ fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
     };
     match &caps.drop {
         None => Some(DropAt::DropList),
-        Some(drop)
-            if !drop
-                .iter()
-                .any(|d| same_capability(d, NET_ADMIN) || same_capability(d, "ALL")) =>
-        {
-            Some(DropAt::DropItem)
-        }
+        Some(drop) if !drop.net_admin_or_all => Some(DropAt::DropItem),
         Some(_) => None,
     }
 }

@@ -4,6 +4,7 @@
 #[macro_use]
 mod visit;
 
+mod affinity;
 mod context;
 mod denial;
 mod egress;
@@ -12,6 +13,7 @@ mod expires_at;
 mod expiry;
 mod intent;
 mod k8s;
+mod lists;
 mod mistakes;
 mod patch;
 mod platform;
@@ -116,8 +118,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 
     let selector = match &intent.platform {
         Some(platform) => {
-            let affinity = parse_raw(spec.affinity);
-            platform::plan_node_selector(spec.node_selector.as_ref(), affinity.as_ref(), platform)
+            platform::plan_node_selector(spec.node_selector.as_ref(), spec.affinity, platform)
                 .map_err(Denial::Platform)?
         }
         None => None,
@@ -323,10 +324,4 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
 enum InitContainer<'a> {
     Installer(&'a execd::Installer<'a>),
     Sidecar(&'a Sidecar<'a>),
-}
-
-/// The seed reads `affinity` as untyped JSON; a value that is not valid
-/// JSON cannot occur here because the pod itself parsed.
-fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Option<serde_json::Value> {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }

@@ -38,6 +38,16 @@ impl Patch {
         if self.ops == 0 { b"[]" } else { &self.json }
     }
 
+    /// A patch read from its JSON text, for the benchmarks' fixed-patch
+    /// handler (`serve --fixed-patch`).
+    ///
+    /// # Errors
+    /// When `json` is not a JSON patch.
+    pub fn from_json(json: Vec<u8>) -> Result<Self, serde_json::Error> {
+        let ops = serde_json::from_slice::<Vec<PatchOperation>>(&json)?.len();
+        Ok(Patch { json, ops })
+    }
+
     /// The operations as `json_patch` types, to apply the patch.
     ///
     /// # Errors

@@ -3,14 +3,16 @@
 //! A port of the `OpenSandbox` seed's `apply_platform_node_selector`,
 //! `ensure_platform_compatible_with_affinity` and
 //! `node_selector_term_satisfiable`, with the pod's own spec as the template.
-//! The seed works on untyped dicts and tolerates any shape, so these functions
-//! take `serde_json::Value` and mirror its decisions and messages exactly,
-//! including its quirks (an all-non-object term list is unsatisfiable; `Exists`,
-//! `Gt` and `Lt` never rule a term out; non-list `values` count as empty).
+//! The seed works on untyped dicts and tolerates any shape; these functions
+//! mirror its decisions and messages exactly, including its quirks (an
+//! all-non-object term list is unsatisfiable; `Exists`, `Gt` and `Lt` never
+//! rule a term out; non-list `values` count as empty). The affinity is read
+//! from its JSON text by `affinity::allows`.
 
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 use thiserror::Error;
 
+use super::affinity;
 use super::pod::NodeSelector;
 use super::quote::clip;
 
@@ -140,7 +142,7 @@ pub enum SelectorChange {
 /// `None` when the selector already pins the platform.
 pub fn plan_node_selector(
     node_selector: Option<&NodeSelector<'_>>,
-    affinity: Option<&Value>,
+    affinity: Option<&RawValue>,
     platform: &Platform,
 ) -> Result<Option<SelectorChange>, PlatformError> {
     let requested = platform.requested();
@@ -159,7 +161,7 @@ pub fn plan_node_selector(
             }
         }
     }
-    ensure_compatible_with_affinity(affinity, &requested, &platform.describe())?;
+    ensure_compatible_with_affinity(affinity, &requested, platform)?;
     Ok(match selector {
         None => Some(SelectorChange::Create(requested)),
         Some(selector) => {
@@ -175,70 +177,25 @@ pub fn plan_node_selector(
 /// `ensure_platform_compatible_with_affinity`: required node affinity terms
 /// are OR-ed; at least one object term must be satisfiable.
 fn ensure_compatible_with_affinity(
-    affinity: Option<&Value>,
-    requested: &[(&str, &str)],
-    describe: &str,
+    affinity: Option<&RawValue>,
+    requested: &[(&'static str, &'static str)],
+    platform: &Platform,
 ) -> Result<(), PlatformError> {
-    let Some(terms) = affinity
-        .and_then(Value::as_object)
-        .and_then(|a| a.get("nodeAffinity"))
-        .and_then(Value::as_object)
-        .and_then(|n| n.get("requiredDuringSchedulingIgnoredDuringExecution"))
-        .and_then(Value::as_object)
-        .and_then(|r| r.get("nodeSelectorTerms"))
-        .and_then(Value::as_array)
-    else {
-        return Ok(());
-    };
-    if terms.is_empty() {
-        return Ok(());
-    }
-    let satisfiable = terms
-        .iter()
-        .filter_map(Value::as_object)
-        .any(|term| term_satisfiable(term, requested));
-    if satisfiable {
-        Ok(())
-    } else {
-        Err(PlatformError::AffinityConflict {
-            requested: describe.to_owned(),
-        })
-    }
-}
-
-/// `node_selector_term_satisfiable`: expressions are AND-ed; only `In`,
-/// `NotIn` and `DoesNotExist` on a requested key can rule a term out.
-fn term_satisfiable(term: &Map<String, Value>, requested: &[(&str, &str)]) -> bool {
-    let Some(expressions) = term.get("matchExpressions").and_then(Value::as_array) else {
-        return true;
-    };
-    for expr in expressions.iter().filter_map(Value::as_object) {
-        let Some(key) = expr.get("key").and_then(Value::as_str) else {
-            continue;
-        };
-        let Some((_, value)) = requested.iter().find(|(k, _)| *k == key) else {
-            continue;
-        };
-        let values: &[Value] = expr
-            .get("values")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let listed = values.iter().any(|v| v.as_str() == Some(value));
-        match expr.get("operator").and_then(Value::as_str) {
-            Some("In") if !listed => return false,
-            Some("NotIn") if listed => return false,
-            Some("DoesNotExist") => return false,
-            _ => {}
+    match affinity {
+        Some(raw) if !affinity::allows(raw.get(), requested) => {
+            // Described only here: the words are built for the denial alone.
+            Err(PlatformError::AffinityConflict {
+                requested: platform.describe(),
+            })
         }
+        _ => Ok(()),
     }
-    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn linux(arch: &'static str) -> Platform {
         Platform {
@@ -256,8 +213,14 @@ mod tests {
         }
     }
 
-    fn affinity(terms: &Value) -> Value {
-        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
+    fn affinity(terms: &Value) -> Box<RawValue> {
+        text(
+            &json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}),
+        )
+    }
+
+    fn text(v: &Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(v).unwrap()
     }
 
     fn expr(key: &str, op: &str, values: &Value) -> Value {
@@ -276,7 +239,7 @@ mod tests {
     }
 
     fn sat(terms: &Value, p: &Platform) -> bool {
-        plan_node_selector(None, Some(&affinity(terms)), p).is_ok()
+        plan_node_selector(None, Some(&*affinity(terms)), p).is_ok()
     }
 
     const AFF_LINUX: &str = "platform conflict with template nodeAffinity: required node affinity does not allow requested platform 'linux/amd64'.";
@@ -376,14 +339,14 @@ mod tests {
         let aff =
             affinity(&json!([{"matchExpressions": [expr(ARCH_KEY, "In", &json!(["arm64"]))]}]));
         assert_eq!(
-            plan_node_selector(None, Some(&aff), &windows("amd64"))
+            plan_node_selector(None, Some(&*aff), &windows("amd64"))
                 .unwrap_err()
                 .to_string(),
             "platform conflict with template nodeAffinity: required node affinity does not allow requested architecture 'amd64'."
         );
         // The os key is not requested for Windows, so an os expression is ignored.
         let aff = affinity(&json!([{"matchExpressions": [expr(OS_KEY, "In", &json!(["linux"]))]}]));
-        assert!(plan_node_selector(None, Some(&aff), &windows("amd64")).is_ok());
+        assert!(plan_node_selector(None, Some(&*aff), &windows("amd64")).is_ok());
     }
 
     #[test]
@@ -416,7 +379,7 @@ mod tests {
             expr(ARCH_KEY, "In", &json!(["arm64"]))
         ]}]);
         assert_eq!(
-            plan_node_selector(None, Some(&affinity(&and_fail.clone())), &p)
+            plan_node_selector(None, Some(&*affinity(&and_fail.clone())), &p)
                 .unwrap_err()
                 .to_string(),
             AFF_LINUX
@@ -433,16 +396,16 @@ mod tests {
         assert!(sat(&json!([{"matchExpressions": []}]), &p));
         assert!(sat(&json!([{"matchExpressions": "x"}]), &p));
         assert!(sat(&json!([]), &p), "an empty term list is fine");
-        assert!(plan_node_selector(None, Some(&json!({})), &p).is_ok());
-        assert!(plan_node_selector(None, Some(&json!({"nodeAffinity": null})), &p).is_ok());
-        assert!(plan_node_selector(None, Some(&json!("x")), &p).is_ok());
+        assert!(plan_node_selector(None, Some(&*text(&json!({}))), &p).is_ok());
+        assert!(plan_node_selector(None, Some(&*text(&json!({"nodeAffinity": null}))), &p).is_ok());
+        assert!(plan_node_selector(None, Some(&*text(&json!("x"))), &p).is_ok());
         let no_terms =
             json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}});
-        assert!(plan_node_selector(None, Some(&no_terms), &p).is_ok());
+        assert!(plan_node_selector(None, Some(&*text(&no_terms)), &p).is_ok());
         assert!(sat(&json!("not a list"), &p));
         // Only non-object terms: nothing to satisfy, so the seed refuses.
         assert_eq!(
-            plan_node_selector(None, Some(&affinity(&json!(["x", 1]))), &p)
+            plan_node_selector(None, Some(&*affinity(&json!(["x", 1]))), &p)
                 .unwrap_err()
                 .to_string(),
             AFF_LINUX
@@ -473,7 +436,7 @@ mod tests {
         let aff =
             affinity(&json!([{"matchExpressions": [expr(OS_KEY, "DoesNotExist", &json!([]))]}]));
         assert!(
-            plan_node_selector(Some(&raw(&sel)), Some(&aff), &linux("amd64"))
+            plan_node_selector(Some(&raw(&sel)), Some(&*aff), &linux("amd64"))
                 .unwrap_err()
                 .to_string()
                 .contains("nodeSelector")

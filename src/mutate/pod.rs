@@ -14,6 +14,11 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess};
 use serde_json::value::RawValue;
 
+use super::k8s::KnownEnv;
+use super::lists::{
+    CapabilitiesView, Command, EnvNames, Mounts, SecurityContextView, Text, Volumes,
+};
+
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation alone can be
@@ -50,7 +55,8 @@ deserialize_by_visitor! {
 
 /// A JSON list, read with room for a typical pod's items up front: JSON
 /// gives no length, so serde grows a plain `Vec` from nothing, one
-/// reallocation per doubling, for every container's env, mounts and command.
+/// reallocation per doubling. The lists inside a container are not kept at
+/// all: each is read into what the decisions need (`lists`).
 #[derive(Debug)]
 pub struct List<T>(pub Vec<T>);
 
@@ -79,37 +85,6 @@ deserialize_by_visitor! {
             items.push(item);
         }
         Ok(List(items))
-    }
-}
-
-/// A string borrowed from the request unless it holds escapes. serde borrows
-/// a `Cow<str>` field marked `borrow`, but not the items of a list or the
-/// keys of a map: those need this newtype. Read as a string, not as a
-/// newtype, so that a reader that tracks paths sees a map key it reads.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Text<'a>(pub Cow<'a, str>);
-
-deserialize_by_visitor! {
-    impl<'de, 'a> for Text<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a string", by deserialize_str;
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Text(Cow::Borrowed(v)))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Text(Cow::Owned(v.to_owned())))
-    }
-}
-
-impl PartialEq<str> for Text<'_> {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl Deref for Text<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
     }
 }
 
@@ -202,8 +177,8 @@ pub struct SpecView<'a> {
     pub containers: Option<List<ContainerView<'a>>>,
     #[serde(default, borrow)]
     pub init_containers: Option<List<ContainerView<'a>>>,
-    #[serde(default, borrow)]
-    pub volumes: Option<List<VolumeView<'a>>>,
+    #[serde(default)]
+    pub volumes: Option<Volumes>,
     #[serde(default, borrow)]
     pub node_selector: Option<NodeSelector<'a>>,
     #[serde(default, borrow)]
@@ -230,61 +205,17 @@ pub struct PodSecurityView {
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    pub command: Option<List<Text<'a>>>,
-    #[serde(default, borrow)]
-    pub env: Option<List<EnvView<'a>>>,
-    #[serde(default, borrow)]
-    pub volume_mounts: Option<List<MountView<'a>>>,
     #[serde(default)]
-    pub security_context: Option<SecurityContextView<'a>>,
+    pub command: Option<Command>,
+    #[serde(default)]
+    pub env: Option<EnvNames>,
+    #[serde(default, borrow)]
+    pub volume_mounts: Option<Mounts<'a>>,
+    #[serde(default)]
+    pub security_context: Option<SecurityContextView>,
     /// Read only for an egress sidecar that still lacks its token.
     #[serde(default, borrow)]
     pub readiness_probe: Option<&'a RawValue>,
-}
-
-/// Only names matter: a variable the webhook would add is never overwritten.
-#[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object")]
-pub struct EnvView<'a> {
-    #[serde(default, borrow)]
-    pub name: Cow<'a, str>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
-pub struct MountView<'a> {
-    #[serde(default, borrow)]
-    pub name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    pub mount_path: Cow<'a, str>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
-pub struct SecurityContextView<'a> {
-    #[serde(default)]
-    pub privileged: Option<bool>,
-    #[serde(default, borrow)]
-    pub capabilities: Option<CapabilitiesView<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object")]
-pub struct CapabilitiesView<'a> {
-    #[serde(default, borrow)]
-    pub add: Option<List<Text<'a>>>,
-    #[serde(default, borrow)]
-    pub drop: Option<List<Text<'a>>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
-pub struct VolumeView<'a> {
-    #[serde(default, borrow)]
-    pub name: Cow<'a, str>,
-    #[serde(default)]
-    pub empty_dir: Option<IgnoredAny>,
 }
 
 impl<'a> PodView<'a> {
@@ -363,10 +294,6 @@ impl<'a> SpecView<'a> {
         self.init_containers.as_deref().unwrap_or_default()
     }
 
-    pub fn volumes(&self) -> &[VolumeView<'a>] {
-        self.volumes.as_deref().unwrap_or_default()
-    }
-
     /// Every container and init container, for checks that span both lists.
     pub fn all_containers(&self) -> impl Iterator<Item = &ContainerView<'a>> {
         self.init_containers().iter().chain(self.containers())
@@ -374,30 +301,19 @@ impl<'a> SpecView<'a> {
 }
 
 impl ContainerView<'_> {
-    pub fn env(&self) -> &[EnvView<'_>] {
-        self.env.as_deref().unwrap_or_default()
+    pub fn has_env(&self, name: KnownEnv) -> bool {
+        self.env.is_some_and(|e| e.has(name))
     }
 
-    pub fn mounts(&self) -> &[MountView<'_>] {
-        self.volume_mounts.as_deref().unwrap_or_default()
+    /// Mounts the binary volume where execd expects it.
+    pub fn mounts_bin(&self) -> bool {
+        self.volume_mounts.as_ref().is_some_and(|m| m.bin)
     }
 
-    pub fn has_env(&self, name: &str) -> bool {
-        self.env().iter().any(|e| e.name == name)
-    }
-
-    pub fn capabilities(&self) -> Option<&CapabilitiesView<'_>> {
+    pub fn capabilities(&self) -> Option<&CapabilitiesView> {
         self.security_context
             .as_ref()
             .and_then(|s| s.capabilities.as_ref())
-    }
-}
-
-impl MountView<'_> {
-    /// `/opt/opensandbox/` and `/opt/opensandbox` are the same directory.
-    pub fn normalized_path(&self) -> &str {
-        let trimmed = self.mount_path.trim_end_matches('/');
-        if trimmed.is_empty() { "/" } else { trimmed }
     }
 }
 
@@ -409,18 +325,94 @@ mod tests {
     fn borrows_what_it_can_and_reads_escapes() {
         let raw = r#"{"metadata":{"annotations":{"a":"1","b\u002fc":"2","a":"3"}},
             "spec":{"containers":[{"name":"m","command":["x","\u0079"],
-            "securityContext":{"capabilities":{"add":["NET\u005fRAW"],"drop":["ALL"]}}}]}}"#;
+            "securityContext":{"capabilities":{"add":["NET\u005fRAW"],"drop":["ALL"]}}},
+            {"securityContext":{"capabilities":{"drop":["NET_RAW","SYS_TIME"]}}}]}}"#;
         let pod = PodView::parse(raw).unwrap();
         // The last of a repeated key wins.
         assert_eq!(pod.annotation("a").map(RawValue::get), Some("\"3\""));
         assert_eq!(pod.annotation("b/c").map(RawValue::get), Some("\"2\""));
         assert!(pod.annotation("c").is_none());
         let c = &pod.spec().containers()[0];
-        let command: Vec<&str> = c.command.as_deref().unwrap().iter().map(|t| &**t).collect();
-        assert_eq!(command, ["x", "y"]);
-        assert!(matches!(c.command.as_ref().unwrap()[0].0, Cow::Borrowed(_)));
+        assert_eq!(c.command, Some(Command::Other));
         let caps = c.capabilities().unwrap();
-        assert_eq!(&*caps.add.as_ref().unwrap()[0], "NET_RAW");
-        assert!(caps.drop.as_ref().unwrap()[0] == *"ALL");
+        assert_eq!(caps.add.as_ref().unwrap().first_net, Some("NET_RAW"));
+        let drop = caps.drop.as_ref().unwrap();
+        assert_eq!(drop.first_net, Some("ALL"));
+        // Dropping ALL drops NET_ADMIN too; dropping NET_RAW does not.
+        assert!(drop.net_admin_or_all);
+        let other = pod.spec().containers()[1].capabilities().unwrap();
+        let drop = other.drop.as_ref().unwrap();
+        assert_eq!(drop.first_net, Some("NET_RAW"));
+        assert!(!drop.net_admin_or_all);
+    }
+
+    /// Each list is read into what the decisions ask of it, item by item,
+    /// escapes decoded.
+    #[test]
+    fn lists_are_read_into_what_the_decisions_need() {
+        let raw = r#"{"spec":{"containers":[
+            {"name":"a","command":["/opt/opensandbox/bootstrap.sh","x"],
+             "env":[{"name":"X"},{"name":"EXEC\u0044","value":"v"},{"name":"OPENSANDBOX_EGRESS_RULES"},
+                    {"name":"OPENSANDBOX_EGRESS_TOKEN"}],
+             "volumeMounts":[{"name":"data","mountPath":"/opt/opensandbox/"},{"name":"other","mountPath":"/opt/opensandbox"},
+                             {"name":"opensandbox-bin","mountPath":"/opt/opensandbox//"}],
+             "securityContext":{"capabilities":{"add":["SYS_TIME","cap_net_raw","ALL"],"drop":["ALL","net_admin"]}}},
+            {"name":"b","command":[],"env":[],"volumeMounts":[{"name":"opensandbox-bin","mountPath":"/bin"}]}],
+            "volumes":[{"name":"x"},{"name":"opensandbox-bin","hostPath":{}},{"name":"opensandbox-bin","emptyDir":{}}]}}"#;
+        let pod = PodView::parse(raw).unwrap();
+        let [a, b] = pod.spec().containers() else {
+            panic!("two containers")
+        };
+        assert_eq!(a.command, Some(Command::Wrapped));
+        assert!(a.has_env(KnownEnv::Execd) && a.has_env(KnownEnv::EgressRules));
+        assert!(a.has_env(KnownEnv::EgressToken) && !a.has_env(KnownEnv::Mitm));
+        let mounts = a.volume_mounts.as_ref().unwrap();
+        assert!(mounts.bin && a.mounts_bin());
+        assert_eq!(mounts.bin_path_taken_by.as_deref(), Some("data"));
+        let caps = a.capabilities().unwrap();
+        assert_eq!(caps.add.as_ref().unwrap().first_net, Some("NET_RAW"));
+        assert!(caps.drop.as_ref().unwrap().net_admin_or_all);
+
+        assert_eq!(b.command, Some(Command::Empty));
+        assert_eq!(b.env, Some(EnvNames::default()));
+        assert!(
+            !b.mounts_bin()
+                && b.volume_mounts
+                    .as_ref()
+                    .unwrap()
+                    .bin_path_taken_by
+                    .is_none()
+        );
+        // The first volume of that name decides.
+        assert_eq!(
+            pod.spec().volumes.as_ref().unwrap().bin_is_empty_dir,
+            Some(false)
+        );
+    }
+
+    /// A malformed item is refused as it was when the items were kept.
+    #[test]
+    fn malformed_items_are_refused() {
+        for (raw, says) in [
+            (
+                r#"{"spec":{"containers":[{"env":[{"name":1}]}]}}"#,
+                "invalid type: integer `1`, expected a string",
+            ),
+            (
+                r#"{"spec":{"containers":[{"command":"sh"}]}}"#,
+                "expected an array",
+            ),
+            (
+                r#"{"spec":{"containers":[{"command":[1]}]}}"#,
+                "invalid type: integer `1`, expected a string",
+            ),
+            (
+                r#"{"spec":{"volumes":[{"name":"v"},7]}}"#,
+                "expected an object",
+            ),
+        ] {
+            let err = PodView::parse(raw).unwrap_err().to_string();
+            assert!(err.contains(says), "{raw}: {err}");
+        }
     }
 }

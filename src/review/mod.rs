@@ -4,7 +4,7 @@
 //! into a borrowed view and the object straight into a pod view in the same
 //! pass; the fields the webhook does not read are skipped unparsed
 //! (docs/performance.md, "Why the code is shaped this way"). The response
-//! (`wire::ReviewOut`) echoes uid, apiVersion and kind, carries the patch as
+//! (`wire::ResponseOut`) echoes uid, apiVersion and kind, carries the patch as
 //! base64 and reuses kube's `Status`.
 
 mod decode;
@@ -113,7 +113,7 @@ pub fn parse_response(body: &[u8]) -> Result<AdmissionReview<DynamicObject>, ser
 /// As [`review`], for a body that is not an `AdmissionReview`.
 pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
     let (types, request) = null_envelope(body)?;
-    encode(&types, ResponseOut::allowed(&request.uid))
+    encode(&types, &ResponseOut::allowed(&request.uid))
 }
 
 /// [`null_review`] with what the server logs and counts about it (outcome
@@ -130,6 +130,22 @@ pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
         None,
         Decision::Admit(mutate::Admission::default()),
     )
+}
+
+/// [`null_reviewed`] that answers with `patch`, whatever the object: the
+/// server's fixed-patch handler (`serve --fixed-patch`), with which the
+/// apiserver benchmark (bench/apiserver.sh) measures what applying a patch
+/// of a given shape costs the apiserver.
+///
+/// # Errors
+/// As [`null_review`].
+pub fn fixed_reviewed(body: &[u8], patch: &mutate::Patch) -> Result<Reviewed, ReviewError> {
+    let (types, request) = null_envelope(body)?;
+    let admission = mutate::Admission {
+        patch: patch.clone(),
+        warnings: Vec::new(),
+    };
+    respond(&types, &request, None, Decision::Admit(admission))
 }
 
 /// The envelope with the object skipped unread.

@@ -5,13 +5,10 @@
 
 use std::borrow::Cow;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use kube::core::{Status, TypeMeta};
-use serde_json::value::RawValue;
 use thiserror::Error;
 
-use super::wire::{RequestIn, ResponseOut, ReviewOut};
+use super::wire::{RequestIn, ResponseOut};
 use crate::json_error::JsonError;
 use crate::mutate::{Decision, SkipReason};
 
@@ -106,19 +103,18 @@ pub(super) fn respond<O, Old>(
     let mut response = ResponseOut::allowed(&request.uid);
     let mut message = None;
     let mut patch_bytes = 0;
-    let warnings;
+    let admission;
     let outcome = match decision {
         Decision::Skip(reason) => Outcome::Skipped(reason),
-        Decision::Admit(admission) => {
-            warnings = admission.warnings;
-            response.warnings = &warnings;
+        Decision::Admit(admitted) => {
+            admission = admitted;
+            response.warnings = &admission.warnings;
             if admission.patch.is_empty() {
                 Outcome::Unchanged
             } else {
                 let patch = admission.patch.as_json();
                 patch_bytes = patch.len();
-                response.patch = Some(quoted_base64(patch)?);
-                response.patch_type = Some("JSONPatch");
+                response.patch = Some(patch);
                 Outcome::Mutated
             }
         }
@@ -131,7 +127,7 @@ pub(super) fn respond<O, Old>(
             Outcome::Denied(code)
         }
     };
-    let body = encode(types, response)?;
+    let body = encode(types, &response)?;
 
     let name = request
         .name
@@ -154,26 +150,10 @@ pub(super) fn respond<O, Old>(
 }
 
 /// Every response echoes the request's uid, apiVersion and kind.
-pub(super) fn encode(types: &TypeMeta, response: ResponseOut<'_>) -> Result<Vec<u8>, ReviewError> {
-    let review = ReviewOut {
-        api_version: &types.api_version,
-        kind: &types.kind,
-        response,
-    };
-    let patch_len = review.response.patch.as_ref().map_or(0, |p| p.get().len());
-    let mut body = Vec::with_capacity(patch_len + ENVELOPE_BUFFER);
-    serde_json::to_writer(&mut body, &review).map_err(|e| ReviewError::Encode(e.to_string()))?;
+pub(super) fn encode(types: &TypeMeta, response: &ResponseOut<'_>) -> Result<Vec<u8>, ReviewError> {
+    let mut body = Vec::with_capacity(response.size_hint());
+    response
+        .write(&types.api_version, &types.kind, &mut body)
+        .map_err(|e| ReviewError::Encode(e.to_string()))?;
     Ok(body)
 }
-
-/// The patch as a JSON string literal of its base64 text.
-fn quoted_base64(patch: &[u8]) -> Result<Box<RawValue>, ReviewError> {
-    let mut quoted = String::with_capacity(patch.len().div_ceil(3) * 4 + 2);
-    quoted.push('"');
-    BASE64.encode_string(patch, &mut quoted);
-    quoted.push('"');
-    RawValue::from_string(quoted).map_err(|e| ReviewError::Encode(e.to_string()))
-}
-
-/// Everything in a response besides the patch: uid, kinds, status, warnings.
-const ENVELOPE_BUFFER: usize = 512;

@@ -243,8 +243,10 @@ async fn admit(
         return Err(HttpError::TooLarge);
     }
     let (bytes, _reservation) = state.budget.read(Body::new(body), declared).await?;
-    if state.handler == Handler::Null {
-        return Ok(review::null_reviewed(&bytes)?);
+    match state.handler {
+        Handler::Null => return Ok(review::null_reviewed(&bytes)?),
+        Handler::Fixed(patch) => return Ok(review::fixed_reviewed(&bytes, patch)?),
+        Handler::Review => {}
     }
     // One atomic load; the guard keeps this request's config alive even if a
     // reload swaps it meanwhile.

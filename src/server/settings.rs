@@ -152,6 +152,10 @@ pub enum Handler {
     /// ([`crate::review::null_reviewed`]): the cost floor of the stack, for
     /// the load benchmark (bench/run.sh) to measure the real handler against.
     Null,
+    /// Answers every request with this patch without looking at the object
+    /// ([`crate::review::fixed_reviewed`]): the apiserver benchmark
+    /// (bench/apiserver.sh) compares patch shapes with it.
+    Fixed(&'static crate::mutate::Patch),
 }
 
 /// A positive duration in the one grammar of [`crate::duration`].

@@ -1,0 +1,215 @@
+//! What the decisions read of a pod spec's lists (a container's `command`,
+//! `env`, `volumeMounts` and capabilities, the spec's `volumes`): each list
+//! is read item by item into the few facts the decisions ask of it, and its
+//! items are not kept. Strings are borrowed from the request ([`Text`]).
+
+use std::borrow::Cow;
+use std::ops::Deref;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, SeqAccess};
+
+use super::k8s::{BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, KnownEnv, same_capability};
+
+/// A string borrowed from the request unless it holds escapes. serde borrows
+/// a `Cow<str>` field marked `borrow`, but not the items of a list or the
+/// keys of a map: those need this newtype. Read as a string, not as a
+/// newtype, so that a reader that tracks paths sees a map key it reads.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+deserialize_by_visitor! {
+    impl<'de, 'a> for Text<'a>, visitor V<'a> where ['de: 'a];
+    expecting "a string", by deserialize_str;
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Text(Cow::Owned(v.to_owned())))
+    }
+}
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An `env` item. Only names matter: a variable the webhook would add is
+/// never overwritten.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object")]
+struct EnvView<'a> {
+    #[serde(default, borrow)]
+    name: Cow<'a, str>,
+}
+
+/// A `volumeMounts` item.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object", rename_all = "camelCase")]
+struct MountView<'a> {
+    #[serde(default, borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    mount_path: Cow<'a, str>,
+}
+
+impl MountView<'_> {
+    /// `/opt/opensandbox/` and `/opt/opensandbox` are the same directory.
+    fn at_bin_mount(&self) -> bool {
+        self.mount_path.trim_end_matches('/') == BIN_MOUNT
+    }
+}
+
+/// A `volumes` item.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object", rename_all = "camelCase")]
+struct VolumeView<'a> {
+    #[serde(default, borrow)]
+    name: Cow<'a, str>,
+    #[serde(default)]
+    empty_dir: Option<IgnoredAny>,
+}
+
+/// A list read item by item (each item as strictly as a list of them would
+/// be, so a malformed item is reported the same way) into what the
+/// decisions need, without keeping the items: no allocation per list
+/// (docs/performance.md, "Why the code is shaped this way").
+macro_rules! summary_of_list {
+    ($ty:ty $(, $lt:lifetime)?; $item:ty, |$summary:ident, $it:ident| $fold:block) => {
+        impl<'de $(: $lt, $lt)?> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V<'de $(, $lt)?>(std::marker::PhantomData<(&'de (), fn() -> $ty)>);
+                impl<'de $(: $lt, $lt)?> de::Visitor<'de> for V<'de $(, $lt)?> {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("an array")
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$ty, A::Error> {
+                        let mut $summary = <$ty>::default();
+                        while let Some($it) = seq.next_element::<$item>()? $fold
+                        Ok($summary)
+                    }
+                }
+                d.deserialize_seq(V(std::marker::PhantomData))
+            }
+        }
+    };
+}
+
+/// `command`, as execd's decision reads it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    #[default]
+    Empty,
+    /// Starts with `bootstrap.sh`: execd is already wrapped around it.
+    Wrapped,
+    Other,
+}
+
+summary_of_list!(Command; Text<'de>, |command, item| {
+    if command == Command::Empty {
+        command = if *item == *BOOTSTRAP {
+            Command::Wrapped
+        } else {
+            Command::Other
+        };
+    }
+});
+
+/// The [`KnownEnv`] names a container's `env` has.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EnvNames(u8);
+
+impl EnvNames {
+    pub fn has(self, name: KnownEnv) -> bool {
+        self.0 & (1 << name as u8) != 0
+    }
+}
+
+summary_of_list!(EnvNames; EnvView<'de>, |names, item| {
+    if let Some(known) = KnownEnv::ALL.into_iter().find(|k| item.name == k.name()) {
+        names.0 |= 1 << known as u8;
+    }
+});
+
+/// `volumeMounts`, as execd's decisions read it.
+#[derive(Debug, Default)]
+pub struct Mounts<'a> {
+    /// The binary volume is mounted where execd expects it.
+    pub bin: bool,
+    /// The first other volume mounted at that path.
+    pub bin_path_taken_by: Option<Cow<'a, str>>,
+}
+
+summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
+    if m.at_bin_mount() {
+        if m.name == BIN_VOLUME {
+            mounts.bin = true;
+        } else if mounts.bin_path_taken_by.is_none() {
+            mounts.bin_path_taken_by = Some(m.name);
+        }
+    }
+});
+
+/// `spec.volumes`, as execd's decisions read it.
+#[derive(Debug, Default)]
+pub struct Volumes {
+    /// The first volume named like the binary volume: whether it is an
+    /// emptyDir.
+    pub bin_is_empty_dir: Option<bool>,
+}
+
+summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
+    if volumes.bin_is_empty_dir.is_none() && v.name == BIN_VOLUME {
+        volumes.bin_is_empty_dir = Some(v.empty_dir.is_some());
+    }
+});
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object", rename_all = "camelCase")]
+pub struct SecurityContextView {
+    #[serde(default)]
+    pub privileged: Option<bool>,
+    #[serde(default)]
+    pub capabilities: Option<CapabilitiesView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an object")]
+pub struct CapabilitiesView {
+    #[serde(default)]
+    pub add: Option<Capabilities>,
+    #[serde(default)]
+    pub drop: Option<Capabilities>,
+}
+
+/// A capability list, as the egress decisions read it. Names match without
+/// case and with or without `CAP_` ([`same_capability`]).
+#[derive(Debug, Default)]
+pub struct Capabilities {
+    /// The first item that is one of [`NET_CAPABILITIES`], named by the
+    /// first of them it matches.
+    pub first_net: Option<&'static str>,
+    /// Some item is `NET_ADMIN` or `ALL`: dropping either takes
+    /// `NET_ADMIN` away.
+    pub net_admin_or_all: bool,
+}
+
+/// The capabilities that let a container rewrite the egress sidecar's rules.
+pub const NET_CAPABILITIES: [&str; 3] = ["NET_ADMIN", "NET_RAW", "ALL"];
+
+summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
+    let net = NET_CAPABILITIES
+        .into_iter()
+        .find(|w| same_capability(&cap, w));
+    caps.first_net = caps.first_net.or(net);
+    caps.net_admin_or_all |= same_capability(&cap, "NET_ADMIN") || same_capability(&cap, "ALL");
+});
