@@ -20,12 +20,11 @@ fn diagnose(manifest: &str, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
+    // A command that refuses its arguments (a bad --config) exits without
+    // reading stdin: the pipe then breaks, and its exit status says why.
+    if let Err(e) = child.stdin.take().unwrap().write_all(manifest.as_bytes()) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    }
     child.wait_with_output().unwrap()
 }
 

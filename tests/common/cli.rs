@@ -54,7 +54,11 @@ pub fn run_with_input(args: &[&str], dir: &std::path::Path, input: &[u8]) -> Run
         .spawn()
         .expect("the binary runs");
     let mut stdin = child.stdin.take().expect("a piped stdin");
-    stdin.write_all(input).expect("stdin takes the input");
+    // A command that refuses its arguments exits without reading stdin:
+    // the pipe then breaks, and its exit status and stderr say why.
+    if let Err(e) = stdin.write_all(input) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "stdin: {e}");
+    }
     drop(stdin);
     let out = child.wait_with_output().expect("the binary ends");
     Run {
