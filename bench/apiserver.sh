@@ -47,10 +47,6 @@ KUBECTL="$(tests/e2e/cluster.sh build 2>/dev/null | sed -n 's/^KUBECTL=//p')"
 mkdir -p "$WORK/shapes" "$WORK/stored"
 "$BIN" inject -o patch -f "$POD" >"$WORK/ours.patch.json"
 python3 bench/patch_shapes.py "$POD" "$WORK/ours.patch.json" "$WORK/shapes"
-python3 -c 'import json, sys, jsonpatch
-pod = json.load(open(sys.argv[1]))
-json.dump(jsonpatch.apply_patch(pod, json.load(open(sys.argv[2]))), open(sys.argv[3], "w"))' \
-    "$POD" "$WORK/ours.patch.json" "$WORK/injected.json"
 
 declare -A PORT
 SERVER_PIDS=()
@@ -111,7 +107,7 @@ LOADAVG="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'); load average before the run: $LOADAVG"
 ARGS=()
 for mode in "${MODES[@]}"; do
-    if [[ $mode == injected ]]; then ARGS+=("injected:$WORK/injected.json"); else ARGS+=("$mode"); fi
+    if [[ $mode == injected ]]; then ARGS+=("injected:$WORK/shapes/injected-pod.json"); else ARGS+=("$mode"); fi
 done
 "$MODES_BIN" "$KUBECONFIG" "$POD" "$CREATES" "$WORK/stored" "${ARGS[@]}"
 echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -12,7 +12,8 @@ the webhook's own patch for it (`sandbox-webhook inject -o patch`):
          example) answers.
 
 Each is written to OUT/<shape>.json; every shape but `label` yields the same
-pod, which this script checks before writing anything.
+pod, which this script checks before writing anything. That pod, the
+webhook's result, is written to OUT/injected-pod.json.
 
   bench/patch_shapes.py POD.json OURS_PATCH.json OUT_DIR
 """
@@ -72,6 +73,8 @@ def main():
         with open(f"{out_dir}/{name}.json", "w") as f:
             f.write(text)
         print(f"shape {name:<6} {len(ops):>3} operations, {len(text):>6} bytes")
+    with open(f"{out_dir}/injected-pod.json", "w") as f:
+        json.dump(patched, f)
 
 
 main()

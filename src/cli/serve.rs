@@ -117,10 +117,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         settings.handler = Handler::Null;
     }
     if let Some(path) = &args.fixed_patch {
-        let patch = match std::fs::read(path)
-            .map_err(|e| e.to_string())
-            .and_then(|json| crate::mutate::Patch::from_json(json).map_err(|e| e.to_string()))
-        {
+        let patch = match read_patch(path) {
             Ok(patch) => patch,
             Err(e) => return fail(format!("--fixed-patch {}: {e}", path.display())),
         };
@@ -195,6 +192,12 @@ fn fit_fd_limit(tuning: &mut Tuning) {
 
 /// Logging is set up by now, so the error goes to the log (JSON when asked
 /// for), which is also where a human running the command looks.
+/// The JSON patch in `path`, for `--fixed-patch`.
+fn read_patch(path: &Path) -> Result<crate::mutate::Patch, String> {
+    let json = std::fs::read(path).map_err(|e| e.to_string())?;
+    crate::mutate::Patch::from_json(json).map_err(|e| e.to_string())
+}
+
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     tracing::error!("{message}");
     ExitCode::from(super::exit::ERROR_CODE)
