@@ -5,6 +5,11 @@
 //! JSON; the server, TLS, configuration loading and the CLI are thin layers
 //! around those two.
 
+// First, and `#[macro_use]`: the crate's readers share the scaffolding of
+// `mutate::visit`, and a macro is visible only after its module.
+#[macro_use]
+pub mod mutate;
+
 pub mod certs;
 pub mod cli;
 pub mod config;
@@ -14,7 +19,6 @@ pub mod fixtures;
 pub mod json_error;
 pub mod lifecycle;
 pub mod manifest;
-pub mod mutate;
 pub mod review;
 pub mod server;
 pub mod workload;

@@ -9,27 +9,39 @@ use serde_json::Value;
 /// skipped by the decoder and never held in memory. The fields the seed
 /// treats dynamically stay untyped.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default, expecting = "an object")]
+#[serde(default, remote = "Self")]
 pub struct SandboxPod {
     pub metadata: ObjectMeta,
     pub spec: Option<SpecFields>,
     pub status: Option<StatusFields>,
 }
 
+objects_only! {
+    impl<'de> for SandboxPod;
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default, rename_all = "camelCase", expecting = "an object")]
+#[serde(default, rename_all = "camelCase", remote = "Self")]
 pub struct SpecFields {
     pub node_selector: Option<Value>,
     pub affinity: Option<Value>,
 }
 
+objects_only! {
+    impl<'de> for SpecFields;
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default, rename_all = "camelCase", expecting = "an object")]
+#[serde(default, rename_all = "camelCase", remote = "Self")]
 pub struct StatusFields {
     pub phase: Option<Value>,
     pub reason: Option<Value>,
     pub message: Option<Value>,
     pub conditions: Option<Value>,
+}
+
+objects_only! {
+    impl<'de> for StatusFields;
 }
 
 impl SandboxPod {

@@ -189,21 +189,34 @@ pub(crate) fn complete<'a>(
 
 /// The parts of a readiness probe the completion reads.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 struct ProbeView {
     http_get: Option<HttpGetView>,
 }
 
+objects_only! {
+    impl<'de> for ProbeView;
+}
+
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 struct HttpGetView {
     http_headers: Option<Vec<HeaderView>>,
 }
 
+objects_only! {
+    impl<'de> for HttpGetView;
+}
+
 #[derive(Deserialize)]
+#[serde(remote = "Self")]
 struct HeaderView {
     #[serde(default)]
     name: String,
+}
+
+objects_only! {
+    impl<'de> for HeaderView;
 }
 
 impl TokenCompletion<'_> {

@@ -45,20 +45,28 @@ impl Deref for Text<'_> {
 /// An `env` item. Only names matter: a variable the webhook would add is
 /// never overwritten.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object")]
+#[serde(remote = "Self")]
 struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
 }
 
+objects_only! {
+    impl<'de, 'a> for EnvView<'a> where ['de: 'a];
+}
+
 /// A `volumeMounts` item.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object", rename_all = "camelCase")]
+#[serde(remote = "Self", rename_all = "camelCase")]
 struct MountView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
     #[serde(default, borrow)]
     mount_path: Cow<'a, str>,
+}
+
+objects_only! {
+    impl<'de, 'a> for MountView<'a> where ['de: 'a];
 }
 
 impl MountView<'_> {
@@ -70,12 +78,16 @@ impl MountView<'_> {
 
 /// A `volumes` item.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object", rename_all = "camelCase")]
+#[serde(remote = "Self", rename_all = "camelCase")]
 struct VolumeView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
     #[serde(default)]
     empty_dir: Option<IgnoredAny>,
+}
+
+objects_only! {
+    impl<'de, 'a> for VolumeView<'a> where ['de: 'a];
 }
 
 /// A list read item by item (each item as strictly as a list of them would
@@ -174,7 +186,7 @@ summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
 });
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object", rename_all = "camelCase")]
+#[serde(remote = "Self", rename_all = "camelCase")]
 pub struct SecurityContextView {
     #[serde(default)]
     pub privileged: Option<bool>,
@@ -182,13 +194,21 @@ pub struct SecurityContextView {
     pub capabilities: Option<CapabilitiesView>,
 }
 
+objects_only! {
+    impl<'de> for SecurityContextView;
+}
+
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "an object")]
+#[serde(remote = "Self")]
 pub struct CapabilitiesView {
     #[serde(default)]
     pub add: Option<Capabilities>,
     #[serde(default)]
     pub drop: Option<Capabilities>,
+}
+
+objects_only! {
+    impl<'de> for CapabilitiesView;
 }
 
 /// A capability list, as the egress decisions read it. Names match without

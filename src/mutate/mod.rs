@@ -2,7 +2,7 @@
 //! patch, a skip or a denial out. Nothing here does I/O.
 
 #[macro_use]
-mod visit;
+pub(crate) mod visit;
 
 mod affinity;
 mod context;

@@ -147,7 +147,7 @@ deserialize_by_visitor! {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct PodView<'a> {
     #[serde(default, borrow)]
     pub metadata: Option<MetaView<'a>>,
@@ -155,8 +155,12 @@ pub struct PodView<'a> {
     pub spec: Option<SpecView<'a>>,
 }
 
+objects_only! {
+    impl<'de, 'a> for PodView<'a> where ['de: 'a];
+}
+
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct MetaView<'a> {
     #[serde(default, borrow)]
     pub name: Option<Cow<'a, str>>,
@@ -170,8 +174,12 @@ pub struct MetaView<'a> {
     pub annotations: Option<RawMap<'a>>,
 }
 
+objects_only! {
+    impl<'de, 'a> for MetaView<'a> where ['de: 'a];
+}
+
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct SpecView<'a> {
     #[serde(default, borrow)]
     pub containers: Option<List<ContainerView<'a>>>,
@@ -189,10 +197,14 @@ pub struct SpecView<'a> {
     pub security_context: Option<PodSecurityView>,
 }
 
+objects_only! {
+    impl<'de, 'a> for SpecView<'a> where ['de: 'a];
+}
+
 /// The pod-level `securityContext` fields the injected containers would
 /// inherit (`run_as`).
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a securityContext object", rename_all = "camelCase")]
+#[serde(remote = "Self", rename_all = "camelCase")]
 pub struct PodSecurityView {
     #[serde(default)]
     pub run_as_non_root: Option<bool>,
@@ -200,8 +212,12 @@ pub struct PodSecurityView {
     pub run_as_user: Option<i64>,
 }
 
+objects_only! {
+    impl<'de> for PodSecurityView;
+}
+
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", expecting = "an object")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
@@ -216,6 +232,10 @@ pub struct ContainerView<'a> {
     /// Read only for an egress sidecar that still lacks its token.
     #[serde(default, borrow)]
     pub readiness_probe: Option<&'a RawValue>,
+}
+
+objects_only! {
+    impl<'de, 'a> for ContainerView<'a> where ['de: 'a];
 }
 
 impl<'a> PodView<'a> {
@@ -413,6 +433,55 @@ mod tests {
         ] {
             let err = PodView::parse(raw).unwrap_err().to_string();
             assert!(err.contains(says), "{raw}: {err}");
+        }
+    }
+
+    /// serde's derived readers would take an array for an object, its
+    /// items read into the fields in order (`[true]` as `privileged: true`).
+    #[test]
+    fn arrays_are_not_objects() {
+        for (raw, path) in [
+            (r#"[]"#, ""),
+            (r#"{"metadata":[]}"#, "metadata"),
+            (r#"{"spec":[[{"name":"a"}]]}"#, "spec"),
+            (
+                r#"{"spec":{"securityContext":[true, 0]}}"#,
+                "spec.securityContext",
+            ),
+            (r#"{"spec":{"containers":[["a"]]}}"#, "spec.containers[0]"),
+            (
+                r#"{"spec":{"containers":[{"securityContext":[true]}]}}"#,
+                "spec.containers[0].securityContext",
+            ),
+            (
+                r#"{"spec":{"containers":[{"securityContext":{"capabilities":[["NET_ADMIN"]]}}]}}"#,
+                "spec.containers[0].securityContext.capabilities",
+            ),
+            (
+                r#"{"spec":{"containers":[{"env":[["EXECD"]]}]}}"#,
+                "spec.containers[0].env[0]",
+            ),
+            (
+                r#"{"spec":{"containers":[{"volumeMounts":[["opensandbox-bin","/opt/opensandbox"]]}]}}"#,
+                "spec.containers[0].volumeMounts[0]",
+            ),
+            (
+                r#"{"spec":{"volumes":[["opensandbox-bin"]]}}"#,
+                "spec.volumes[0]",
+            ),
+        ] {
+            assert!(PodView::parse(raw).is_err(), "{raw} was read");
+            let why = PodView::unreadable(raw, "");
+            let at = if path.is_empty() {
+                String::new()
+            } else {
+                format!("{path}: ")
+            };
+            assert_eq!(
+                why,
+                format!("{at}expected an object, got an array"),
+                "{raw}"
+            );
         }
     }
 }

@@ -68,3 +68,44 @@ macro_rules! deserialize_by_visitor {
         }
     };
 }
+
+/// `impl Deserialize for $ty` that takes a JSON object only, through the
+/// reader serde derives for it with `#[serde(remote = "Self")]` (an
+/// inherent `deserialize`, which [`FromObject`] calls). serde's derived
+/// struct reader also takes an array and reads its items into the fields in
+/// order, so `"securityContext": [true]` would read as `privileged: true`:
+/// no Kubernetes object is an array, and a pod read that way would be
+/// admitted without having been understood. Bounds are in brackets, as in
+/// [`deserialize_by_visitor!`].
+macro_rules! objects_only {
+    (impl<'de $(, $param:tt)*> for $ty:ty $(where [$($bound:tt)+])?;) => {
+        impl<'de $(, $param)*> $crate::mutate::visit::FromObject<'de> for $ty $(where $($bound)+)? {
+            fn from_map<A: serde::de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+                <$ty>::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        impl<'de $(, $param)*> serde::Deserialize<'de> for $ty $(where $($bound)+)? {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_map($crate::mutate::visit::ObjectVisitor(std::marker::PhantomData))
+            }
+        }
+    };
+}
+
+/// A type read from the entries of a JSON object ([`objects_only!`]).
+pub(crate) trait FromObject<'de>: Sized {
+    fn from_map<A: serde::de::MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
+}
+
+/// Reads a JSON object into `T`, and anything else not at all.
+pub(crate) struct ObjectVisitor<T>(pub std::marker::PhantomData<fn() -> T>);
+
+impl<'de, T: FromObject<'de>> serde::de::Visitor<'de> for ObjectVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::from_map(map)
+    }
+}

@@ -19,7 +19,7 @@ use serde::ser::Error;
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
-    expecting = "an object",
+    remote = "Self",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
@@ -31,10 +31,14 @@ pub(super) struct ReviewIn<'a, O, Old = IgnoredAny> {
     pub(super) request: Option<RequestIn<'a, O, Old>>,
 }
 
+objects_only! {
+    impl<'de, 'a, O, Old> for ReviewIn<'a, O, Old> where ['de: 'a, O: Deserialize<'de>, Old: Deserialize<'de>];
+}
+
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
-    expecting = "an object",
+    remote = "Self",
     bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
 )]
 pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
@@ -60,8 +64,12 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
     pub(super) dry_run: Option<bool>,
 }
 
+objects_only! {
+    impl<'de, 'a, O, Old> for RequestIn<'a, O, Old> where ['de: 'a, O: Deserialize<'de>, Old: Deserialize<'de>];
+}
+
 #[derive(Deserialize)]
-#[serde(expecting = "an object")]
+#[serde(remote = "Self")]
 pub(super) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
@@ -71,13 +79,21 @@ pub(super) struct GroupVersionKind<'a> {
     pub(super) kind: Cow<'a, str>,
 }
 
+objects_only! {
+    impl<'de, 'a> for GroupVersionKind<'a> where ['de: 'a];
+}
+
 #[derive(Deserialize)]
-#[serde(expecting = "an object")]
+#[serde(remote = "Self")]
 pub(super) struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
     pub(super) group: Cow<'a, str>,
     #[serde(default, borrow)]
     pub(super) resource: Cow<'a, str>,
+}
+
+objects_only! {
+    impl<'de, 'a> for GroupVersionResource<'a> where ['de: 'a];
 }
 
 impl<O, Old> RequestIn<'_, O, Old> {
