@@ -8,7 +8,10 @@ cd "$(dirname "$0")"
 
 # Each step prints what the one before it took, so a run says what each part costs.
 t0=$SECONDS step_start=$SECONDS step_name=""
-step_done() { [[ -z "$step_name" ]] || printf '== %s: %ds\n' "$step_name" "$((SECONDS - step_start))"; }
+# The free disk is printed too: a clean clone's run writes about 8.5 GB of
+# build output (debug, release, fuzz and the benchmark's flavours).
+free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
+step_done() { [[ -z "$step_name" ]] || printf '== %s: %ds (%s GB free)\n' "$step_name" "$((SECONDS - step_start))" "$(free_gb)"; }
 step() { step_done; step_name="$*" step_start=$SECONDS; printf '\n== %s\n' "$*"; }
 
 step "tools"
