@@ -6,6 +6,9 @@ use serde::Serialize;
 
 use super::pod::SandboxPod;
 use crate::config::Config;
+/// The webhook's own reading of `expires-at`, so that the controller removes
+/// a pod at exactly the time the webhook accepted.
+pub(crate) use crate::mutate::expires_at::parse_expires_at;
 
 /// What happens to the pod when it is expired (`diagnose`'s `action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -170,11 +173,4 @@ pub fn plan(pod: &SandboxPod, config: &Config, now: DateTime<Utc>) -> ExpiryPlan
     plan.action = removal.action();
     plan.removal = Some(removal);
     plan
-}
-
-/// The same RFC 3339 reading as the webhook's check of `expires-at`.
-pub fn parse_expires_at(value: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(value.trim())
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
 }

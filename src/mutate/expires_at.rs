@@ -8,6 +8,8 @@ fn valid_expires_at(value: &str) -> bool {
     parse_expires_at(value).is_some()
 }
 
+/// The time an `expires-at` value names (surrounding blanks ignored). The
+/// controller reads the annotation with this too (`lifecycle::expiry`).
 pub(crate) fn parse_expires_at(value: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(value.trim())
         .ok()

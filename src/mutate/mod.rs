@@ -9,7 +9,7 @@ mod context;
 mod denial;
 mod egress;
 mod execd;
-mod expires_at;
+pub(crate) mod expires_at;
 mod expiry;
 mod intent;
 mod k8s;
