@@ -1,6 +1,7 @@
-//! The scaffolding the hand-written readers of `pod` and `policy` share:
-//! macros, declared first in `mutate` (`#[macro_use]`) so that every module
-//! after it can use them.
+//! The scaffolding the crate's hand-written readers share: macros, declared
+//! in the first module of the crate (`#[macro_use]` in `lib.rs` and in
+//! `mutate`) so that every module after it can use them, and the visitor
+//! that [`objects_only!`] expands to.
 
 /// The `Visitor` methods for booleans and numbers, each returning `$value`
 /// with the visited value bound to `$v`.
