@@ -3,38 +3,25 @@
 //! when (`at`) and why (`reason`), the platform fields named for what they
 //! read, one result per pod of a List or stream, every field documented.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use std::path::Path;
+use std::process::Command;
+
+use common::cli::{Run, run_with_input};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
 const SCHEDULER_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
 
-fn diagnose(manifest: &str, args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(["diagnose", "-f", "-"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A command that refuses its arguments (a bad --config) exits without
-    // reading stdin: the pipe then breaks, and its exit status says why.
-    if let Err(e) = child.stdin.take().unwrap().write_all(manifest.as_bytes()) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-    }
-    child.wait_with_output().unwrap()
+fn diagnose(manifest: &str, args: &[&str]) -> Run {
+    let args = [&["diagnose", "-f", "-"], args].concat();
+    run_with_input(&args, Path::new("."), manifest.as_bytes())
 }
 
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+fn json_of(out: &Run) -> Value {
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
 }
 
 const UNSCHEDULABLE_POD: &str = r#"
@@ -145,8 +132,8 @@ fn errors_exit_non_zero() {
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
         &[],
     );
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.code, 2);
+    let stderr = &out.stderr;
     assert!(stderr.contains("is a Deployment/d, not a Pod"), "{stderr}");
     for (input, says) in [
         ("", "standard input holds no Kubernetes object"),
@@ -157,8 +144,8 @@ fn errors_exit_non_zero() {
         ),
     ] {
         let out = diagnose(input, &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let stderr = &out.stderr;
+        assert_eq!(out.code, 2, "{stderr}");
         assert!(stderr.contains(says), "{input:?}: {stderr}");
         assert!(
             !stderr.contains("struct") && !stderr.contains("OwnerReference"),
@@ -169,8 +156,8 @@ fn errors_exit_non_zero() {
     let config = dir.path().join("bad.yaml");
     std::fs::write(&config, "controller: {expiry: {deleteOwnerKinds: [job]}}\n").unwrap();
     let out = diagnose(UNSCHEDULABLE_POD, &["--config", config.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("controller.expiry.deleteOwnerKinds[0]"));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("controller.expiry.deleteOwnerKinds[0]"));
 }
 
 /// Issue 21, item 5: "none, namespace excluded" for kube-system; `at` in
@@ -276,10 +263,10 @@ fn a_list_and_a_stream_give_one_result_per_pod() {
     assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
     assert_eq!(all[1]["pod"], json!("team/s2"));
     assert!(
-        String::from_utf8_lossy(&out.stderr)
+        out.stderr
             .contains("document 2 (Service/s): not a Pod, passed over"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        out.stderr
     );
 }
 
