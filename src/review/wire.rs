@@ -4,12 +4,10 @@
 
 use std::borrow::Cow;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use base64_simd::{Out, STANDARD as BASE64};
 use kube::core::Status;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::ser::Error;
 
 /// `O` is what the object is read as: a pod view on the fast path, raw
 /// JSON when that fails (the object is then not a readable pod). `Old` is
@@ -151,9 +149,10 @@ impl<'a> ResponseOut<'a> {
     /// status and warnings through `serde_json`, and the patch encoded as
     /// base64 straight into the buffer. Base64 needs no escaping, so it
     /// goes in without an intermediate `String` or `RawValue` and without
-    /// being scanned again (docs/performance.md, "Why the code is shaped
-    /// this way"). The keys and their order are those of kube's
-    /// `AdmissionReview`.
+    /// being scanned again; `base64-simd` encodes it with the CPU's vector
+    /// instructions, at a sixth of the `base64` crate's cost on a 1 KB
+    /// patch (docs/performance.md, "Why the code is shaped this way"). The
+    /// keys and their order are those of kube's `AdmissionReview`.
     pub(super) fn write(
         &self,
         api_version: &str,
@@ -175,10 +174,11 @@ impl<'a> ResponseOut<'a> {
         if let Some(patch) = self.patch {
             out.extend_from_slice(br#","patch":""#);
             let at = out.len();
-            out.resize(at + base64_len(patch.len()), 0);
-            BASE64
-                .encode_slice(patch, &mut out[at..])
-                .map_err(serde_json::Error::custom)?;
+            let len = BASE64.encoded_length(patch.len());
+            out.resize(at + len, 0);
+            // `encode` asserts that it has room, which is `len` exactly.
+            let encoded = BASE64.encode(patch, Out::from_slice(&mut out[at..]));
+            debug_assert_eq!(encoded.len(), len);
             out.extend_from_slice(br#"","patchType":"JSONPatch""#);
         }
         if !self.warnings.is_empty() {
@@ -192,14 +192,41 @@ impl<'a> ResponseOut<'a> {
     /// Bytes enough for the response: the base64 patch and room for the
     /// rest (uid, kinds, status, warnings).
     pub(super) fn size_hint(&self) -> usize {
-        self.patch.map_or(0, |p| base64_len(p.len())) + ENVELOPE_BUFFER
+        self.patch.map_or(0, |p| BASE64.encoded_length(p.len())) + ENVELOPE_BUFFER
     }
-}
-
-/// Padded base64 of `n` bytes.
-fn base64_len(n: usize) -> usize {
-    n.div_ceil(3) * 4
 }
 
 /// Everything in a response besides the patch: uid, kinds, status, warnings.
 const ENVELOPE_BUFFER: usize = 512;
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn written(response: &ResponseOut<'_>) -> serde_json::Value {
+        let mut out = Vec::with_capacity(response.size_hint());
+        response
+            .write("admission.k8s.io/v1", "AdmissionReview", &mut out)
+            .expect("a response is always written");
+        serde_json::from_slice(&out).expect("the response is JSON")
+    }
+
+    proptest! {
+        /// The vector encoder's text is standard padded base64 (what Go's
+        /// `[]byte` decodes), for every length around its block sizes.
+        #[test]
+        fn the_patch_is_standard_base64(patch in proptest::collection::vec(any::<u8>(), 0..700)) {
+            let mut response = ResponseOut::allowed("u");
+            response.patch = Some(&patch);
+            let json = written(&response);
+            let text = json["response"]["patch"].as_str().expect("patch is a string");
+            prop_assert_eq!(text, STANDARD.encode(&patch));
+            prop_assert_eq!(text.len(), patch.len().div_ceil(3) * 4);
+            prop_assert_eq!(&json["response"]["patchType"], "JSONPatch");
+        }
+    }
+}
