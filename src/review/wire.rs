@@ -207,18 +207,15 @@ mod tests {
 
     use super::*;
 
-    fn written(response: &ResponseOut<'_>) -> serde_json::Value {
+    /// The `patch` text of a response carrying `patch`.
+    fn patch_text(patch: &[u8]) -> String {
+        let mut response = ResponseOut::allowed("u");
+        response.patch = Some(patch);
         let mut out = Vec::with_capacity(response.size_hint());
         response
             .write("admission.k8s.io/v1", "AdmissionReview", &mut out)
             .expect("a response is always written");
-        serde_json::from_slice(&out).expect("the response is JSON")
-    }
-
-    fn patch_text(patch: &[u8]) -> String {
-        let mut response = ResponseOut::allowed("u");
-        response.patch = Some(patch);
-        let json = written(&response);
+        let json: serde_json::Value = serde_json::from_slice(&out).expect("the response is JSON");
         assert_eq!(json["response"]["patchType"], "JSONPatch");
         json["response"]["patch"]
             .as_str()
