@@ -10,23 +10,36 @@ use serde_json::{Value, json};
 
 use super::processes::{Result, check};
 
-/// A minimal `BatchSandbox` CRD: no schema beyond "keep everything".
-pub fn batch_sandbox() -> Value {
+/// A namespaced CRD serving `kind` (plural `plural`) at `version` only, with
+/// `schema` as its `openAPIV3Schema`.
+fn crd(group: &str, version: &str, kind: &str, plural: &str, schema: &Value) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "batchsandboxes.sandbox.opensandbox.io"},
+        "metadata": {"name": format!("{plural}.{group}")},
         "spec": {
-            "group": "sandbox.opensandbox.io",
+            "group": group,
             "scope": "Namespaced",
-            "names": {"plural": "batchsandboxes", "singular": "batchsandbox", "kind": "BatchSandbox",
-                      "listKind": "BatchSandboxList"},
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind,
+                      "listKind": format!("{kind}List")},
             "versions": [{
-                "name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "name": version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema},
             }],
         },
     })
+}
+
+/// A minimal `BatchSandbox` CRD: no schema beyond "keep everything".
+pub fn batch_sandbox() -> Value {
+    let anything = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    crd(
+        "sandbox.opensandbox.io",
+        "v1alpha1",
+        "BatchSandbox",
+        "batchsandboxes",
+        &anything,
+    )
 }
 
 /// agent-sandbox 1.0's `Sandbox` CRD as far as these tests care: only
@@ -43,30 +56,23 @@ pub fn sandbox_v1beta1() -> Value {
             "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
         },
     });
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "sandboxes.agents.x-k8s.io"},
-        "spec": {
-            "group": "agents.x-k8s.io",
-            "scope": "Namespaced",
-            "names": {"plural": "sandboxes", "singular": "sandbox", "kind": "Sandbox",
-                      "listKind": "SandboxList"},
-            "versions": [{
-                "name": "v1beta1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "required": ["spec"],
-                    "properties": {"spec": {
-                        "type": "object",
-                        "required": ["podTemplate"],
-                        "x-kubernetes-preserve-unknown-fields": true,
-                        "properties": {"podTemplate": pod_template},
-                    }},
-                }},
-            }],
-        },
-    })
+    let schema = json!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {"spec": {
+            "type": "object",
+            "required": ["podTemplate"],
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"podTemplate": pod_template},
+        }},
+    });
+    crd(
+        "agents.x-k8s.io",
+        "v1beta1",
+        "Sandbox",
+        "sandboxes",
+        &schema,
+    )
 }
 
 /// Creates `crd` unless it is there, then waits until it is established.
