@@ -117,6 +117,101 @@ fn job_and_cronjob_templates_are_injected_at_their_paths() {
     assert_eq!(cron[0]["spec"]["schedule"], "0 3 * * *");
 }
 
+/// agent-sandbox 1.0 serves only `v1beta1`: its Sandboxes are injected at
+/// `spec.podTemplate` beside `v1alpha1` ones; a version `inject` does not
+/// know is written back as it was, with a note naming the known ones.
+#[test]
+fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
+    let r = inject("sandboxes.yaml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = docs(&r.stdout);
+    let versions: Vec<_> = out
+        .iter()
+        .map(|d| d["apiVersion"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            "agents.x-k8s.io/v1beta1",
+            "agents.x-k8s.io/v1alpha1",
+            "agents.x-k8s.io/v2"
+        ]
+    );
+    for (i, sandbox) in out[..2].iter().enumerate() {
+        let t = &sandbox["spec"]["podTemplate"];
+        assert_eq!(
+            t["spec"]["initContainers"][0]["name"],
+            "execd-installer",
+            "document {}",
+            i + 1
+        );
+        assert_eq!(
+            t["spec"]["containers"][0]["command"][0],
+            "/opt/opensandbox/bootstrap.sh"
+        );
+        assert!(sandbox["spec"].get("template").is_none());
+    }
+    let beta = &out[0]["spec"];
+    assert_eq!(beta["shutdownPolicy"], "Delete");
+    let a = annotations(&beta["podTemplate"]["metadata"]);
+    assert_eq!(a["opensandbox.io/timeout"], "30m");
+    assert!(!a.contains_key("opensandbox.io/expires-at"), "{a:?}");
+    // The unknown version: its own text back, untouched, and the note.
+    let input = std::fs::read_to_string(format!("{DIR}/sandboxes.yaml")).unwrap();
+    let future = input.rsplit("---\n").next().unwrap();
+    assert!(r.stdout.ends_with(future), "{}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "document 3 (Sandbox/future): Sandbox agents.x-k8s.io/v2 is not a version inject knows \
+             (agents.x-k8s.io/v1alpha1, agents.x-k8s.io/v1beta1): passed through unchanged"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("labelled opensandbox.io/id"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A lone v1beta1 Sandbox: its patch touches only `spec.podTemplate` and
+/// gives the injected Sandbox, which has nothing left to change.
+#[test]
+fn a_lone_v1beta1_sandbox_is_patched_at_its_pod_template_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = std::fs::read_to_string(format!("{DIR}/sandboxes.yaml")).unwrap();
+    let beta = input.split("---\n").next().unwrap();
+    std::fs::write(dir.path().join("beta.yaml"), beta).unwrap();
+    let inject = |file: &str, output: &str| {
+        let args = ["inject", "-f", file, "-o", output, "--now", NOW];
+        run(&[&args[..], &["--egress-token", "t"]].concat(), dir.path())
+    };
+    let patch = inject("beta.yaml", "patch");
+    assert_eq!(patch.code, 0, "{}", patch.stderr);
+    let ops: json_patch::Patch = serde_json::from_str(&patch.stdout).unwrap();
+    assert!(!ops.0.is_empty());
+    for op in &ops.0 {
+        let path = op.path().to_string();
+        assert!(path.starts_with("/spec/podTemplate/"), "{path}");
+    }
+    let mut object: Value = serde_yaml_ng::from_str(beta).unwrap();
+    json_patch::patch(&mut object, &ops).unwrap();
+    let injected = inject("beta.yaml", "json");
+    assert_eq!(
+        object,
+        serde_json::from_str::<Value>(&injected.stdout).unwrap()
+    );
+    std::fs::write(dir.path().join("injected.json"), &injected.stdout).unwrap();
+    let again = inject("injected.json", "patch");
+    assert_eq!(
+        (again.code, again.stdout.trim()),
+        (0, "[]"),
+        "{}",
+        again.stderr
+    );
+}
+
 #[test]
 fn a_labelled_configmap_passes_through_with_a_note() {
     let r = inject("configmap.yaml");

@@ -19,6 +19,8 @@ mod leadership;
 mod never_early;
 #[path = "controller_e2e/platform.rs"]
 mod platform;
+#[path = "controller_e2e/sandbox_owner.rs"]
+mod sandbox_owner;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,6 +48,7 @@ suite::scenarios![
     expiry::manual_cleanup_and_invalid_stay,
     expiry::job_owner_is_deleted,
     expiry::replicaset_owner_is_left_with_a_warning,
+    sandbox_owner::v1beta1_sandbox_owner_is_deleted,
     expiry::recreated_pod_is_not_hit_by_a_stale_decision,
     never_early::never_removed_before_its_time,
     platform::unschedulable_platform_is_reported,

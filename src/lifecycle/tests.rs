@@ -121,6 +121,7 @@ fn owner_rules() {
         ("batch/v1", "Job"),
         ("sandbox.opensandbox.io/v1alpha1", "BatchSandbox"),
         ("agents.x-k8s.io/v1alpha1", "Sandbox"),
+        ("agents.x-k8s.io/v1beta1", "Sandbox"),
     ] {
         let p = plan(
             &with_owner(e(), api, kind, Some(true)),
@@ -133,6 +134,8 @@ fn owner_rules() {
             panic!("{kind}: {:?}", p.expiry.removal);
         };
         assert_eq!((owner.kind.as_str(), owner.uid.as_str()), (kind, "ou1"));
+        // Deleted through the version the reference names.
+        assert_eq!(owner.api_version, api);
     }
     assert_eq!(
         action(&with_owner(e(), "apps/v1", "ReplicaSet", Some(true))),

@@ -40,6 +40,9 @@ pub struct Judged {
 pub enum NoteKind {
     /// Labelled as a sandbox but with no pod template: passed through.
     NoTemplate,
+    /// A workload kind at a version whose template path is not known
+    /// (`agents.x-k8s.io/v2` Sandbox): passed through.
+    UnknownVersion,
     /// The egress token was left out of a template, or a template carries
     /// one that every replica would share.
     TemplateToken,
@@ -133,6 +136,25 @@ impl<'a, 'c> Injector<'a, 'c> {
         }
         if let Some(kind) = WorkloadKind::of_object(v) {
             return self.workload(kind, v, namespace.as_deref(), &located(&name));
+        }
+        let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let object_kind = kind(v).unwrap_or("");
+        let known = WorkloadKind::other_versions(api_version, object_kind);
+        if !known.is_empty() {
+            let known: Vec<String> = known
+                .iter()
+                .map(|k| format!("{}/{}", k.group, k.version))
+                .collect();
+            self.entries.push(Entry::Note {
+                kind: NoteKind::UnknownVersion,
+                at: located(&name),
+                text: format!(
+                    "{object_kind} {api_version} is not a version inject knows ({}): \
+                     passed through unchanged; the webhook still injects its pods at admission",
+                    known.join(", ")
+                ),
+            });
+            return false;
         }
         let id = &self.ctx.config.keys().id;
         if v.pointer("/metadata/labels")

@@ -6,6 +6,8 @@
 
 mod inject;
 mod source;
+#[cfg(test)]
+mod tests;
 pub mod yaml;
 
 pub use inject::{Entry, Injector, Judged, MAX_REQUEST_BYTES, NoteKind, Outcome, describe};

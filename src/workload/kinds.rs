@@ -21,9 +21,11 @@ pub struct WorkloadKind {
 
 const TEMPLATE: &[&str] = &["spec", "template"];
 
-/// The kinds of SPEC 11, in the order the SPEC lists them. The chart's
-/// `ValidatingWebhookConfiguration` lists the same groups and resources.
-pub const KINDS: [WorkloadKind; 8] = [
+/// The kinds of SPEC 11, in the order the SPEC lists them, one entry per
+/// served version (a version may move the template). The chart's
+/// `ValidatingWebhookConfiguration` lists the same groups, versions and
+/// resources.
+pub const KINDS: [WorkloadKind; 9] = [
     apps("Deployment", "deployments"),
     apps("StatefulSet", "statefulsets"),
     apps("DaemonSet", "daemonsets"),
@@ -52,15 +54,23 @@ pub const KINDS: [WorkloadKind; 8] = [
         path: "spec.template",
         fields: TEMPLATE,
     },
+    // agent-sandbox: v1beta1 (the only version 1.0 serves) keeps the
+    // template where v1alpha1 did; its template metadata holds only labels
+    // and annotations, all the pod webhook writes there.
+    sandbox("v1alpha1"),
+    sandbox("v1beta1"),
+];
+
+const fn sandbox(version: &'static str) -> WorkloadKind {
     WorkloadKind {
         group: "agents.x-k8s.io",
-        version: "v1alpha1",
+        version,
         kind: "Sandbox",
         resource: "sandboxes",
         path: "spec.podTemplate",
         fields: &["spec", "podTemplate"],
-    },
-];
+    }
+}
 
 const fn apps(kind: &'static str, resource: &'static str) -> WorkloadKind {
     WorkloadKind {
@@ -109,6 +119,24 @@ impl WorkloadKind {
         KINDS
             .iter()
             .find(|k| k.group == group && k.version == version && k.kind == kind)
+    }
+
+    /// The entries of [`KINDS`] for `kind` in `api_version`'s group, when
+    /// `api_version` itself is not among them: a workload at a version this
+    /// table does not know (say `agents.x-k8s.io/v1`), whose template may be
+    /// anywhere. Empty for every other object.
+    #[must_use]
+    pub fn other_versions(api_version: &str, kind: &str) -> Vec<&'static WorkloadKind> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let known: Vec<&'static WorkloadKind> = KINDS
+            .iter()
+            .filter(|k| k.group == group && k.kind == kind)
+            .collect();
+        if known.iter().any(|k| k.version == version) {
+            Vec::new()
+        } else {
+            known
+        }
     }
 
     /// The kind of an object, read from its `apiVersion` and `kind`.

@@ -58,7 +58,8 @@ fn every_kind_finds_its_template_at_its_path() {
         Job batch/v1 spec.template
         CronJob batch/v1 spec.jobTemplate.spec.template
         BatchSandbox sandbox.opensandbox.io/v1alpha1 spec.template
-        Sandbox agents.x-k8s.io/v1alpha1 spec.podTemplate";
+        Sandbox agents.x-k8s.io/v1alpha1 spec.podTemplate
+        Sandbox agents.x-k8s.io/v1beta1 spec.podTemplate";
     let expected: Vec<Vec<&str>> = expected
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -70,6 +71,7 @@ fn every_kind_finds_its_template_at_its_path() {
         };
         assert_eq!((k.kind, k.path), (name, path));
         assert_eq!(k.fields.join("."), k.path, "{name}");
+        assert_eq!(format!("{}/{}", k.group, k.version), api_version);
         assert_eq!(WorkloadKind::of(api_version, name), Some(k));
         let t = template(&json!({}));
         let mut object = workload(k, t.clone());
@@ -106,6 +108,11 @@ fn other_objects_have_no_template() {
             "{api_version} {kind}: {verdict:?}"
         );
     }
+    // A Sandbox at a version the table does not know, its template where
+    // the known ones keep it: not judged (its template may be elsewhere).
+    let future = json!({"apiVersion": "agents.x-k8s.io/v1", "kind": "Sandbox",
+        "spec": {"podTemplate": t}});
+    assert!(find_template(&future).unwrap().is_none());
     assert!(find_template(&json!("not an object")).unwrap().is_none());
     let without = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}});
     assert!(find_template(&without).unwrap().is_none());
@@ -300,8 +307,73 @@ fn the_template_pod_is_metadata_and_spec() {
     );
 }
 
+#[test]
+fn other_versions_name_the_known_ones_of_a_known_kind() {
+    let versions = |api_version, kind| -> Vec<&str> {
+        WorkloadKind::other_versions(api_version, kind)
+            .iter()
+            .map(|k| k.version)
+            .collect()
+    };
+    assert_eq!(
+        versions("agents.x-k8s.io/v1", "Sandbox"),
+        ["v1alpha1", "v1beta1"]
+    );
+    assert_eq!(versions("apps/v1beta2", "Deployment"), ["v1"]);
+    assert_eq!(
+        versions("sandbox.opensandbox.io/v1", "BatchSandbox"),
+        ["v1alpha1"]
+    );
+    for (api_version, kind) in [
+        ("agents.x-k8s.io/v1alpha1", "Sandbox"),
+        ("agents.x-k8s.io/v1beta1", "Sandbox"),
+        ("apps/v1", "Deployment"),
+        ("agents.x-k8s.io/v1", "SandboxClaim"),
+        ("extensions/v1beta1", "Deployment"),
+        ("v1", "Pod"),
+        ("", "Sandbox"),
+        ("Sandbox", ""),
+    ] {
+        assert!(
+            versions(api_version, kind).is_empty(),
+            "{api_version} {kind}"
+        );
+    }
+}
+
+/// agent-sandbox 1.0 serves only v1beta1: its Sandboxes are judged as the
+/// v1alpha1 ones were, on CREATE and on a changed template at UPDATE.
+#[test]
+fn a_v1beta1_sandbox_is_judged_at_spec_pod_template() {
+    let config = max_3600();
+    let beta = WorkloadKind::of("agents.x-k8s.io/v1beta1", "Sandbox").unwrap();
+    let bad = workload(beta, template(&json!({"opensandbox.io/timeout": "2h"})));
+    let good = workload(beta, template(&json!({"opensandbox.io/timeout": "30m"})));
+    with_ctx(&config, |ctx| {
+        let Verdict::Denied(denial) = judge_change(&bad, None, Some("team"), ctx) else {
+            panic!("a v1beta1 Sandbox with a denied template is denied");
+        };
+        assert_eq!(
+            denial.to_string(),
+            "spec.podTemplate: Sandbox timeout 7200s exceeds configured maximum of 3600s."
+        );
+        assert!(matches!(
+            judge_change(&good, None, Some("team"), ctx),
+            Verdict::Allowed { .. }
+        ));
+        assert!(matches!(
+            judge_change(&bad, Some(&good), Some("team"), ctx),
+            Verdict::Denied(_)
+        ));
+        assert!(matches!(
+            judge_change(&bad, Some(&bad), Some("team"), ctx),
+            Verdict::NotJudged(SkipReason::TemplateUnchanged)
+        ));
+    });
+}
+
 /// The chart's `ValidatingWebhookConfiguration` sends every kind of the
-/// table, at the version whose template path the table knows.
+/// table, at each version whose template path the table knows.
 #[test]
 fn the_chart_sends_every_kind() {
     let chart = include_str!("../../charts/sandbox-webhook/templates/_validating.tpl");
@@ -314,13 +386,16 @@ fn the_chart_sends_every_kind() {
         let sent = rules.iter().any(|rule| {
             let rule = rule.split("\n\n").next().unwrap_or_default();
             rule.contains(&format!("apiGroups: [\"{}\"]", k.group))
-                && rule.contains(&format!("apiVersions: [\"{}\"]", k.version))
+                && rule
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("apiVersions: "))
+                    .is_some_and(|v| v.contains(&format!("\"{}\"", k.version)))
                 && rule.contains(&format!("\"{}\"", k.resource))
         });
         assert!(
             sent,
-            "{} ({}/{}) is not in the chart's rules",
-            k.kind, k.group, k.resource
+            "{} ({}/{} {}) is not in the chart's rules",
+            k.kind, k.group, k.version, k.resource
         );
     }
 }

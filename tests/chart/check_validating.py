@@ -18,11 +18,12 @@ CASE, PATH = sys.argv[1], sys.argv[2]
 NS = sys.argv[3] if len(sys.argv) > 3 else "sbx"
 
 # The kinds of SPEC 11, as src/workload/kinds.rs KINDS has them.
+# agent-sandbox 1.0 serves only Sandbox v1beta1; earlier releases v1alpha1.
 RULES = [
-    ("apps", "v1", ["deployments", "statefulsets", "daemonsets", "replicasets"]),
-    ("batch", "v1", ["jobs", "cronjobs"]),
-    ("sandbox.opensandbox.io", "v1alpha1", ["batchsandboxes"]),
-    ("agents.x-k8s.io", "v1alpha1", ["sandboxes"]),
+    ("apps", ["v1"], ["deployments", "statefulsets", "daemonsets", "replicasets"]),
+    ("batch", ["v1"], ["jobs", "cronjobs"]),
+    ("sandbox.opensandbox.io", ["v1alpha1"], ["batchsandboxes"]),
+    ("agents.x-k8s.io", ["v1alpha1", "v1beta1"], ["sandboxes"]),
 ]
 # Where each kind keeps its template, as the matchCondition must read it.
 TEMPLATE_LABELS = ["object.spec.template.metadata.labels",
@@ -62,7 +63,7 @@ def check_vwc(prefix="opensandbox.io", name=None, failure="Ignore", timeout=5, c
     check("no reinvocationPolicy (not a mutating webhook)", "reinvocationPolicy" not in w, w.get("reinvocationPolicy"))
     check(f"failurePolicy is {failure}", w["failurePolicy"] == failure, w["failurePolicy"])
     check(f"timeoutSeconds is {timeout}", w["timeoutSeconds"] == timeout, w["timeoutSeconds"])
-    expected = [{"operations": ["CREATE", "UPDATE"], "apiGroups": [g], "apiVersions": [v], "resources": r,
+    expected = [{"operations": ["CREATE", "UPDATE"], "apiGroups": [g], "apiVersions": v, "resources": r,
                  "scope": "Namespaced"} for g, v, r in RULES]
     check("rules: CREATE and UPDATE of the SPEC 11 kinds, no subresources",
           w["rules"] == expected, json.dumps(w["rules"]))

@@ -10,6 +10,7 @@ pub mod attack;
 pub mod cli;
 pub mod clock;
 pub mod context;
+pub mod crds;
 pub mod events;
 pub mod https;
 pub mod metrics;

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::workloads::KINDS;
+use super::workloads::resource;
 
 /// The `AdmissionReview` of `operation` on `object` in `namespace` (`old` for
 /// an UPDATE). The request's kind and resource are the object's: a workload
@@ -16,10 +16,9 @@ pub fn review(
     old: Option<&Value>,
 ) -> Vec<u8> {
     let kind = object["kind"].as_str().unwrap_or("Pod");
-    let (api_version, resource) = KINDS
-        .iter()
-        .find(|(k, _, _)| *k == kind)
-        .map_or(("v1", "pods"), |(_, v, r)| (*v, *r));
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let (api_version, resource) =
+        resource(api_version, kind).map_or(("v1", "pods"), |r| (api_version, r));
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1",

@@ -6,8 +6,9 @@ use serde_json::{Map, Value, json};
 
 use super::pods::SandboxPod;
 
-/// `apiVersion` and plural resource of each workload kind of SPEC 11.
-pub const KINDS: [(&str, &str, &str); 8] = [
+/// `apiVersion` and plural resource of each workload kind of SPEC 11, a row
+/// per version (the first of a kind is the one [`workload`] writes).
+pub const KINDS: [(&str, &str, &str); 9] = [
     ("Deployment", "apps/v1", "deployments"),
     ("StatefulSet", "apps/v1", "statefulsets"),
     ("DaemonSet", "apps/v1", "daemonsets"),
@@ -20,15 +21,44 @@ pub const KINDS: [(&str, &str, &str); 8] = [
         "batchsandboxes",
     ),
     ("Sandbox", "agents.x-k8s.io/v1alpha1", "sandboxes"),
+    // agent-sandbox 1.0 serves only this one.
+    ("Sandbox", "agents.x-k8s.io/v1beta1", "sandboxes"),
 ];
 
-/// A `kind` named `name` whose pod template is `pod`'s labels, annotations
-/// and spec, plus the selector label `app: <name>` the apps kinds need.
+/// The plural resource of `kind` at `api_version`, if it is a workload kind.
+pub fn resource(api_version: &str, kind: &str) -> Option<&'static str> {
+    KINDS
+        .iter()
+        .find(|(k, v, _)| *k == kind && *v == api_version)
+        .map(|(_, _, r)| *r)
+}
+
+/// Where `kind` keeps its pod template, as denials name it.
+pub fn template_path(kind: &str) -> &'static str {
+    match kind {
+        "CronJob" => "spec.jobTemplate.spec.template",
+        "Sandbox" => "spec.podTemplate",
+        _ => "spec.template",
+    }
+}
+
+/// A `kind` named `name` at its first version; see [`workload_at`].
 pub fn workload(kind: &str, name: &str, pod: &SandboxPod) -> Value {
     let (_, api_version, _) = KINDS
         .iter()
         .find(|(k, _, _)| *k == kind)
         .unwrap_or_else(|| panic!("{kind} is not a workload kind"));
+    workload_at(api_version, kind, name, pod)
+}
+
+/// A `kind` at `api_version` named `name` whose pod template is `pod`'s
+/// labels, annotations and spec, plus the selector label `app: <name>` the
+/// apps kinds need.
+pub fn workload_at(api_version: &str, kind: &str, name: &str, pod: &SandboxPod) -> Value {
+    assert!(
+        resource(api_version, kind).is_some(),
+        "{kind} {api_version} is not a workload kind"
+    );
     let pod = pod.json();
     let mut labels = pod["metadata"]["labels"]
         .as_object()

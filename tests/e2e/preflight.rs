@@ -3,36 +3,42 @@
 //! calls `/validate`. Workloads whose template the pod webhook would deny
 //! are refused at create and update with the pod webhook's message; valid
 //! ones are stored unchanged; with the pre-flight down, everything is
-//! admitted (`failurePolicy: Ignore`).
+//! admitted (`failurePolicy: Ignore`). The agent-sandbox Sandbox is applied
+//! at `v1beta1` to a CRD that serves only that version, as agent-sandbox 1.0
+//! does, so only a rule naming `v1beta1` sends it.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::common::P;
 use crate::common::pods::SandboxPod;
 use crate::common::processes::repo;
-use crate::common::workloads::{KINDS, workload};
+use crate::common::workloads::{resource, template_path, workload, workload_at};
+use crate::common::{P, crds};
 use crate::env::{Env, SCOPE_LABEL, Scope, check};
 use crate::processes::Webhook;
 
-/// The kinds the scenarios apply: a built-in of each group the pod webhook's
-/// users meet first, and the OpenSandbox custom resource.
-const APPLIED: [&str; 3] = ["Deployment", "Job", "BatchSandbox"];
+/// The kinds the scenarios apply (`apiVersion`, `kind`): a built-in of each
+/// group the pod webhook's users meet first, and the two custom resources.
+const APPLIED: [(&str, &str); 4] = [
+    ("apps/v1", "Deployment"),
+    ("batch/v1", "Job"),
+    ("sandbox.opensandbox.io/v1alpha1", "BatchSandbox"),
+    ("agents.x-k8s.io/v1beta1", "Sandbox"),
+];
 
-const CRD: &str = "batchsandboxes.sandbox.opensandbox.io";
 const REQUESTS: &str = "sandbox_webhook_admission_requests_total";
 
 /// Each scenario's own webhook process (so that stopping it affects no
-/// other scenario), with `expiry.maxTimeoutSeconds: 3600`, the `BatchSandbox`
-/// CRD, and the scope's namespace.
+/// other scenario), with `expiry.maxTimeoutSeconds: 3600`, the CRDs, and
+/// the scope's namespace.
 async fn start<'e>(env: &'e Env, id: &str) -> Result<(Webhook, Scope<'e>)> {
     let webhook = env.own_webhook(id, Some("expiry: {maxTimeoutSeconds: 3600}\n"))?;
-    ensure_crd(env).await?;
+    crds::ensure(&env.client, &crds::batch_sandbox()).await?;
+    crds::ensure(&env.client, &crds::sandbox_v1beta1()).await?;
     let scope = Scope::new(env, id);
     scope.namespace("", &[]).await?;
     Ok((webhook, scope))
@@ -59,15 +65,22 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
         pod_message == "Sandbox timeout 7200s exceeds configured maximum of 3600s.",
         format!("the pod webhook's message (got: {pod_message})"),
     )?;
-    for kind in APPLIED {
+    for (api_version, kind) in APPLIED {
         let name = format!("denied-{}", kind.to_lowercase());
-        match create(env, &scope.ns, &workload(kind, &name, &too_long)).await {
+        let path = template_path(kind);
+        match create(
+            env,
+            &scope.ns,
+            &workload_at(api_version, kind, &name, &too_long),
+        )
+        .await
+        {
             Err(kube::Error::Api(e)) => {
                 let text = denied_text(&e.message)?;
                 check(
-                    text == format!("spec.template: {pod_message}") && e.code == 400,
+                    text == format!("{path}: {pod_message}") && e.code == 400,
                     format!(
-                        "{kind} refused with the pod webhook's message after spec.template (got {}: {})",
+                        "{kind} {api_version} refused with the pod webhook's message after {path} (got {}: {})",
                         e.code, e.message
                     ),
                 )?;
@@ -85,7 +98,7 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
     valid_templates_are_stored_as_sent(env, &scope).await?;
 
     // An UPDATE that makes the template one the pod webhook would deny.
-    let deployments = api(env, &scope.ns, "Deployment");
+    let deployments = api(env, &scope.ns, "apps/v1", "Deployment")?;
     let mut current = deployments.get("valid-deployment").await?;
     let template = current.data["spec"]["template"]["metadata"]["annotations"]
         .as_object_mut()
@@ -138,14 +151,16 @@ pub async fn workloads_are_admitted_while_the_preflight_is_down(env: &Env, id: &
     // Its port is closed now: the apiserver cannot reach the pre-flight.
     webhook.stop();
     let too_long = SandboxPod::new("too-long").annotation("timeout", "2h");
-    for kind in APPLIED {
+    for (api_version, kind) in APPLIED {
         let name = format!("while-down-{}", kind.to_lowercase());
-        create(env, &scope.ns, &workload(kind, &name, &too_long))
-            .await
-            .map_err(|e| {
-                format!("{kind} was refused while the pre-flight was down (Ignore): {e}")
-            })?;
-        api(env, &scope.ns, kind).get(&name).await?;
+        create(
+            env,
+            &scope.ns,
+            &workload_at(api_version, kind, &name, &too_long),
+        )
+        .await
+        .map_err(|e| format!("{kind} was refused while the pre-flight was down (Ignore): {e}"))?;
+        api(env, &scope.ns, api_version, kind)?.get(&name).await?;
     }
     Ok(())
 }
@@ -154,12 +169,14 @@ pub async fn workloads_are_admitted_while_the_preflight_is_down(env: &Env, id: &
 /// webhook allows; each is stored as sent: nothing is mutated.
 async fn valid_templates_are_stored_as_sent(env: &Env, scope: &Scope<'_>) -> Result<()> {
     let valid = SandboxPod::new("fine").annotation("timeout", "30m");
-    for kind in APPLIED {
+    for (api_version, kind) in APPLIED {
         let name = format!("valid-{}", kind.to_lowercase());
-        let sent = workload(kind, &name, &valid);
+        let sent = workload_at(api_version, kind, &name, &valid);
         create(env, &scope.ns, &sent).await?;
-        let stored = serde_json::to_value(api(env, &scope.ns, kind).get(&name).await?)?;
-        let (sent_t, stored_t) = (&sent["spec"]["template"], &stored["spec"]["template"]);
+        let stored = api(env, &scope.ns, api_version, kind)?.get(&name).await?;
+        let stored = serde_json::to_value(stored)?;
+        let field = template_path(kind).trim_start_matches("spec.");
+        let (sent_t, stored_t) = (&sent["spec"][field], &stored["spec"][field]);
         check(
             kept_labels(sent_t, stored_t)
                 && stored_t["metadata"]["annotations"] == sent_t["metadata"]["annotations"]
@@ -168,11 +185,11 @@ async fn valid_templates_are_stored_as_sent(env: &Env, scope: &Scope<'_>) -> Res
                 && stored_t["spec"].get("initContainers").is_none(),
             format!("{kind}'s template is stored unchanged: {stored_t}"),
         )?;
-        if kind == "BatchSandbox" {
-            // No schema defaults on this CRD: the whole spec is as sent.
+        if kind.ends_with("Sandbox") {
+            // No schema defaults on these CRDs: the whole spec is as sent.
             check(
                 stored["spec"] == sent["spec"],
-                "BatchSandbox spec stored byte for byte",
+                format!("{kind} spec stored byte for byte"),
             )?;
         }
     }
@@ -200,19 +217,16 @@ fn denied_text(message: &str) -> Result<String> {
         .ok_or_else(|| format!("not a webhook denial: {message}").into())
 }
 
-fn api(env: &Env, ns: &str, kind: &str) -> Api<DynamicObject> {
-    let (_, api_version, plural) = KINDS
-        .iter()
-        .find(|(k, _, _)| *k == kind)
-        .copied()
-        .unwrap_or_default();
+fn api(env: &Env, ns: &str, api_version: &str, kind: &str) -> Result<Api<DynamicObject>> {
+    let plural =
+        resource(api_version, kind).ok_or(format!("{kind} {api_version} is no workload kind"))?;
     let (group, version) = api_version.split_once('/').unwrap_or_default();
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    Api::namespaced_with(
+    Ok(Api::namespaced_with(
         env.client.clone(),
         ns,
         &ApiResource::from_gvk_with_plural(&gvk, plural),
-    )
+    ))
 }
 
 async fn create(env: &Env, ns: &str, object: &Value) -> kube::Result<DynamicObject> {
@@ -225,61 +239,16 @@ async fn create_with(
     object: &Value,
     dry_run: bool,
 ) -> kube::Result<DynamicObject> {
-    let kind = object["kind"].as_str().unwrap_or_default();
+    let text = |field: &str| object[field].as_str().unwrap_or_default().to_owned();
+    let api = api(env, ns, &text("apiVersion"), &text("kind"))
+        .map_err(|e| kube::Error::Service(e.to_string().into()))?;
     let object: DynamicObject =
         serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
     let pp = PostParams {
         dry_run,
         ..PostParams::default()
     };
-    api(env, ns, kind).create(&pp, &object).await
-}
-
-/// A minimal `BatchSandbox` CRD (no schema beyond "keep everything"), shared
-/// by the scenarios and left in place: a CRD is cluster-wide, and deleting
-/// one under another scenario's objects would break it.
-async fn ensure_crd(env: &Env) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD},
-        "spec": {
-            "group": "sandbox.opensandbox.io",
-            "scope": "Namespaced",
-            "names": {"plural": "batchsandboxes", "singular": "batchsandbox", "kind": "BatchSandbox",
-                      "listKind": "BatchSandboxList"},
-            "versions": [{
-                "name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))?;
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let established = crds
-            .get(CRD)
-            .await?
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established {
-            return Ok(());
-        }
-        check(
-            Instant::now() < deadline,
-            "the BatchSandbox CRD is established within 30s",
-        )?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.create(&pp, &object).await
 }
 
 /// The chart's matchCondition, read from the template, with the default
@@ -297,26 +266,35 @@ fn chart_condition() -> Result<String> {
     Ok(expression.replace("{{ $id | quote }}", &format!("\"{P}/id\"")))
 }
 
+/// The chart's rules, read from the template (plain YAML there): the kinds
+/// and versions the apiserver sends are the ones the chart ships.
+fn chart_rules() -> Result<Value> {
+    let path = repo().join("charts/sandbox-webhook/templates/_validating.tpl");
+    let text = std::fs::read_to_string(&path)?;
+    let (_, rest) = text
+        .split_once("\n    rules:\n")
+        .ok_or("no rules in the chart")?;
+    let (block, _) = rest
+        .split_once("\n    namespaceSelector:")
+        .ok_or("no namespaceSelector after the rules")?;
+    let rules: Value = serde_yaml_ng::from_str(block)?;
+    let sandboxes = rules
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|r| r["resources"] == json!(["sandboxes"]));
+    check(
+        sandboxes,
+        format!("the chart's rules name sandboxes: {rules}"),
+    )?;
+    Ok(rules)
+}
+
 /// The scope's `ValidatingWebhookConfiguration`: the chart's rules and
 /// matchCondition, `failurePolicy: Ignore`, this scope's namespaces only.
 async fn register_preflight(env: &Env, scope: &Scope<'_>, url: &str) -> Result<()> {
     use base64::Engine;
-    let rules: Vec<Value> = [
-        (
-            "apps",
-            "v1",
-            vec!["deployments", "statefulsets", "daemonsets", "replicasets"],
-        ),
-        ("batch", "v1", vec!["jobs", "cronjobs"]),
-        ("sandbox.opensandbox.io", "v1alpha1", vec!["batchsandboxes"]),
-        ("agents.x-k8s.io", "v1alpha1", vec!["sandboxes"]),
-    ]
-    .into_iter()
-    .map(|(group, version, resources)| {
-        json!({"operations": ["CREATE", "UPDATE"], "apiGroups": [group], "apiVersions": [version],
-               "resources": resources, "scope": "Namespaced"})
-    })
-    .collect();
+    let rules = chart_rules()?;
     let name = format!("{}-validate", scope.configuration);
     let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",

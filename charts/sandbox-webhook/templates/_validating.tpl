@@ -66,9 +66,11 @@ webhooks:
         apiVersions: ["v1alpha1"]
         resources: ["batchsandboxes"]
         scope: Namespaced
+      # agent-sandbox 1.0 serves only v1beta1; earlier releases v1alpha1.
+      # Both keep the template at spec.podTemplate.
       - operations: ["CREATE", "UPDATE"]
         apiGroups: ["agents.x-k8s.io"]
-        apiVersions: ["v1alpha1"]
+        apiVersions: ["v1alpha1", "v1beta1"]
         resources: ["sandboxes"]
         scope: Namespaced
     # Where the pod webhook mutates, and nowhere else.

@@ -1,0 +1,54 @@
+//! agent-sandbox 1.0 serves its Sandbox only at `v1beta1`: a sandbox pod
+//! that such a Sandbox controls is removed by deleting the Sandbox through
+//! the version its owner reference names (`Sandbox.agents.x-k8s.io` is in
+//! the default `deleteOwnerKinds`, which name no version).
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::json;
+
+use crate::Env;
+use crate::common::crds;
+use crate::harness::{Result, check, expires_at, in_seconds, pp, sandbox, wait_gone, wall};
+
+const API_VERSION: &str = "agents.x-k8s.io/v1beta1";
+
+pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
+    crds::ensure(&env.client, &crds::sandbox_v1beta1()).await?;
+    let ns = &env.namespace(id).await?;
+    let gvk = GroupVersionKind::gvk("agents.x-k8s.io", "v1beta1", "Sandbox");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "sandboxes");
+    let sandboxes: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), ns, &resource);
+    let owner: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": API_VERSION, "kind": "Sandbox", "metadata": {"name": "agent"},
+        "spec": {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
+    }))?;
+    let owner = sandboxes.create(&pp(), &owner).await?;
+    let uid = owner.metadata.uid.ok_or("the Sandbox has no uid")?;
+    let at = in_seconds(2);
+    let owned = json!({"ownerReferences": [{"apiVersion": API_VERSION, "kind": "Sandbox",
+        "name": "agent", "uid": uid, "controller": true}]});
+    let pod = sandbox("agent-pod", &json!({}), &expires_at(at), &owned, &json!({}))?;
+    let pods = env.pods(ns);
+    pods.create(&pp(), &pod).await?;
+    let d = env.diagnose(&pods.get("agent-pod").await?, at)?;
+    check(
+        d["expiry"]["action"] == json!("delete-owner"),
+        format!("diagnose: {d}"),
+    )?;
+    let gone = wall(wait_gone(&sandboxes, "agent", Duration::from_secs(20)).await?);
+    check(
+        gone - at <= TimeDelta::seconds(1),
+        format!("the Sandbox went {} after expiry", gone - at),
+    )?;
+    let event = env
+        .event(ns, "agent-pod", "SandboxExpired", None, 5)
+        .await?;
+    let note = event.note.unwrap_or_default();
+    check(
+        note.contains("Sandbox agent"),
+        format!("the Event names the Sandbox: {note}"),
+    )
+}
