@@ -40,8 +40,10 @@ use super::shutdown::stopped;
 
 mod state;
 
-pub(crate) use state::{ConnState, Rank};
-use state::{HEAD, IDLE, NEW};
+#[cfg(test)]
+pub(crate) use state::ANSWER_GRACE;
+pub(crate) use state::ConnState;
+use state::{ANSWER, HEAD, IDLE, NEW};
 
 /// The transport beneath hyper, with the head deadline and write timeout.
 pub(crate) struct ConnIo<T> {
@@ -168,8 +170,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
         self.inner.is_write_vectored()
     }
 
+    /// hyper flushes once its buffer is empty: an answer ready before is
+    /// then all with the kernel, and the connection idle.
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.write_op(cx, AsyncWrite::poll_flush)
+        let flushed = self.write_op(cx, AsyncWrite::poll_flush);
+        if matches!(flushed, Poll::Ready(Ok(()))) && self.state.phase() == ANSWER {
+            self.state.idle();
+        }
+        flushed
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -185,8 +193,14 @@ pub(crate) struct Tracked<S> {
     state: Arc<ConnState>,
 }
 
-/// Returns the connection to idle when the response is ready (or the
-/// request is dropped); the next head's bytes then start its deadline.
+/// The connection a request came on, in the request's extensions: the
+/// budget closes it if its answer waits unread when memory is short.
+#[derive(Clone)]
+pub(crate) struct ConnHandle(pub Arc<ConnState>);
+
+/// Marks the answer ready when the response is (or the request is
+/// dropped); once written, the connection is idle, and the next head's
+/// bytes then start its deadline.
 struct RequestGuard {
     state: Arc<ConnState>,
     done: bool,
@@ -196,7 +210,7 @@ impl RequestGuard {
     fn done(&mut self) {
         if !self.done {
             self.done = true;
-            self.state.idle();
+            self.state.answering();
         }
     }
 }
@@ -234,8 +248,11 @@ where
     type Error = S::Error;
     type Future = TrackedFuture<S::Future>;
 
-    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
         self.state.request_began();
+        request
+            .extensions_mut()
+            .insert(ConnHandle(self.state.clone()));
         TrackedFuture {
             inner: self.inner.call(request),
             guard: RequestGuard {
@@ -333,6 +350,10 @@ where
         let mut connection = std::pin::pin!(connection);
         let result = tokio::select! {
             result = connection.as_mut() => result,
+            () = state.closed_by_server() => {
+                tracing::debug!(%peer, "connection closed to free the memory of its unread answer");
+                return;
+            }
             () = stopped(stop) => {
                 let mut finishing = false;
                 loop {
