@@ -72,6 +72,7 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> ExitCode {
+    server::tune_allocator();
     let logging = init_logging(args.log_format);
     let dev = args.dev.then(|| Path::new(DEV_CERT_DIR));
     let (addr, admin_addr) = match dev {

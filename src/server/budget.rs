@@ -368,11 +368,9 @@ impl Held {
             permits: pool.shed(bytes, &self.reader),
             buffered: self.gauge(),
         };
-        // An answer that waits for budget closes connections whose answers
-        // wait unread past the grace; their budget comes back as they end.
-        if self.answer.is_some() {
-            pool.close_unread_answers(bytes - taken.count());
-        }
+        // Whatever waits for budget closes connections whose answers wait
+        // unread past the grace; their budget comes back as they end.
+        pool.close_unread_answers(bytes - taken.count());
         loop {
             let have = taken.count();
             if have >= bytes
@@ -382,13 +380,7 @@ impl Held {
                 return Ok(permits);
             }
             let rest = u32::try_from(bytes - have).map_err(|_| BodyError::TooLarge)?;
-            let retry = async {
-                if self.registered || self.answer.is_some() {
-                    tokio::time::sleep(SHED_RETRY).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
+            let retry = tokio::time::sleep(SHED_RETRY);
             tokio::select! {
                 acquired = pool.permits.clone().acquire_many_owned(rest) => {
                     // The semaphores are never closed.
@@ -398,12 +390,14 @@ impl Held {
                 }
                 () = self.reader.shed.notified() => return Err(BodyError::Shed),
                 () = retry => {
-                    if let Some(more) = pool.shed(bytes - have, &self.reader) {
+                    // Only a body that holds budget sheds others: one that
+                    // holds none takes no one's place.
+                    if (self.registered || self.answer.is_some())
+                        && let Some(more) = pool.shed(bytes - have, &self.reader)
+                    {
                         taken.add(more);
                     }
-                    if self.answer.is_some() {
-                        pool.close_unread_answers(bytes - taken.count());
-                    }
+                    pool.close_unread_answers(bytes - taken.count());
                 }
             }
         }

@@ -14,9 +14,12 @@ use std::sync::mpsc;
 
 use tokio::sync::oneshot;
 
-/// Reviews of bodies larger than this run on the pool: the body pools'
-/// boundary, far above any pod the apiserver sends in practice.
-pub const HEAVY_BODY_BYTES: usize = super::budget::LARGE_BODY_BYTES;
+/// Reviews of bodies larger than this run on the pool: twice the largest
+/// pod the chart's benchmarks send, and the size above which a review is
+/// looked at before it is read ([`crate::review::LOOKED_AT_ABOVE`]). A
+/// smaller body holds at most some 21,000 JSON values, a working set of a
+/// few MiB on each worker.
+pub const HEAVY_BODY_BYTES: usize = crate::review::LOOKED_AT_ABOVE;
 
 /// How much lower the pool's thread is scheduled than the async workers
 /// (a nice value): under CPU contention the small reviews go first.
@@ -49,6 +52,10 @@ impl Heavy {
                 lower_priority();
                 while let Ok(job) = queue.recv() {
                     job();
+                    // The review's working set is free again; hand its
+                    // pages back, so the next one (of another shape) does
+                    // not add to what the allocator keeps.
+                    trim();
                 }
             })?;
         Ok(Heavy { jobs })
@@ -69,6 +76,18 @@ impl Heavy {
         });
         self.jobs.send(job).map_err(|_| Stopped)?;
         result.await.map_err(|_| Stopped)
+    }
+}
+
+/// `malloc_trim`: glibc's malloc keeps freed memory in its arenas; this
+/// returns the free pages to the kernel (a few milliseconds after a review
+/// of megabytes, on this thread only).
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the kernel; it is
+    // thread-safe and touches no memory that is in use.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

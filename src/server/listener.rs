@@ -178,6 +178,21 @@ fn release_free_memory() {
     });
 }
 
+/// Buffers of 128 KiB or more (large bodies, answers, a large review's
+/// parts) are mapped on their own and unmapped when freed. glibc's default
+/// raises that threshold to the largest block freed so far (up to 32 MiB),
+/// after which a burst of large bodies stays in its heaps as free memory
+/// the process keeps; a fixed threshold keeps RSS to what is in use. Call
+/// once, before threads start.
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt sets an allocator parameter; called before any other
+    // thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit, so that the
 /// connection caps, not the default soft limit of 1,024, bound what the
 /// listeners hold. Returns the soft limit now in force.

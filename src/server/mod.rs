@@ -50,7 +50,7 @@ use reload::Watch;
 use shutdown::{Readiness, drain};
 
 pub use http::HttpError;
-pub use listener::raise_fd_limit;
+pub use listener::{raise_fd_limit, tune_allocator};
 pub use settings::{Clock, Handler, ServerSettings, Tuning};
 pub use tls::{TlsError, TlsFiles};
 

@@ -17,6 +17,7 @@ pub mod pods;
 pub mod processes;
 pub mod proxy;
 pub mod reviews;
+pub mod served;
 pub mod server;
 pub mod stats;
 pub mod suite;

@@ -170,6 +170,11 @@ impl Daemon {
         }
     }
 
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn running(&mut self) -> bool {
         self.child
             .as_mut()

@@ -18,6 +18,13 @@ use std::time::Instant;
 use super::super::conn::ConnState;
 use super::{BodyError, Held, Pool, Reservation, gauge_value, lock};
 
+/// Answers up to this size never wait for budget: charged if it has room,
+/// else held as they are (with what their body held). The apiserver's
+/// answers are a few KiB, so an attacker who fills the budget with
+/// unread answers cannot delay them; what is held outside the budget is
+/// at most this much per connection (16 MiB at the default 1,024).
+pub const SMALL_ANSWER_BYTES: usize = 16 * 1024;
+
 /// An answer as the budget lists it, so that a shorter one can close its
 /// connection.
 pub(crate) struct Holder {
@@ -53,10 +60,12 @@ impl Reservation {
             bytes: len,
             closing: AtomicBool::new(false),
         }));
-        if len > held.bytes {
-            held.grow(len).await?;
-        } else {
+        if len <= held.bytes {
             held.shrink(len);
+        } else if len <= SMALL_ANSWER_BYTES {
+            held.try_grow(len);
+        } else {
+            held.grow(len).await?;
         }
         if let Some(holder) = &held.answer {
             lock(&held.budget.pool(held.large).answers).push(holder.clone());
@@ -66,6 +75,24 @@ impl Reservation {
 }
 
 impl Held {
+    /// Holds `len` bytes if the pool has room now; keeps what it holds
+    /// otherwise.
+    fn try_grow(&mut self, len: usize) {
+        let pool = self.budget.pool(self.large);
+        let more = len - self.bytes;
+        let Ok(n) = u32::try_from(more) else { return };
+        if let Ok(permits) = pool.permits.clone().try_acquire_many_owned(n) {
+            self.gauge().inc_by(gauge_value(more));
+            let mut held = lock(&self.reader.permits);
+            match held.as_mut() {
+                Some(p) => p.merge(permits),
+                None => *held = Some(permits),
+            }
+            drop(held);
+            self.bytes = len;
+        }
+    }
+
     /// Gives back all but `len` bytes.
     fn shrink(&mut self, len: usize) {
         let spare = lock(&self.reader.permits)
