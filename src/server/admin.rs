@@ -20,7 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::conn::{ConnSettings, http_builder};
+use super::conn::{ConnSettings, Drained, http_builder};
 use super::http::HttpError;
 use super::listener::{Limits, accept_until};
 use super::metrics::{Exposition, Metrics};
@@ -100,7 +100,8 @@ pub(crate) async fn serve(
             let mut stop = conn_stopped.clone();
             async move {
                 let _ = stream.set_nodelay(true);
-                conn.serve_http(stream, state, peer, &mut stop).await;
+                conn.serve_http(Drained(stream), state, peer, &mut stop)
+                    .await;
             }
         },
     )

@@ -319,13 +319,20 @@ impl Held {
     }
 
     /// Holds at least `len` bytes, moving to the large pool when `len`
-    /// crosses [`LARGE_BODY_BYTES`].
+    /// crosses [`LARGE_BODY_BYTES`] (an answer's, when it crosses
+    /// [`answer::SMALL_ANSWER_BYTES`]: the small pool is for the small
+    /// bodies and answers the apiserver sends and reads).
     async fn grow(&mut self, len: usize) -> Result<(), BodyError> {
         let budget = self.budget.clone();
-        if len <= self.bytes {
+        let large_above = if self.answer.is_some() {
+            answer::SMALL_ANSWER_BYTES
+        } else {
+            LARGE_BODY_BYTES
+        };
+        let to_large = !self.large && len > large_above;
+        if len <= self.bytes && !to_large {
             return Ok(());
         }
-        let to_large = !self.large && len > LARGE_BODY_BYTES;
         if to_large {
             // Take the whole size from the large pool before giving back the
             // small pool's share, so the body is never unaccounted.
@@ -370,7 +377,7 @@ impl Held {
         };
         // Whatever waits for budget closes connections whose answers wait
         // unread past the grace; their budget comes back as they end.
-        pool.close_unread_answers(bytes - taken.count());
+        pool.close_unread_answers(bytes.saturating_sub(taken.count()));
         loop {
             let have = taken.count();
             if have >= bytes
@@ -397,7 +404,7 @@ impl Held {
                     {
                         taken.add(more);
                     }
-                    pool.close_unread_answers(bytes - taken.count());
+                    pool.close_unread_answers(bytes.saturating_sub(taken.count()));
                 }
             }
         }

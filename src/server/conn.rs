@@ -27,18 +27,16 @@ use std::time::{Duration, Instant};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
 
-use super::log::RateLimit;
-#[cfg(test)]
-use super::metrics::HANDSHAKE_FAILURE_REASONS;
-use super::metrics::Metrics;
 use super::settings::Tuning;
 use super::shutdown::stopped;
 
+mod drained;
 mod state;
+
+pub(crate) use drained::Drained;
 
 #[cfg(test)]
 pub(crate) use state::ANSWER_GRACE;
@@ -382,112 +380,6 @@ where
         };
         if let Err(e) = result {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
-        }
-    }
-}
-
-/// The admission port's TLS side of a connection.
-pub(crate) struct TlsSide {
-    pub acceptor: tokio_rustls::TlsAcceptor,
-    pub metrics: Arc<Metrics>,
-    pub log_limit: RateLimit,
-}
-
-impl TlsSide {
-    /// Handshake within the connection's head deadline; `None` when it
-    /// failed (logged, rate-limited, and counted by reason).
-    pub async fn handshake(
-        &self,
-        stream: TcpStream,
-        state: &ConnState,
-        head_timeout: Duration,
-        peer: SocketAddr,
-    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-        // Admission responses are small and latency-bound.
-        let _ = stream.set_nodelay(true);
-        let deadline = tokio::time::Instant::from_std(state.head_deadline(head_timeout));
-        let (reason, error) =
-            match tokio::time::timeout_at(deadline, self.acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => return Some(tls),
-                Ok(Err(e)) => (handshake_failure_reason(&e), e.to_string()),
-                Err(_) => ("timeout", "no TLS handshake within the deadline".to_owned()),
-            };
-        self.metrics.handshake_failed(reason);
-        if let Some(suppressed) = self.log_limit.check() {
-            tracing::warn!(
-                %peer, reason, error = %super::log::Clean(&error), suppressed,
-                "TLS handshake failed (a wrong caBundle in the webhook configuration shows as \
-                 peer_rejected_certificate)"
-            );
-        }
-        None
-    }
-}
-
-/// A fixed label for a failed handshake, so a client cannot mint series.
-pub(crate) fn handshake_failure_reason(e: &io::Error) -> &'static str {
-    use rustls::AlertDescription as A;
-    if let Some(tls) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        return match tls {
-            rustls::Error::AlertReceived(
-                A::BadCertificate
-                | A::UnknownCA
-                | A::CertificateUnknown
-                | A::CertificateExpired
-                | A::UnsupportedCertificate
-                | A::AccessDenied,
-            ) => "peer_rejected_certificate",
-            rustls::Error::AlertReceived(_) => "alert",
-            rustls::Error::NoCertificatesPresented => "no_client_certificate",
-            rustls::Error::InvalidCertificate(_) => "invalid_client_certificate",
-            rustls::Error::PeerIncompatible(_) | rustls::Error::NoApplicationProtocol => {
-                "incompatible"
-            }
-            _ => "protocol",
-        };
-    }
-    match e.kind() {
-        io::ErrorKind::UnexpectedEof
-        | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::BrokenPipe => "eof",
-        io::ErrorKind::InvalidData => "protocol",
-        _ => "io",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn handshake_failures_are_classified() {
-        let tls = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
-        assert_eq!(
-            handshake_failure_reason(&tls(rustls::Error::AlertReceived(
-                rustls::AlertDescription::UnknownCA
-            ))),
-            "peer_rejected_certificate"
-        );
-        assert_eq!(
-            handshake_failure_reason(&tls(rustls::Error::NoCertificatesPresented)),
-            "no_client_certificate"
-        );
-        assert_eq!(
-            handshake_failure_reason(&tls(rustls::Error::InvalidMessage(
-                rustls::InvalidMessage::InvalidContentType
-            ))),
-            "protocol"
-        );
-        assert_eq!(
-            handshake_failure_reason(&io::Error::from(io::ErrorKind::UnexpectedEof)),
-            "eof"
-        );
-        for reason in [handshake_failure_reason(&io::Error::other("x")), "timeout"] {
-            assert!(HANDSHAKE_FAILURE_REASONS.contains(&reason));
         }
     }
 }

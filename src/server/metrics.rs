@@ -39,10 +39,11 @@ pub struct ReasonLabels {
 pub(crate) const VALIDITY_REASONS: [&str; 2] = ["expired", "not_yet_valid"];
 
 /// The label set of `handshake_failures`: every reason a failed handshake
-/// is counted under (`conn::handshake_failure_reason` and the handshake
+/// is counted under (`handshake::handshake_failure_reason`, the handshake
 /// timeout), so that each series exists from the start.
-pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 9] = [
+pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 10] = [
     "timeout",
+    "shed",
     "eof",
     "peer_rejected_certificate",
     "alert",

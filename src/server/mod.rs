@@ -19,6 +19,7 @@
 pub(crate) mod admin;
 mod budget;
 mod conn;
+mod handshake;
 mod heavy;
 mod http;
 mod listener;
@@ -43,7 +44,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, ConfigError};
 
-use conn::{ConnSettings, TlsSide, http_builder};
+use conn::{ConnSettings, http_builder};
+use handshake::TlsSide;
 use listener::{Limits, accept_until};
 use metrics::Metrics;
 use reload::Watch;
@@ -206,7 +208,8 @@ impl Server {
             tuning: tuning.clone(),
         });
         let side = Arc::new(TlsSide {
-            acceptor: self.tls.acceptor.clone(),
+            config: self.tls.config.clone(),
+            gate: handshake::Gate::default(),
             metrics: metrics.clone(),
             log_limit: log::RateLimit::new(10),
         });

@@ -23,6 +23,8 @@ use super::{BodyError, Held, Pool, Reservation, gauge_value, lock};
 /// answers are a few KiB, so an attacker who fills the budget with
 /// unread answers cannot delay them; what is held outside the budget is
 /// at most this much per connection (16 MiB at the default 1,024).
+/// Larger answers are charged to the large pool, so that the small one
+/// stays for small bodies and answers.
 pub const SMALL_ANSWER_BYTES: usize = 16 * 1024;
 
 /// An answer as the budget lists it, so that a shorter one can close its
@@ -60,12 +62,13 @@ impl Reservation {
             bytes: len,
             closing: AtomicBool::new(false),
         }));
-        if len <= held.bytes {
-            held.shrink(len);
-        } else if len <= SMALL_ANSWER_BYTES {
-            held.try_grow(len);
-        } else {
+        if len > SMALL_ANSWER_BYTES {
             held.grow(len).await?;
+            held.shrink(len);
+        } else if len <= held.bytes {
+            held.shrink(len);
+        } else {
+            held.try_grow(len);
         }
         if let Some(holder) = &held.answer {
             lock(&held.budget.pool(held.large).answers).push(holder.clone());
@@ -95,6 +98,9 @@ impl Held {
 
     /// Gives back all but `len` bytes.
     fn shrink(&mut self, len: usize) {
+        if len >= self.bytes {
+            return;
+        }
         let spare = lock(&self.reader.permits)
             .as_mut()
             .and_then(|p| p.split(self.bytes - len));

@@ -265,7 +265,16 @@ async fn an_answer_takes_over_its_bodys_charge() {
     let large = charge.into_answer(MIB, None).await.unwrap();
     assert_eq!(answers.get(), 5 + MIB as i64, "grown into the large pool");
     assert_eq!(budget.available(), (4 * MIB - 5, 12 * MIB - MIB));
-    drop((small, large));
+    // Over 16 KiB, an answer leaves the small pool, even when it is
+    // smaller than its body.
+    let (_, charge) = budget
+        .read(Body::from(vec![b' '; 100 * KIB]), None)
+        .await
+        .unwrap();
+    assert_eq!(budget.available().0, 4 * MIB - 5 - 100 * KIB, "the body");
+    let moved = charge.into_answer(50 * KIB, None).await.unwrap();
+    assert_eq!(budget.available(), (4 * MIB - 5, 11 * MIB - 50 * KIB));
+    drop((small, large, moved));
     assert_eq!((buffered.get(), answers.get()), (0, 0));
     assert_eq!(budget.available(), (4 * MIB, 12 * MIB));
 }
