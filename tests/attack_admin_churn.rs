@@ -53,14 +53,14 @@ async fn churn(admin: SocketAddr, held: usize, stop: Arc<AtomicBool>, opened: Ar
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_are_never_cut_under_admin_connection_churn() {
-    const PROBES: usize = 400;
+    const PROBES: usize = 1000;
     let _alone = alone().await;
     open_files_for(1000);
     let (_pki, server) = start_tuned(|t| t.admin_max_connections = 64).await;
     let admin = server.admin;
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(AtomicUsize::new(0));
-    let churners: Vec<_> = (0..8)
+    let churners: Vec<_> = (0..32)
         .map(|_| tokio::spawn(churn(admin, 16, stop.clone(), opened.clone())))
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;

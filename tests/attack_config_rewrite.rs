@@ -44,7 +44,9 @@ async fn a_config_rewritten_in_place_is_never_applied_half_written() {
                 std::fs::write(&path, &first).unwrap();
                 std::thread::sleep(Duration::from_millis(30));
                 std::fs::write(&path, &whole).unwrap();
-                std::thread::sleep(Duration::from_millis(470));
+                // Stable long enough for two polls, then rewritten at a
+                // random phase of the poll.
+                std::thread::sleep(Duration::from_millis(420 + fastrand::u64(0..200)));
             }
             rewriting.store(false, Ordering::Release);
         })

@@ -23,29 +23,7 @@ pub struct Served {
 impl Served {
     /// Starts the binary with `extra` flags after the addresses and files.
     pub fn start(extra: &[&str]) -> Served {
-        let pki = Pki::new();
-        let (_, files) = pki.write_leaf();
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port().unwrap())
-            .parse()
-            .unwrap();
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port().unwrap())
-            .parse()
-            .unwrap();
-        let mut args: Vec<String> = [
-            "serve",
-            "--addr",
-            &addr.to_string(),
-            "--admin-addr",
-            &admin.to_string(),
-            "--shutdown-delay",
-            "0s",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        args.extend(["--tls-cert".into(), path(&files.cert)]);
-        args.extend(["--tls-key".into(), path(&files.key)]);
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let (pki, addr, admin, args) = Served::args(extra);
         let mut daemon = Daemon::new("webhook", pki.path("serve.log"));
         daemon
             .start(&args, &[], &admin.to_string(), Duration::from_secs(30))
@@ -56,6 +34,29 @@ impl Served {
             admin,
             daemon,
         }
+    }
+
+    /// A fresh serving pair, two free loopback ports, and the command line
+    /// of `serve` on them with `extra` flags.
+    pub fn args(extra: &[&str]) -> (Pki, SocketAddr, SocketAddr, Vec<String>) {
+        let pki = Pki::new();
+        let (_, files) = pki.write_leaf();
+        let port = || -> SocketAddr {
+            format!("127.0.0.1:{}", free_port().unwrap())
+                .parse()
+                .unwrap()
+        };
+        let (addr, admin) = (port(), port());
+        let mut args: Vec<String> = ["serve", "--shutdown-delay", "0s"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        args.extend(["--addr".into(), addr.to_string()]);
+        args.extend(["--admin-addr".into(), admin.to_string()]);
+        args.extend(["--tls-cert".into(), path(&files.cert)]);
+        args.extend(["--tls-key".into(), path(&files.key)]);
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        (pki, addr, admin, args)
     }
 
     pub fn pid(&self) -> u32 {
