@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::processes::{Daemon, free_port};
 use super::server::Pki;
+pub use super::wire::rss_kib;
 
 /// `sandbox-webhook serve` on 127.0.0.1 with a fresh serving pair, killed
 /// on drop.
@@ -72,18 +73,6 @@ impl Served {
 
 fn path(p: &Path) -> String {
     p.display().to_string()
-}
-
-/// VmRSS of `pid` in KiB; 0 once it is gone.
-pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// The peak of a process's RSS while it is sampled.
