@@ -10,6 +10,7 @@
 //! body budget admits, one working set is alive at a time, whatever the
 //! worker count.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
 
 use tokio::sync::oneshot;
@@ -62,7 +63,9 @@ impl Heavy {
     }
 
     /// Runs `work` on the pool and waits for its result; `work` is skipped
-    /// if this future is dropped first (the request's deadline passed).
+    /// if this future is dropped first (the request's deadline passed). A
+    /// panic in `work` is resumed here, in the caller, where the handler's
+    /// panic layer answers it; the pool's thread carries on.
     pub async fn run<T, F>(&self, work: F) -> Result<T, Stopped>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -71,11 +74,14 @@ impl Heavy {
         let (done, result) = oneshot::channel();
         let job: Job = Box::new(move || {
             if !done.is_closed() {
-                let _ = done.send(work());
+                let _ = done.send(std::panic::catch_unwind(AssertUnwindSafe(work)));
             }
         });
         self.jobs.send(job).map_err(|_| Stopped)?;
-        result.await.map_err(|_| Stopped)
+        match result.await.map_err(|_| Stopped)? {
+            Ok(value) => Ok(value),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 }
 
@@ -150,5 +156,10 @@ mod tests {
         busy.await.unwrap().unwrap();
         assert_eq!(pool.run(|| 7).await.unwrap(), 7);
         assert!(!ran.load(Ordering::SeqCst), "given up, so never run");
+        // A panic reaches the caller; the pool carries on.
+        let pool2 = pool.clone();
+        let panicked = tokio::spawn(async move { pool2.run(|| panic!("boom")).await }).await;
+        assert!(panicked.unwrap_err().is_panic());
+        assert_eq!(pool.run(|| 8).await.unwrap(), 8);
     }
 }
