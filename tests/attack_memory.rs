@@ -36,14 +36,20 @@ fn pod(command: &[&str]) -> Value {
         .json()
 }
 
-/// A `/mutate` request for a pod whose entrypoint is one string of `len`
-/// bytes: it comes back in the patch, base64-encoded.
+/// A `/mutate` request for a pod whose entrypoint annotation carries one
+/// string of `len` bytes: it comes back in the patch (as the container's
+/// command), base64-encoded.
 fn echoed_entrypoint(len: usize) -> Vec<u8> {
     let big = "x".repeat(len);
+    let entrypoint = serde_json::to_string(&["sh", "-c", big.as_str()]).unwrap();
+    let pod = SandboxPod::new("sb-big")
+        .namespace("team-a")
+        .annotation("entrypoint", &entrypoint)
+        .json();
     post(
         "/mutate",
         "application/json",
-        &review("big", "team-a", "CREATE", &pod(&["sh", &big]), None),
+        &review("big", "team-a", "CREATE", &pod, None),
     )
 }
 
@@ -139,7 +145,7 @@ fn check_rss(during: &str, rss: &common::served::Rss) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_left_unread_do_not_take_the_memory() {
     let _alone = alone().await;
-    open_files_for(500);
+    open_files_for(1000);
     let served = Served::start(&["--worker-threads", "6"]);
     let rss = served.sample_rss();
     // Issue 31's figure: 54 answers of a 6 MB entrypoint, never read. No
@@ -155,18 +161,18 @@ async fn answers_left_unread_do_not_take_the_memory() {
     .await;
     check_rss("54 unread answers of 6 MB entrypoints", &rss);
     drop(held);
-    // Just under the object limit: 2.5 MB entrypoints, answered with 3.3 MB
-    // each; 80 of them are 270 MB of answers, never read.
-    let held = unread(&served, 80, &echoed_entrypoint(2_500_000)).await;
+    // Just under the annotation limit: 250 KB entrypoints, answered with
+    // 340 KB each; 400 of them are 136 MB of answers, never read.
+    let held = unread(&served, 400, &echoed_entrypoint(250_000)).await;
     good_client(
         served.addr,
         &config,
         (20, 4 * P99_WITHIN),
-        "80 unread 3.3 MB answers",
+        "400 unread 340 KB answers",
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    check_rss("80 unread answers of 2.5 MB entrypoints", &rss);
+    check_rss("400 unread answers of 250 KB entrypoints", &rss);
     drop(held);
 }
 

@@ -80,7 +80,18 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
     ));
     good_client(addr, &config, (100, P99_WITHIN), "a free log sink").await;
     free.store(false, Ordering::Relaxed);
-    tokio::time::sleep(2 * SECOND).await;
+    // Until the sink has fallen behind: the pipe and the queue are full,
+    // and lines are being dropped (a server that waits for its log never
+    // gets there, and its reviews wait instead).
+    let dropped = || {
+        let (_, text) = get(&admin, "/metrics").unwrap();
+        Metrics::parse(&text).value("sandbox_webhook_log_lines_dropped_total", &[])
+    };
+    let behind = Instant::now();
+    while dropped() == 0 && behind.elapsed() < 30 * SECOND {
+        tokio::time::sleep(SECOND / 10).await;
+    }
+    eprintln!("the sink fell behind after {:?}", behind.elapsed());
     good_client(
         addr,
         &config,
@@ -88,8 +99,7 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
         "a log sink drained at 64 KiB/s",
     )
     .await;
-    let (_, text) = get(&admin, "/metrics").unwrap();
-    let dropped = Metrics::parse(&text).value("sandbox_webhook_log_lines_dropped_total", &[]);
+    let dropped = dropped();
     eprintln!(
         "{} reviews answered at full speed, {dropped} log lines dropped",
         answered.load(Ordering::Relaxed)
