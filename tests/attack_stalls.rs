@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use common::attack::{
     P99_WITHIN, Then, alone, good_client, hold, open_files_for, sandbox_review, sent,
 };
+use common::children;
 use common::metrics::Metrics;
 use common::processes::BIN;
 use common::served::Served;
@@ -47,14 +48,14 @@ fn drain(mut from: impl Read, per_second: usize, free: Arc<AtomicBool>) {
 async fn a_slow_log_sink_does_not_slow_reviews() {
     let _alone = alone().await;
     let (pki, addr, admin, args) = Served::args(&["--worker-threads", "2"]);
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(&args)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve starts");
+        .stderr(Stdio::piped());
+    let mut child = children::spawn(command).expect("serve starts");
     let free = Arc::new(AtomicBool::new(true));
     let sink = child.stderr.take().unwrap();
     let drainer = {
