@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use wire::{
-    Error, Load, Tls, client_config, keep_alive_client, post, read_response, tls_connect as connect,
+    Error, Load, Tls, client_config, keep_alive_client, post, read_response, rss_kib,
+    tls_connect as connect,
 };
 
 // The raw HTTP helpers of the server tests; this example uses part of them.
@@ -437,15 +438,4 @@ fn review_request() -> Vec<u8> {
 
 async fn read_status<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<u16> {
     Ok(read_response(s).await?.status)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }

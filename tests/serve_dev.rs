@@ -9,6 +9,10 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::children;
+
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
 const FILES: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
 
@@ -41,12 +45,10 @@ fn local_names() -> (Vec<String>, Vec<IpAddr>) {
 /// Runs a command that should exit by itself; one still running after
 /// `limit` is killed (exit code `None`). Returns the code and stderr.
 fn exit_within(mut cmd: Command, limit: Duration) -> (Option<i32>, String) {
-    let child = cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    let child = children::spawn(cmd).unwrap();
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output()));
@@ -66,7 +68,8 @@ fn exit_within(mut cmd: Command, limit: Duration) -> (Option<i32>, String) {
 /// Runs `serve --dev` on ephemeral loopback ports until it says it serves,
 /// then stops it; returns its log.
 fn serve_until_ready(dir: &Path) -> String {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args([
             "serve",
             "--dev",
@@ -79,9 +82,8 @@ fn serve_until_ready(dir: &Path) -> String {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .env("RUST_LOG", "info")
-        .spawn()
-        .unwrap();
+        .env("RUST_LOG", "info");
+    let mut child = children::spawn(command).unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -57,7 +57,7 @@ pub struct ControllerArgs {
 }
 
 pub fn controller(args: ControllerArgs) -> ExitCode {
-    init_logging(args.log_format);
+    let _logging = init_logging(args.log_format);
     if args.lease_grace >= args.lease_duration {
         return fail("--lease-grace must be shorter than --lease-duration");
     }

@@ -72,7 +72,8 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> ExitCode {
-    init_logging(args.log_format);
+    server::tune_allocator();
+    let logging = init_logging(args.log_format);
     let dev = args.dev.then(|| Path::new(DEV_CERT_DIR));
     let (addr, admin_addr) = match dev {
         Some(_) => (
@@ -112,6 +113,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     settings.config_path = args.config;
     settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
     settings.tuning = tuning;
+    settings.log_lines_dropped = logging.dropped.clone();
     if args.null_handler {
         tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
         settings.handler = Handler::Null;

@@ -9,6 +9,7 @@
 
 mod decode;
 mod respond;
+mod size;
 mod validate;
 mod wire;
 
@@ -26,12 +27,15 @@ use wire::{RequestIn, ResponseOut, ReviewIn};
 
 pub use decode::{DecodeError, decoded};
 pub use respond::{Outcome, ReviewError, Reviewed};
+pub use size::{LOOKED_AT_ABOVE, MAX_ANNOTATION_BYTES, MAX_OBJECT_BYTES, MAX_OBJECT_VALUES};
 pub use validate::validate;
 
 /// Answers one `AdmissionReview` request body.
 ///
-/// The fast path reads the object straight into a pod view in the same pass
-/// as the envelope. If that fails, the object is not a readable pod, or not
+/// A body over [`LOOKED_AT_ABOVE`] is looked at first (`size`): what no
+/// apiserver sends is refused, and what is not a Pod CREATE answered,
+/// without reading the object. The fast path reads the object straight
+/// into a pod view in the same pass as the envelope. If that fails, the object is not a readable pod, or not
 /// a pod at all: the envelope is read again with the object kept raw, and
 /// only a Pod CREATE turns the bad object into a denial. A Pod CREATE
 /// without an object is denied too: there is no pod to admit.
@@ -41,6 +45,9 @@ pub use validate::validate;
 /// HTTP 400), or a response that cannot be encoded.
 pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     let body = text(body)?;
+    if let Some(answer) = size::look(body, size::Path::Mutate)? {
+        return Ok(answer);
+    }
     if let Ok(review) = serde_json::from_str::<ReviewIn<'_, PodView<'_>>>(body) {
         let request = review.request.ok_or(ReviewError::NoRequest)?;
         let types = type_meta(review.api_version, review.kind);

@@ -127,8 +127,28 @@ pub(super) fn respond<O, Old>(
             Outcome::Denied(code)
         }
     };
-    let body = encode(types, &response)?;
+    finish(
+        types,
+        request,
+        object_name,
+        &response,
+        outcome,
+        message,
+        patch_bytes,
+    )
+}
 
+/// `response` encoded, with what the server logs and counts about it.
+pub(super) fn finish<O, Old>(
+    types: &TypeMeta,
+    request: &RequestIn<'_, O, Old>,
+    object_name: Option<&str>,
+    response: &ResponseOut<'_>,
+    outcome: Outcome,
+    message: Option<String>,
+    patch_bytes: usize,
+) -> Result<Reviewed, ReviewError> {
+    let body = encode(types, response)?;
     let name = request
         .name
         .as_deref()

@@ -1,9 +1,10 @@
 //! The plain-HTTP admin port: liveness, readiness and metrics. It carries no
 //! admission traffic, so it needs no TLS, but it is bounded like the
 //! admission port (SPEC 9): its own small connection cap, at which the
-//! oldest admin connection makes room (so a flood of idle connections can
-//! neither lock out the kubelet's probes nor exhaust file descriptors), the
-//! same head, idle and write timeouts, and a short request deadline.
+//! longest idle admin connection makes room, as on the admission port (so
+//! a flood of idle connections can neither lock out the kubelet's probes
+//! nor exhaust file descriptors, and churn never cuts a probe in flight),
+//! the same head, idle and write timeouts, and a short request deadline.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,9 +20,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::conn::{ConnSettings, http_builder};
+use super::conn::{ConnSettings, Drained, http_builder};
 use super::http::HttpError;
-use super::listener::{Evict, Limits, accept_until};
+use super::listener::{Limits, accept_until};
 use super::metrics::{Exposition, Metrics};
 use super::settings::Tuning;
 use super::shutdown::{Readiness, drain, stopped};
@@ -81,7 +82,6 @@ pub(crate) async fn serve(
     let limits = Limits {
         name: "admin",
         cap: usize::try_from(tuning.admin_max_connections).unwrap_or(usize::MAX),
-        evict: Evict::Oldest,
     };
     let conn = Arc::new(ConnSettings {
         http: http_builder(&tuning),
@@ -100,7 +100,8 @@ pub(crate) async fn serve(
             let mut stop = conn_stopped.clone();
             async move {
                 let _ = stream.set_nodelay(true);
-                conn.serve_http(stream, state, peer, &mut stop).await;
+                conn.serve_http(Drained(stream), state, peer, &mut stop)
+                    .await;
             }
         },
     )

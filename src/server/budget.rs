@@ -60,22 +60,26 @@ pub enum BodyError {
 pub struct BodyBudget {
     small: Pool,
     large: Pool,
-    /// Bytes charged right now, across both pools (a metric).
+    /// Body bytes charged right now, across both pools (a metric).
     buffered: Gauge,
+    /// Answer bytes charged right now (a metric).
+    answers: Gauge,
 }
 
-/// Budget held by one buffered body; released when dropped.
-pub struct Reservation<'a>(#[allow(dead_code)] Held<'a>);
+/// Budget held by one buffered body, then by its answer until the answer
+/// is written ([`answer`]); released when dropped.
+pub struct Reservation(Held);
 
 impl BodyBudget {
     /// `total` bytes, of which a quarter is kept for small bodies.
-    pub fn new(total: u64, buffered: Gauge) -> Self {
+    pub fn new(total: u64, buffered: Gauge, answers: Gauge) -> Self {
         let large = total / 4 * 3;
         let small = total - large;
         BodyBudget {
             small: Pool::new(small),
             large: Pool::new(large),
             buffered,
+            answers,
         }
     }
 
@@ -92,17 +96,17 @@ impl BodyBudget {
     /// is the request's `Content-Length`, already checked against the
     /// maximum.
     pub async fn read(
-        &self,
+        self: &Arc<Self>,
         mut body: Body,
         declared: Option<u64>,
-    ) -> Result<(Bytes, Reservation<'_>), BodyError> {
+    ) -> Result<(Bytes, Reservation), BodyError> {
         let declared = declared
             .map(usize::try_from)
             .transpose()
             .map_err(|_| BodyError::TooLarge)?;
         let limit = declared.unwrap_or(MAX_BODY_BYTES);
         let large = declared.is_some_and(|d| d > LARGE_BODY_BYTES);
-        let mut held = Held::new(self, large);
+        let mut held = Held::new(self.clone(), large);
         // Most bodies arrive in one chunk; keep it as is rather than copy.
         let mut single: Option<Bytes> = None;
         let mut buf: Vec<u8> = Vec::new();
@@ -166,6 +170,8 @@ impl BodyBudget {
 struct Pool {
     permits: Arc<Semaphore>,
     readers: Mutex<Vec<Arc<Reader>>>,
+    /// Answers charged to this pool and not yet all written.
+    answers: Mutex<Vec<Arc<answer::Holder>>>,
 }
 
 /// A body being read, as the pool sees it.
@@ -232,6 +238,7 @@ impl Pool {
                 usize::try_from(bytes).unwrap_or(usize::MAX >> 4),
             )),
             readers: Mutex::new(Vec::new()),
+            answers: Mutex::new(Vec::new()),
         }
     }
 
@@ -268,17 +275,19 @@ impl Pool {
     }
 }
 
-/// What one body holds so far, in which pool.
-struct Held<'a> {
-    budget: &'a BodyBudget,
+/// What one body (then its answer) holds so far, in which pool.
+struct Held {
+    budget: Arc<BodyBudget>,
     reader: Arc<Reader>,
     bytes: usize,
     large: bool,
     registered: bool,
+    /// Whose answer this is, once it is one: listed in the pool's answers.
+    answer: Option<Arc<answer::Holder>>,
 }
 
-impl<'a> Held<'a> {
-    fn new(budget: &'a BodyBudget, large: bool) -> Self {
+impl Held {
+    fn new(budget: Arc<BodyBudget>, large: bool) -> Self {
         Held {
             budget,
             reader: Arc::new(Reader {
@@ -290,6 +299,7 @@ impl<'a> Held<'a> {
             bytes: 0,
             large,
             registered: false,
+            answer: None,
         }
     }
 
@@ -309,13 +319,20 @@ impl<'a> Held<'a> {
     }
 
     /// Holds at least `len` bytes, moving to the large pool when `len`
-    /// crosses [`LARGE_BODY_BYTES`].
+    /// crosses [`LARGE_BODY_BYTES`] (an answer's, when it crosses
+    /// [`answer::SMALL_ANSWER_BYTES`]: the small pool is for the small
+    /// bodies and answers the apiserver sends and reads).
     async fn grow(&mut self, len: usize) -> Result<(), BodyError> {
-        let budget = self.budget;
-        if len <= self.bytes {
+        let budget = self.budget.clone();
+        let large_above = if self.answer.is_some() {
+            answer::SMALL_ANSWER_BYTES
+        } else {
+            LARGE_BODY_BYTES
+        };
+        let to_large = !self.large && len > large_above;
+        if len <= self.bytes && !to_large {
             return Ok(());
         }
-        let to_large = !self.large && len > LARGE_BODY_BYTES;
         if to_large {
             // Take the whole size from the large pool before giving back the
             // small pool's share, so the body is never unaccounted.
@@ -351,13 +368,16 @@ impl<'a> Held<'a> {
     async fn acquire(&self, pool: &Pool, bytes: usize) -> Result<OwnedSemaphorePermit, BodyError> {
         let n = u32::try_from(bytes).map_err(|_| BodyError::TooLarge)?;
         if let Ok(p) = pool.permits.clone().try_acquire_many_owned(n) {
-            self.budget.buffered.inc_by(gauge_value(bytes));
+            self.gauge().inc_by(gauge_value(bytes));
             return Ok(p);
         }
         let mut taken = Charged {
             permits: pool.shed(bytes, &self.reader),
-            buffered: &self.budget.buffered,
+            buffered: self.gauge(),
         };
+        // Whatever waits for budget closes connections whose answers wait
+        // unread past the grace; their budget comes back as they end.
+        pool.close_unread_answers(bytes.saturating_sub(taken.count()));
         loop {
             let have = taken.count();
             if have >= bytes
@@ -367,25 +387,24 @@ impl<'a> Held<'a> {
                 return Ok(permits);
             }
             let rest = u32::try_from(bytes - have).map_err(|_| BodyError::TooLarge)?;
-            let retry = async {
-                if self.registered {
-                    tokio::time::sleep(SHED_RETRY).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
+            let retry = tokio::time::sleep(SHED_RETRY);
             tokio::select! {
                 acquired = pool.permits.clone().acquire_many_owned(rest) => {
                     // The semaphores are never closed.
                     let more = acquired.map_err(|_| BodyError::Read("server is shutting down".into()))?;
-                    self.budget.buffered.inc_by(i64::from(rest));
+                    self.gauge().inc_by(i64::from(rest));
                     taken.add(more);
                 }
                 () = self.reader.shed.notified() => return Err(BodyError::Shed),
                 () = retry => {
-                    if let Some(more) = pool.shed(bytes - have, &self.reader) {
+                    // Only a body that holds budget sheds others: one that
+                    // holds none takes no one's place.
+                    if (self.registered || self.answer.is_some())
+                        && let Some(more) = pool.shed(bytes - have, &self.reader)
+                    {
                         taken.add(more);
                     }
+                    pool.close_unread_answers(bytes.saturating_sub(taken.count()));
                 }
             }
         }
@@ -394,7 +413,16 @@ impl<'a> Held<'a> {
     /// Gives `permits` back to their pool.
     fn release(&self, permits: Option<OwnedSemaphorePermit>) {
         if let Some(p) = permits {
-            self.budget.buffered.dec_by(gauge_value(p.num_permits()));
+            self.gauge().dec_by(gauge_value(p.num_permits()));
+        }
+    }
+
+    /// The gauge this charge counts in: bodies', or answers' once it is one.
+    fn gauge(&self) -> &Gauge {
+        if self.answer.is_some() {
+            &self.budget.answers
+        } else {
+            &self.budget.buffered
         }
     }
 }
@@ -427,11 +455,12 @@ impl Drop for Charged<'_> {
     }
 }
 
-impl Drop for Held<'_> {
+impl Drop for Held {
     fn drop(&mut self) {
         // Still registered when dropped mid-read (an error, or the request
         // deadline dropped the read).
         self.deregister();
+        self.forget_answer();
         let permits = lock(&self.reader.permits).take();
         self.release(permits);
     }
@@ -441,5 +470,6 @@ fn gauge_value(bytes: usize) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
+pub(crate) mod answer;
 #[cfg(test)]
 mod tests;

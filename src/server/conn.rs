@@ -27,21 +27,21 @@ use std::time::{Duration, Instant};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
 
-use super::log::RateLimit;
-#[cfg(test)]
-use super::metrics::HANDSHAKE_FAILURE_REASONS;
-use super::metrics::Metrics;
 use super::settings::Tuning;
 use super::shutdown::stopped;
 
+mod drained;
 mod state;
 
-pub(crate) use state::{ConnState, Rank};
-use state::{HEAD, IDLE, NEW};
+pub(crate) use drained::Drained;
+
+#[cfg(test)]
+pub(crate) use state::ANSWER_GRACE;
+pub(crate) use state::ConnState;
+use state::{ANSWER, HEAD, IDLE, NEW};
 
 /// The transport beneath hyper, with the head deadline and write timeout.
 pub(crate) struct ConnIo<T> {
@@ -168,8 +168,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
         self.inner.is_write_vectored()
     }
 
+    /// hyper flushes once its buffer is empty: an answer ready before is
+    /// then all with the kernel, and the connection idle.
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.write_op(cx, AsyncWrite::poll_flush)
+        let flushed = self.write_op(cx, AsyncWrite::poll_flush);
+        if matches!(flushed, Poll::Ready(Ok(()))) && self.state.phase() == ANSWER {
+            self.state.idle();
+        }
+        flushed
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -185,8 +191,14 @@ pub(crate) struct Tracked<S> {
     state: Arc<ConnState>,
 }
 
-/// Returns the connection to idle when the response is ready (or the
-/// request is dropped); the next head's bytes then start its deadline.
+/// The connection a request came on, in the request's extensions: the
+/// budget closes it if its answer waits unread when memory is short.
+#[derive(Clone)]
+pub(crate) struct ConnHandle(pub Arc<ConnState>);
+
+/// Marks the answer ready when the response is (or the request is
+/// dropped); once written, the connection is idle, and the next head's
+/// bytes then start its deadline.
 struct RequestGuard {
     state: Arc<ConnState>,
     done: bool,
@@ -196,7 +208,7 @@ impl RequestGuard {
     fn done(&mut self) {
         if !self.done {
             self.done = true;
-            self.state.idle();
+            self.state.answering();
         }
     }
 }
@@ -234,8 +246,11 @@ where
     type Error = S::Error;
     type Future = TrackedFuture<S::Future>;
 
-    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
         self.state.request_began();
+        request
+            .extensions_mut()
+            .insert(ConnHandle(self.state.clone()));
         TrackedFuture {
             inner: self.inner.call(request),
             guard: RequestGuard {
@@ -333,6 +348,10 @@ where
         let mut connection = std::pin::pin!(connection);
         let result = tokio::select! {
             result = connection.as_mut() => result,
+            () = state.closed_by_server() => {
+                tracing::debug!(%peer, "connection closed to free the memory of its unread answer");
+                return;
+            }
             () = stopped(stop) => {
                 let mut finishing = false;
                 loop {
@@ -361,112 +380,6 @@ where
         };
         if let Err(e) = result {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
-        }
-    }
-}
-
-/// The admission port's TLS side of a connection.
-pub(crate) struct TlsSide {
-    pub acceptor: tokio_rustls::TlsAcceptor,
-    pub metrics: Arc<Metrics>,
-    pub log_limit: RateLimit,
-}
-
-impl TlsSide {
-    /// Handshake within the connection's head deadline; `None` when it
-    /// failed (logged, rate-limited, and counted by reason).
-    pub async fn handshake(
-        &self,
-        stream: TcpStream,
-        state: &ConnState,
-        head_timeout: Duration,
-        peer: SocketAddr,
-    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-        // Admission responses are small and latency-bound.
-        let _ = stream.set_nodelay(true);
-        let deadline = tokio::time::Instant::from_std(state.head_deadline(head_timeout));
-        let (reason, error) =
-            match tokio::time::timeout_at(deadline, self.acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => return Some(tls),
-                Ok(Err(e)) => (handshake_failure_reason(&e), e.to_string()),
-                Err(_) => ("timeout", "no TLS handshake within the deadline".to_owned()),
-            };
-        self.metrics.handshake_failed(reason);
-        if let Some(suppressed) = self.log_limit.check() {
-            tracing::warn!(
-                %peer, reason, error = %super::log::Clean(&error), suppressed,
-                "TLS handshake failed (a wrong caBundle in the webhook configuration shows as \
-                 peer_rejected_certificate)"
-            );
-        }
-        None
-    }
-}
-
-/// A fixed label for a failed handshake, so a client cannot mint series.
-pub(crate) fn handshake_failure_reason(e: &io::Error) -> &'static str {
-    use rustls::AlertDescription as A;
-    if let Some(tls) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        return match tls {
-            rustls::Error::AlertReceived(
-                A::BadCertificate
-                | A::UnknownCA
-                | A::CertificateUnknown
-                | A::CertificateExpired
-                | A::UnsupportedCertificate
-                | A::AccessDenied,
-            ) => "peer_rejected_certificate",
-            rustls::Error::AlertReceived(_) => "alert",
-            rustls::Error::NoCertificatesPresented => "no_client_certificate",
-            rustls::Error::InvalidCertificate(_) => "invalid_client_certificate",
-            rustls::Error::PeerIncompatible(_) | rustls::Error::NoApplicationProtocol => {
-                "incompatible"
-            }
-            _ => "protocol",
-        };
-    }
-    match e.kind() {
-        io::ErrorKind::UnexpectedEof
-        | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::BrokenPipe => "eof",
-        io::ErrorKind::InvalidData => "protocol",
-        _ => "io",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn handshake_failures_are_classified() {
-        let tls = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
-        assert_eq!(
-            handshake_failure_reason(&tls(rustls::Error::AlertReceived(
-                rustls::AlertDescription::UnknownCA
-            ))),
-            "peer_rejected_certificate"
-        );
-        assert_eq!(
-            handshake_failure_reason(&tls(rustls::Error::NoCertificatesPresented)),
-            "no_client_certificate"
-        );
-        assert_eq!(
-            handshake_failure_reason(&tls(rustls::Error::InvalidMessage(
-                rustls::InvalidMessage::InvalidContentType
-            ))),
-            "protocol"
-        );
-        assert_eq!(
-            handshake_failure_reason(&io::Error::from(io::ErrorKind::UnexpectedEof)),
-            "eof"
-        );
-        for reason in [handshake_failure_reason(&io::Error::other("x")), "timeout"] {
-            assert!(HANDSHAKE_FAILURE_REASONS.contains(&reason));
         }
     }
 }

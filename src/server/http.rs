@@ -2,9 +2,11 @@
 //! their errors.
 //!
 //! Read the body within the shared budget, call the pure
-//! [`review::review`] (or [`review::validate`]), log, count, answer. Both
-//! paths share the budget, the timeouts and the metrics. Every failure is an [`HttpError`]
-//! mapped to a status in one place, with a JSON body.
+//! [`review::review`] (or [`review::validate`]), on the async worker or,
+//! for a large body, on the review thread (`heavy`), log, count, answer
+//! with the answer charged to the budget until it is written. Both paths
+//! share the budget, the timeouts and the metrics. Every failure is an
+//! [`HttpError`] mapped to a status in one place, with a JSON body.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,8 +26,11 @@ use crate::config::Config;
 use crate::mutate::{Context, TokenSource};
 use crate::review::{self, Outcome, ReviewError, Reviewed};
 
-use super::budget::{BodyBudget, BodyError};
-use super::log::Clean;
+use super::budget::answer::Answer;
+use super::budget::{BodyBudget, BodyError, Reservation};
+use super::conn::ConnHandle;
+use super::heavy::{HEAVY_BODY_BYTES, Heavy};
+use super::log::{Clean, RateLimit};
 use super::metrics::{Metrics, Webhook};
 use super::settings::{Clock, Handler, MAX_BODY_BYTES};
 use super::shutdown::Readiness;
@@ -119,9 +124,15 @@ pub(crate) struct AppState {
     pub request_timeout: Duration,
     pub metrics: Arc<Metrics>,
     pub handler: Handler,
-    pub budget: BodyBudget,
+    pub budget: Arc<BodyBudget>,
+    /// Where reviews of large bodies run.
+    pub heavy: Heavy,
     /// False from the shutdown signal on (and before serving starts).
     pub ready: Readiness,
+    /// The warning for a rejected request, which any client can trigger:
+    /// at most one a second (400 stalled bodies that reach their deadline
+    /// together write one line, not 400).
+    pub rejected_log: RateLimit,
 }
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
@@ -181,7 +192,7 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
     answer(&state, request, Webhook::Validate).await
 }
 
-async fn answer(state: &AppState, request: Request, webhook: Webhook) -> Response {
+async fn answer(state: &Arc<AppState>, request: Request, webhook: Webhook) -> Response {
     let started = Instant::now();
     let _in_flight = state.metrics.in_flight();
     let admitted = admit(state, request, webhook);
@@ -191,41 +202,46 @@ async fn answer(state: &AppState, request: Request, webhook: Webhook) -> Respons
     };
     let elapsed = started.elapsed();
     match result {
-        Ok(reviewed) => {
+        Ok((reviewed, charge)) => {
             state
                 .metrics
                 .admission(webhook, &reviewed.operation, reviewed.outcome, elapsed);
             log_admission(webhook, &reviewed, elapsed);
+            let body = bytes::Bytes::from_owner(Answer::new(reviewed.body, charge));
             (
                 [(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
                 )],
-                reviewed.body,
+                body,
             )
                 .into_response()
         }
         Err(e) => {
             state.metrics.admission_error(Some(webhook), Some(elapsed));
-            let error = e.to_string();
-            tracing::warn!(
-                webhook = webhook_name(webhook),
-                status = e.status().as_u16(),
-                error = %Clean(&error),
-                duration_us = micros(elapsed),
-                "admission request rejected"
-            );
+            if let Some(suppressed) = state.rejected_log.check() {
+                let error = e.to_string();
+                tracing::warn!(
+                    webhook = webhook_name(webhook),
+                    status = e.status().as_u16(),
+                    error = %Clean(&error),
+                    duration_us = micros(elapsed),
+                    suppressed,
+                    "admission request rejected"
+                );
+            }
             e.into_response()
         }
     }
 }
 
 async fn admit(
-    state: &AppState,
+    state: &Arc<AppState>,
     request: Request,
     webhook: Webhook,
-) -> Result<Reviewed, HttpError> {
+) -> Result<(Reviewed, Reservation), HttpError> {
     let (parts, body) = request.into_parts();
+    let conn = parts.extensions.get::<ConnHandle>().map(|c| c.0.clone());
     if !is_json(&parts.headers) {
         return Err(HttpError::UnsupportedMediaType);
     }
@@ -242,10 +258,28 @@ async fn admit(
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
         return Err(HttpError::TooLarge);
     }
-    let (bytes, _reservation) = state.budget.read(Body::new(body), declared).await?;
+    let (bytes, reservation) = state.budget.read(Body::new(body), declared).await?;
+    let reviewed = if bytes.len() > HEAVY_BODY_BYTES {
+        let (app, body) = (state.clone(), bytes.clone());
+        state
+            .heavy
+            .run(move || reviewed(&app, &body, webhook))
+            .await
+            .map_err(|_| HttpError::Internal)??
+    } else {
+        reviewed(state, &bytes, webhook)?
+    };
+    drop(bytes);
+    // From here the budget holds the answer instead of the body.
+    let charge = reservation.into_answer(reviewed.body.len(), conn).await?;
+    Ok((reviewed, charge))
+}
+
+/// The handler's answer to the body `bytes`.
+fn reviewed(state: &AppState, bytes: &[u8], webhook: Webhook) -> Result<Reviewed, ReviewError> {
     match state.handler {
-        Handler::Null => return Ok(review::null_reviewed(&bytes)?),
-        Handler::Fixed(patch) => return Ok(review::fixed_reviewed(&bytes, patch)?),
+        Handler::Null => return review::null_reviewed(bytes),
+        Handler::Fixed(patch) => return review::fixed_reviewed(bytes, patch),
         Handler::Review => {}
     }
     // One atomic load; the guard keeps this request's config alive even if a
@@ -257,10 +291,10 @@ async fn admit(
         own_namespace: state.own_namespace.as_deref(),
         tokens: state.tokens.as_ref(),
     };
-    Ok(match webhook {
-        Webhook::Mutate => review::review(&bytes, &ctx)?,
-        Webhook::Validate => review::validate(&bytes, &ctx)?,
-    })
+    match webhook {
+        Webhook::Mutate => review::review(bytes, &ctx),
+        Webhook::Validate => review::validate(bytes, &ctx),
+    }
 }
 
 fn webhook_name(webhook: Webhook) -> &'static str {

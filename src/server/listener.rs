@@ -6,11 +6,11 @@
 //! lets anyone who opens enough idle connections lock out the apiserver:
 //! 1,024 raw TCP connections that never start TLS would hold every slot,
 //! and so would 1,024 TLS connections that each send one request and then
-//! sit idle. So at the cap a new connection evicts one that may go: on the
-//! admission port the longest idle of those without a request in flight
+//! sit idle. So at the cap a new connection evicts one that may go, on both
+//! ports alike: the longest idle of those without a request on its way
 //! ([`ConnState::rank`]: a new connection counts as idle since its accept,
-//! and a request in flight is never cut), on the admin port the oldest of
-//! all (probes and scrapes simply reconnect).
+//! and a request in flight is never cut, so neither is a kubelet's probe
+//! under admin-connection churn).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,23 +22,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::conn::{ConnState, Rank};
+use super::conn::ConnState;
 use super::metrics::Metrics;
-
-/// Which connections may be closed to make room for a new one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Evict {
-    /// Any without a request in flight, idlest first
-    /// ([`ConnState::rank`]).
-    Idlest,
-    /// Any, oldest first.
-    Oldest,
-}
 
 pub(crate) struct Limits {
     pub name: &'static str,
     pub cap: usize,
-    pub evict: Evict,
 }
 
 /// Accepts until `stop` resolves, running `handle` for each connection, and
@@ -56,7 +45,7 @@ where
 {
     let open = metrics.open_connections(limits.name);
     let mut connections = JoinSet::new();
-    let mut queue = EvictionQueue::new(limits.evict);
+    let mut queue = EvictionQueue::default();
     let mut stop = std::pin::pin!(stop);
     loop {
         let can_accept = connections.len() < limits.cap || queue.has_candidate();
@@ -124,29 +113,14 @@ fn gauge_value(n: usize) -> i64 {
 }
 
 /// The open connections, for eviction. At the cap, the one that ranks first
-/// ([`ConnState::rank`], or the accept order under [`Evict::Oldest`]) is
-/// found by a scan: a thousand atomic loads, only when a connection arrives
-/// at the cap.
+/// ([`ConnState::rank`]) is found by a scan: a thousand atomic loads, only
+/// when a connection arrives at the cap.
+#[derive(Default)]
 struct EvictionQueue {
-    evict: Evict,
     entries: Vec<(Arc<ConnState>, AbortHandle)>,
 }
 
 impl EvictionQueue {
-    fn new(evict: Evict) -> Self {
-        EvictionQueue {
-            evict,
-            entries: Vec::new(),
-        }
-    }
-
-    fn rank(&self, state: &ConnState) -> Option<Rank> {
-        match self.evict {
-            Evict::Idlest => state.rank(),
-            Evict::Oldest => Some(state.accepted()),
-        }
-    }
-
     fn prune(&mut self) {
         self.entries.retain(|(_, abort)| !abort.is_finished());
     }
@@ -154,12 +128,12 @@ impl EvictionQueue {
     fn has_candidate(&self) -> bool {
         self.entries
             .iter()
-            .any(|(state, abort)| !abort.is_finished() && self.rank(state).is_some())
+            .any(|(state, abort)| !abort.is_finished() && state.rank().is_some())
     }
 
     /// Aborts the connection that ranks first; false if none may go. One
-    /// with a request already waiting in its socket is passed over: closing
-    /// it would lose that request.
+    /// that may not be closed now ([`ConnState::may_close_now`]: a request
+    /// waiting in its socket, an answer being taken) is passed over.
     fn evict_one(&mut self) -> bool {
         self.prune();
         let mut passed = Vec::new();
@@ -169,10 +143,10 @@ impl EvictionQueue {
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| !passed.contains(i))
-                .filter_map(|(i, (state, _))| self.rank(state).map(|rank| (rank, i)))
+                .filter_map(|(i, (state, _))| state.rank().map(|rank| (rank, i)))
                 .min();
             let Some((_, i)) = first else { return false };
-            if self.evict == Evict::Idlest && self.entries[i].0.bytes_waiting() {
+            if !self.entries[i].0.may_close_now() {
                 passed.push(i);
                 continue;
             }
@@ -202,6 +176,21 @@ fn release_free_memory() {
         // thread-safe and touches no memory that is in use.
         unsafe { libc::malloc_trim(0) };
     });
+}
+
+/// Buffers of 128 KiB or more (large bodies, answers, a large review's
+/// parts) are mapped on their own and unmapped when freed. glibc's default
+/// raises that threshold to the largest block freed so far (up to 32 MiB),
+/// after which a burst of large bodies stays in its heaps as free memory
+/// the process keeps; a fixed threshold keeps RSS to what is in use. Call
+/// once, before threads start.
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt sets an allocator parameter; called before any other
+    // thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
 }
 
 /// Raises the soft limit on open files to the hard limit, so that the

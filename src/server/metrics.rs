@@ -6,12 +6,16 @@
 
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::sync::{Arc, OnceLock};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Metric, Registry, Unit};
+use tracing_appender::non_blocking::ErrorCounter;
 
 use crate::mutate::SkipReason;
 use crate::review::Outcome;
@@ -35,10 +39,11 @@ pub struct ReasonLabels {
 pub(crate) const VALIDITY_REASONS: [&str; 2] = ["expired", "not_yet_valid"];
 
 /// The label set of `handshake_failures`: every reason a failed handshake
-/// is counted under (`conn::handshake_failure_reason` and the handshake
+/// is counted under (`handshake::handshake_failure_reason`, the handshake
 /// timeout), so that each series exists from the start.
-pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 9] = [
+pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 10] = [
     "timeout",
+    "shed",
     "eof",
     "peer_rejected_certificate",
     "alert",
@@ -152,9 +157,50 @@ pub struct Metrics {
     pub(crate) certificate_expiry: Gauge,
     /// Request body bytes buffered right now (bounded by the body budget).
     pub(crate) body_buffered: Gauge,
+    /// Answer bytes held until written (in the same budget as bodies).
+    pub(crate) answer_buffered: Gauge,
     handshake_failures: Family<ReasonLabels, Counter>,
     open_connections: Family<ListenerLabels, Gauge>,
     evictions: Family<ListenerLabels, Counter>,
+    /// Log lines dropped because the log sink did not keep up.
+    pub(crate) log_lines_dropped: LinesDropped,
+}
+
+/// A counter read from the logging queue's own count at each scrape.
+#[derive(Clone, Default)]
+pub(crate) struct LinesDropped(Arc<OnceLock<ErrorCounter>>);
+
+impl LinesDropped {
+    /// Counts what `counter` counts from now on; set once.
+    pub(crate) fn follow(&self, counter: ErrorCounter) {
+        let _ = self.0.set(counter);
+    }
+
+    fn get(&self) -> u64 {
+        self.0
+            .get()
+            .map_or(0, |c| u64::try_from(c.dropped_lines()).unwrap_or(u64::MAX))
+    }
+}
+
+impl std::fmt::Debug for LinesDropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LinesDropped({})", self.get())
+    }
+}
+
+impl TypedMetric for LinesDropped {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for LinesDropped {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_counter::<NoLabelSet, _, u64>(&self.get(), None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
 }
 
 impl Metrics {
@@ -206,6 +252,12 @@ impl Metrics {
             Some(Unit::Bytes),
             Gauge::default(),
         );
+        let answer_buffered = r.add_with(
+            "answer_buffered",
+            "Answer bytes held until the client takes them, across connections (in the budget of --max-buffered-bytes)",
+            Some(Unit::Bytes),
+            Gauge::default(),
+        );
         let handshake_failures = r.add(
             "tls_handshake_failures",
             "TLS handshakes on the admission port that failed, by reason (peer_rejected_certificate is the symptom of a wrong caBundle)",
@@ -217,6 +269,10 @@ impl Metrics {
         let evictions = r.add(
             "connections_evicted",
             "Connections closed at the connection cap to make room for a new one, by listener",
+        );
+        let log_lines_dropped = r.add(
+            "log_lines_dropped",
+            "Log lines dropped because the log sink (stderr) did not keep up and the queue in front of it was full",
         );
         let build_info: Family<BuildLabels, Gauge> = r.add(
             "build_info",
@@ -241,9 +297,11 @@ impl Metrics {
             config_last_reload_success,
             certificate_expiry,
             body_buffered,
+            answer_buffered,
             handshake_failures,
             open_connections,
             evictions,
+            log_lines_dropped,
         };
         metrics.config_last_reload_success.set(1);
         metrics.create_every_series();

@@ -19,6 +19,8 @@
 pub(crate) mod admin;
 mod budget;
 mod conn;
+mod handshake;
+mod heavy;
 mod http;
 mod listener;
 pub(crate) mod log;
@@ -42,14 +44,15 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, ConfigError};
 
-use conn::{ConnSettings, TlsSide, http_builder};
-use listener::{Evict, Limits, accept_until};
+use conn::{ConnSettings, http_builder};
+use handshake::TlsSide;
+use listener::{Limits, accept_until};
 use metrics::Metrics;
 use reload::Watch;
 use shutdown::{Readiness, drain};
 
 pub use http::HttpError;
-pub use listener::raise_fd_limit;
+pub use listener::{raise_fd_limit, tune_allocator};
 pub use settings::{Clock, Handler, ServerSettings, Tuning};
 pub use tls::{TlsError, TlsFiles};
 
@@ -60,6 +63,8 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
+    #[error("cannot start the thread for large reviews: {0}")]
+    Thread(#[source] std::io::Error),
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
         what: &'static str,
@@ -125,6 +130,7 @@ impl Server {
             config,
             config_initial,
             tls,
+            heavy,
         } = loaded;
         let Listeners {
             listener,
@@ -149,12 +155,15 @@ impl Server {
             clock: settings.clock,
             request_timeout: settings.tuning.request_timeout,
             handler: settings.handler,
-            budget: budget::BodyBudget::new(
+            budget: Arc::new(budget::BodyBudget::new(
                 settings.tuning.max_buffered_bytes,
                 metrics.body_buffered.clone(),
-            ),
+                metrics.answer_buffered.clone(),
+            )),
+            heavy,
             metrics,
             ready: ready.clone(),
+            rejected_log: log::RateLimit::new(1),
         });
         Server {
             listener,
@@ -199,14 +208,14 @@ impl Server {
             tuning: tuning.clone(),
         });
         let side = Arc::new(TlsSide {
-            acceptor: self.tls.acceptor.clone(),
+            config: self.tls.config.clone(),
+            gate: handshake::Gate::default(),
             metrics: metrics.clone(),
             log_limit: log::RateLimit::new(10),
         });
         let limits = Limits {
             name: "admission",
             cap: usize::try_from(tuning.max_connections).unwrap_or(usize::MAX),
-            evict: Evict::Idlest,
         };
         let (conn_stop, conn_stopped) = watch::channel(false);
 
@@ -271,11 +280,15 @@ struct Loaded {
     config: Config,
     config_initial: Option<(PathBuf, Vec<u8>)>,
     tls: tls::Tls,
+    heavy: heavy::Heavy,
 }
 
 impl Loaded {
     async fn load(settings: &ServerSettings) -> Result<Loaded, ServeError> {
         let metrics = Arc::new(Metrics::new());
+        if let Some(dropped) = &settings.log_lines_dropped {
+            metrics.log_lines_dropped.follow(dropped.clone());
+        }
         let (config, config_initial) = match &settings.config_path {
             Some(path) => {
                 let bytes = tokio::fs::read(path)
@@ -293,12 +306,14 @@ impl Loaded {
         if let Some(expiry) = tls.expiry {
             metrics.certificate_expiry.set(expiry);
         }
+        let heavy = heavy::Heavy::start().map_err(ServeError::Thread)?;
         log_start(settings, &config);
         Ok(Loaded {
             metrics,
             config,
             config_initial,
             tls,
+            heavy,
         })
     }
 }

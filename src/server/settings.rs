@@ -38,9 +38,9 @@ pub struct Tuning {
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
-    /// Maximum concurrent admin (plain HTTP) connections. At the cap, the
-    /// oldest admin connection is closed to make room for the new one, so
-    /// probes always get through.
+    /// Maximum concurrent admin (plain HTTP) connections. At the cap, a new
+    /// connection evicts the longest idle one, as on the admission port, so
+    /// probes always get through and one in flight is never cut.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub admin_max_connections: u32,
@@ -122,6 +122,9 @@ pub struct ServerSettings {
     pub tokens: Arc<dyn TokenSource>,
     /// What answers `POST /mutate`.
     pub handler: Handler,
+    /// Log lines the logging queue dropped, for `log_lines_dropped_total`
+    /// (`serve` installs the queue; none when embedded).
+    pub log_lines_dropped: Option<tracing_appender::non_blocking::ErrorCounter>,
 }
 
 impl ServerSettings {
@@ -137,6 +140,7 @@ impl ServerSettings {
             clock: Utc::now,
             tokens: Arc::new(RandomTokens),
             handler: Handler::Review,
+            log_lines_dropped: None,
         }
     }
 }

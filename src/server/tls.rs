@@ -22,7 +22,6 @@ use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use thiserror::Error;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 
 use super::metrics::{Metrics, ReasonLabels, VALIDITY_REASONS};
 use super::reload::{self, ReadError, Watch};
@@ -93,7 +92,8 @@ pub enum TlsError {
 
 /// The TLS side of a running server.
 pub(crate) struct Tls {
-    pub acceptor: TlsAcceptor,
+    /// Built once; what rotates is behind it (resolver, verifier).
+    pub config: Arc<rustls::ServerConfig>,
     resolver: Arc<CertResolver>,
     client_verifier: Option<Arc<ReloadingClientVerifier>>,
     provider: Arc<CryptoProvider>,
@@ -142,7 +142,7 @@ impl Tls {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
 
         Ok(Tls {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+            config: Arc::new(config),
             resolver,
             client_verifier,
             provider,

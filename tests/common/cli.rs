@@ -45,14 +45,14 @@ pub fn run(args: &[&str], dir: &std::path::Path) -> Run {
 /// Runs the binary with `args` in `dir`, `input` on its standard input.
 pub fn run_with_input(args: &[&str], dir: &std::path::Path, input: &[u8]) -> Run {
     use std::io::Write;
-    let mut child = bin()
+    let mut command = bin();
+    command
         .args(args)
         .current_dir(dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
+        .stderr(std::process::Stdio::piped());
+    let mut child = super::children::spawn(command).expect("the binary runs");
     let mut stdin = child.stdin.take().expect("a piped stdin");
     // A command that refuses its arguments exits without reading stdin:
     // the pipe then breaks, and its exit status and stderr say why.

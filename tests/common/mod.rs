@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod attack;
+pub mod children;
 pub mod cli;
 pub mod clock;
 pub mod context;
@@ -18,6 +19,7 @@ pub mod pods;
 pub mod processes;
 pub mod proxy;
 pub mod reviews;
+pub mod served;
 pub mod server;
 pub mod stats;
 pub mod suite;

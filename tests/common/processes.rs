@@ -1,7 +1,8 @@
 //! What the end-to-end suites start: the control plane of
 //! `tests/e2e/cluster.sh` and daemons of the binary under test (a webhook, a
 //! controller) that answer `/readyz` on an admin port. Each is stopped on
-//! drop, whatever happened.
+//! drop, whatever happened, and with this process if it is killed
+//! ([`super::children`]).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use super::children::{self, Janitor};
 use super::wire;
 
 pub type Result<T, E = wire::Error> = std::result::Result<T, E>;
@@ -47,13 +49,18 @@ pub enum Plane {
     Up,
 }
 
-/// The control plane; stopped on drop, by PID.
+/// The control plane; stopped on drop, by PID, or by its janitor when this
+/// process is killed.
 pub struct Cluster {
     dir: PathBuf,
+    janitor: Janitor,
 }
 
 impl Cluster {
     pub fn start(dir: PathBuf, plane: Plane) -> Result<Self> {
+        // Armed first: a test killed while the plane starts stops it too.
+        let script = repo().join("tests/e2e/cluster.sh");
+        let janitor = Janitor::arm(&[script.as_os_str(), "stop".as_ref(), dir.as_os_str()])?;
         let mut command = Command::new(repo().join("tests/e2e/cluster.sh"));
         match plane {
             Plane::Bare => command.args(["start", "--bare"]),
@@ -61,7 +68,7 @@ impl Cluster {
         };
         let status = command.arg(&dir).stdout(Stdio::null()).status()?;
         // Constructed before the check so a half-started plane is stopped too.
-        let cluster = Cluster { dir };
+        let cluster = Cluster { dir, janitor };
         check(
             status.success(),
             format!("cluster.sh {plane:?} failed: {status}"),
@@ -89,16 +96,6 @@ impl Cluster {
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
         Ok(Client::try_from(config)?)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(repo().join("tests/e2e/cluster.sh"))
-            .arg("stop")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .status();
     }
 }
 
@@ -144,7 +141,7 @@ impl Daemon {
         for (key, value) in env {
             command.env(key, value);
         }
-        self.child = Some(command.spawn()?);
+        self.child = Some(children::spawn(command)?);
         let deadline = Instant::now() + patience;
         loop {
             if let Some(status) = self
@@ -168,6 +165,11 @@ impl Daemon {
             )?;
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub fn running(&mut self) -> bool {

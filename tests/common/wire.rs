@@ -42,6 +42,14 @@ pub async fn tls_connect(
         .await
 }
 
+/// TLS over a TCP connection already open, expecting `localhost`.
+pub async fn tls_over(tcp: TcpStream, config: Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
+    let name = ServerName::try_from("localhost").map_err(std::io::Error::other)?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+}
+
 /// An HTTP/1.1 POST of `body` to `path`.
 pub fn post(path: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
     let mut request = format!(
@@ -195,4 +203,16 @@ pub async fn keep_alive_client(
             conn = None;
         }
     }
+}
+
+/// VmRSS of `pid` in KiB; 0 once it is gone.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

@@ -43,7 +43,11 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn small_bodies_flow_while_large_ones_hold_their_pool() {
-    let budget = BodyBudget::new(16 * 1024 * 1024, Gauge::default());
+    let budget = Arc::new(BodyBudget::new(
+        16 * 1024 * 1024,
+        Gauge::default(),
+        Gauge::default(),
+    ));
     let (small, large) = budget.available();
     assert_eq!((small, large), (4 * MIB, 12 * MIB));
 
@@ -77,7 +81,11 @@ async fn small_bodies_flow_while_large_ones_hold_their_pool() {
 #[tokio::test]
 async fn reservations_are_released_and_limits_hold() {
     let buffered = Gauge::default();
-    let budget = BodyBudget::new(16 * 1024 * 1024, buffered.clone());
+    let budget = Arc::new(BodyBudget::new(
+        16 * 1024 * 1024,
+        buffered.clone(),
+        Gauge::default(),
+    ));
     let full = budget.available();
     {
         let (_b, _r) = budget.read(body(b"abc"), None).await.unwrap();
@@ -98,7 +106,11 @@ async fn reservations_are_released_and_limits_hold() {
 #[tokio::test]
 async fn a_body_is_charged_for_what_arrived_not_for_what_it_declares() {
     let buffered = Gauge::default();
-    let budget = Arc::new(BodyBudget::new(16 * 1024 * 1024, buffered.clone()));
+    let budget = Arc::new(BodyBudget::new(
+        16 * 1024 * 1024,
+        buffered.clone(),
+        Gauge::default(),
+    ));
     let full = budget.available();
     let (tx, stalled) = streamed();
     let reading = {
@@ -125,7 +137,11 @@ async fn a_body_is_charged_for_what_arrived_not_for_what_it_declares() {
 async fn the_slowest_stalled_bodies_are_shed_for_a_new_one() {
     let buffered = Gauge::default();
     // A small pool of 1 MiB.
-    let budget = Arc::new(BodyBudget::new(4 * MIB as u64, buffered.clone()));
+    let budget = Arc::new(BodyBudget::new(
+        4 * MIB as u64,
+        buffered.clone(),
+        Gauge::default(),
+    ));
     let mut stalled = Vec::new();
     for i in 0..5 {
         let (tx, body) = streamed();
@@ -186,7 +202,11 @@ async fn bodies_that_wait_for_each_other_do_not_wait_until_their_deadline() {
     // A large pool of 3 MiB, and three 2 MiB bodies that each get half in:
     // every one needs more than is left, and waits for the others.
     let buffered = Gauge::default();
-    let budget = Arc::new(BodyBudget::new(4 * MIB as u64, buffered.clone()));
+    let budget = Arc::new(BodyBudget::new(
+        4 * MIB as u64,
+        buffered.clone(),
+        Gauge::default(),
+    ));
     let mut reads = Vec::new();
     let mut senders = Vec::new();
     for _ in 0..3 {
@@ -223,4 +243,88 @@ async fn bodies_that_wait_for_each_other_do_not_wait_until_their_deadline() {
     // What the shed bodies gathered while they waited is given back too.
     assert_eq!(buffered.get(), 0);
     assert_eq!(budget.available(), (MIB, 3 * MIB));
+}
+
+#[tokio::test]
+async fn an_answer_takes_over_its_bodys_charge() {
+    let (buffered, answers) = (Gauge::default(), Gauge::default());
+    let budget = Arc::new(BodyBudget::new(
+        16 * MIB as u64,
+        buffered.clone(),
+        answers.clone(),
+    ));
+    let (bytes, charge) = budget
+        .read(body(b"{\"review\":1}"), Some(12))
+        .await
+        .unwrap();
+    assert_eq!((buffered.get(), answers.get()), (12, 0));
+    drop(bytes);
+    let small = charge.into_answer(5, None).await.unwrap();
+    assert_eq!((buffered.get(), answers.get()), (0, 5), "shrunk");
+    let (_, charge) = budget.read(body(b"{}"), Some(2)).await.unwrap();
+    let large = charge.into_answer(MIB, None).await.unwrap();
+    assert_eq!(answers.get(), 5 + MIB as i64, "grown into the large pool");
+    assert_eq!(budget.available(), (4 * MIB - 5, 12 * MIB - MIB));
+    // Over 16 KiB, an answer leaves the small pool, even when it is
+    // smaller than its body.
+    let (_, charge) = budget
+        .read(Body::from(vec![b' '; 100 * KIB]), None)
+        .await
+        .unwrap();
+    assert_eq!(budget.available().0, 4 * MIB - 5 - 100 * KIB, "the body");
+    let moved = charge.into_answer(50 * KIB, None).await.unwrap();
+    assert_eq!(budget.available(), (4 * MIB - 5, 11 * MIB - 50 * KIB));
+    drop((small, large, moved));
+    assert_eq!((buffered.get(), answers.get()), (0, 0));
+    assert_eq!(budget.available(), (4 * MIB, 12 * MIB));
+}
+
+#[tokio::test]
+async fn an_answer_short_of_budget_closes_connections_that_leave_theirs_unread() {
+    use super::super::conn::{ANSWER_GRACE, ConnState};
+    let answers = Gauge::default();
+    // A large pool of 3 MiB.
+    let budget = Arc::new(BodyBudget::new(
+        4 * MIB as u64,
+        Gauge::default(),
+        answers.clone(),
+    ));
+    let answering = || {
+        let conn = ConnState::new();
+        conn.request_began();
+        conn.answering();
+        conn
+    };
+    let unread = answering();
+    let (_, charge) = budget.read(body(b"{}"), Some(2)).await.unwrap();
+    let held = charge
+        .into_answer(2 * MIB, Some(unread.clone()))
+        .await
+        .unwrap();
+    // Within the grace the answer is being taken: nothing is closed, the
+    // next answer waits.
+    let reader = answering();
+    let (_, charge) = budget.read(body(b"{}"), Some(2)).await.unwrap();
+    let waits = tokio::time::timeout(
+        Duration::from_millis(100),
+        charge.into_answer(2 * MIB, Some(reader.clone())),
+    )
+    .await;
+    assert!(waits.is_err(), "no room yet");
+    tokio::time::sleep(ANSWER_GRACE).await;
+    let (_, charge) = budget.read(body(b"{}"), Some(2)).await.unwrap();
+    let next = tokio::spawn(charge.into_answer(2 * MIB, Some(reader)));
+    tokio::time::timeout(Duration::from_secs(5), unread.closed_by_server())
+        .await
+        .expect("the unread answer's connection is closed");
+    // Its connection ends, and with it the answer and its charge.
+    drop(held);
+    let next = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("charged once the room is free")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answers.get(), 2 * MIB as i64);
+    drop(next);
+    assert_eq!(answers.get(), 0);
 }

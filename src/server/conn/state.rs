@@ -2,8 +2,9 @@
 //! beneath hyper (which sees bytes), the service (which sees requests), the
 //! accept loop (which evicts at the cap) and shutdown (which closes).
 //!
-//! A few atomics per connection, written at each phase change (twice per
-//! request) and read only at the cap or during shutdown.
+//! A few atomics per connection, written at each phase change (three times
+//! per request) and read only at the cap, under memory pressure or during
+//! shutdown.
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -17,8 +18,14 @@ pub(crate) struct ConnState {
     /// [`HEAD`] the head deadline runs from there, for [`IDLE`] it is when
     /// the connection fell idle.
     since_ms: AtomicU64,
+    /// Milliseconds after `accepted` at which the last answer was ready;
+    /// [`NONE`] before the first.
+    answered_ms: AtomicU64,
     /// A response write waits for the client to read.
     write_blocked: AtomicBool,
+    /// Set when the server closes the connection from outside its task
+    /// (to free the memory its unread answer holds); the task ends at once.
+    close: Flag,
     /// The socket, to look for bytes not read yet; -1 when unknown.
     fd: AtomicI32,
 }
@@ -32,8 +39,18 @@ pub(super) const IDLE: u8 = 1;
 pub(super) const HEAD: u8 = 2;
 /// A request is being handled (its own deadline runs in the handler).
 pub(super) const REQUEST: u8 = 3;
+/// The answer is ready and being written: not yet all taken by the kernel.
+pub(super) const ANSWER: u8 = 4;
 /// Set once a first request head has arrived; never reset.
-const ESTABLISHED: u8 = 4;
+const ESTABLISHED: u8 = 8;
+
+const NONE: u64 = u64::MAX;
+
+/// How long a client may leave an answer unread before its connection is
+/// evictable like an idle one. The apiserver's Go client reads its answer
+/// as it arrives, so a connection whose answer waits this long is not the
+/// apiserver's; within it, an answer is never lost to eviction.
+pub(crate) const ANSWER_GRACE: Duration = Duration::from_secs(1);
 
 /// Which connection goes first when one must make room; the smallest is
 /// evicted first, and `None` is never evicted.
@@ -50,7 +67,9 @@ impl ConnState {
             accepted: Instant::now(),
             phase: AtomicU8::new(NEW),
             since_ms: AtomicU64::new(0),
+            answered_ms: AtomicU64::new(NONE),
             write_blocked: AtomicBool::new(false),
+            close: Flag::default(),
             fd: AtomicI32::new(-1),
         })
     }
@@ -82,9 +101,12 @@ impl ConnState {
         self.phase.load(Ordering::Acquire) & ESTABLISHED != 0
     }
 
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(NONE - 1)
+    }
+
     fn enter(&self, phase: u8) {
-        let ms = u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.since_ms.store(ms, Ordering::Release);
+        self.since_ms.store(self.now_ms(), Ordering::Release);
         let established = self.phase.load(Ordering::Acquire) & ESTABLISHED;
         self.phase.store(phase | established, Ordering::Release);
     }
@@ -99,13 +121,32 @@ impl ConnState {
         }
     }
 
-    pub(super) fn request_began(&self) {
+    pub(crate) fn request_began(&self) {
         self.phase.store(REQUEST | ESTABLISHED, Ordering::Release);
     }
 
-    /// The response is ready; the connection waits for the next head.
+    /// The response is ready, to be written.
+    pub(crate) fn answering(&self) {
+        self.answered_ms.store(self.now_ms(), Ordering::Release);
+        self.enter(ANSWER);
+    }
+
+    /// The answer is all with the kernel (or there was none to write); the
+    /// connection waits for the next head.
     pub(super) fn idle(&self) {
         self.enter(IDLE);
+    }
+
+    /// When the last answer was ready, if there was one.
+    fn answered_at(&self) -> Option<Instant> {
+        let ms = self.answered_ms.load(Ordering::Acquire);
+        (ms != NONE).then(|| self.accepted + Duration::from_millis(ms))
+    }
+
+    /// The last answer has been ready for longer than [`ANSWER_GRACE`].
+    pub(crate) fn answer_overdue(&self) -> bool {
+        self.answered_at()
+            .is_some_and(|at| at.elapsed() >= ANSWER_GRACE)
     }
 
     pub(super) fn set_write_blocked(&self, blocked: bool) {
@@ -113,24 +154,28 @@ impl ConnState {
     }
 
     /// How the connection ranks for eviction at the connection cap, first
-    /// evicted first; `None` while a request is in flight (in the handler,
-    /// or its response not yet taken by the client), which is never cut.
+    /// evicted first; `None` while a request is in the handler, or its
+    /// answer is being written for less than [`ANSWER_GRACE`], which are
+    /// never cut.
     /// - Connections without a request on their way, longest idle first,
     ///   whatever they sent before: one between requests is idle since its
     ///   last response, a new one since its accept (until it has sent a
     ///   whole first head: a handshake, or a first head trickling in, shows
-    ///   nothing yet). So a flood of connections that each sent one request
-    ///   and sit idle cannot hold every slot, and a new client's handshake
-    ///   is not the first to go. The apiserver simply reconnects.
+    ///   nothing yet), one whose answer has waited unread past the grace
+    ///   since that answer was ready. So a flood of connections that each
+    ///   sent one request and sit idle, or that pipeline requests and never
+    ///   read, cannot hold every slot, and a new client's handshake is not
+    ///   the first to go. The apiserver simply reconnects.
     /// - Then connections whose next head is arriving, oldest head first:
     ///   the apiserver sends a head in one piece, so only a client that
     ///   trickles its head stays there.
+    ///
+    /// [`ConnState::may_close_now`] has the last word on the one chosen.
     pub fn rank(&self) -> Option<Rank> {
-        if self.write_blocked.load(Ordering::Acquire) {
-            return None;
-        }
         let (tier, since) = match (self.established(), self.phase()) {
             (_, REQUEST) => return None,
+            (_, ANSWER) if self.answer_overdue() => (0, self.answered_at()?),
+            (_, ANSWER) => return None,
             (false, _) => (0, self.accepted),
             (true, IDLE) => (0, self.since()),
             (true, _) => (1, self.since()),
@@ -138,18 +183,52 @@ impl ConnState {
         Some(Rank { tier, since })
     }
 
-    /// The accept order, for listeners that evict the oldest connection.
-    pub fn accepted(&self) -> Rank {
-        Rank {
-            tier: 0,
-            since: self.accepted,
-        }
-    }
-
     /// How long the connection has been idle between requests, if it is.
     pub(super) fn idle_for(&self) -> Option<Duration> {
         let idle = self.phase() == IDLE && !self.write_blocked.load(Ordering::Acquire);
         idle.then(|| self.since().elapsed())
+    }
+
+    /// Whether the connection chosen for eviction may be closed now, as the
+    /// kernel sees its socket. One whose answer the client has not taken
+    /// yet (bytes still in the send queue), for less than the grace, is
+    /// kept: closing it would lose an answered review. One with a request
+    /// waiting in its socket is kept too, unless its answers have waited
+    /// unread past the grace (a client that pipelines and never reads).
+    pub fn may_close_now(&self) -> bool {
+        if self.phase() == ANSWER {
+            return self.answer_overdue();
+        }
+        if self.unsent() {
+            return self.answer_overdue();
+        }
+        !self.bytes_waiting()
+    }
+
+    /// Whether the socket's send queue holds bytes the client has not
+    /// acknowledged: an answer written but not taken.
+    fn unsent(&self) -> bool {
+        let fd = self.fd.load(Ordering::Acquire);
+        if fd < 0 {
+            return false;
+        }
+        let mut queued: libc::c_int = 0;
+        // SAFETY: TIOCOUTQ (SIOCOUTQ on a TCP socket) writes one int, the
+        // bytes in the send queue, into a local. On a descriptor reused
+        // since (see `bytes_waiting`) it fails or reads another socket's
+        // count, which is merely wrong once.
+        let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut queued) } == 0;
+        ok && queued > 0
+    }
+
+    /// Closes the connection from outside its task.
+    pub fn close(&self) {
+        self.close.set();
+    }
+
+    /// Resolves once [`ConnState::close`] was called.
+    pub async fn closed_by_server(&self) {
+        self.close.wait().await;
     }
 
     /// Whether bytes wait in the socket that nothing has read yet: a
@@ -177,6 +256,27 @@ impl ConnState {
     }
 }
 
+/// Set once; wakes every waiter.
+#[derive(Default)]
+struct Flag {
+    set: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Flag {
+    fn set(&self) {
+        self.set.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        let notified = self.notify.notified();
+        if !self.set.load(Ordering::Acquire) {
+            notified.await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,17 +296,39 @@ mod tests {
         s.request_began();
         assert!(s.established());
         assert_eq!(s.rank(), None, "a request in flight is never evicted");
+        s.answering();
+        assert_eq!(s.phase(), ANSWER);
+        assert_eq!(s.rank(), None, "nor an answer the client is taking");
+        assert!(!s.may_close_now());
+
+        s.set_write_blocked(true);
+        assert!(s.idle_for().is_none());
+        s.set_write_blocked(false);
         s.idle();
         assert_eq!(s.phase(), IDLE);
         assert!(s.established(), "established is never reset");
         assert!(s.idle_for().is_some());
-        s.set_write_blocked(true);
-        assert_eq!(s.rank(), None, "nor a response the client has not read");
-        assert!(s.idle_for().is_none());
-        s.set_write_blocked(false);
         s.bytes_read();
         assert_eq!(s.phase(), HEAD);
         assert!(s.idle_for().is_none());
+    }
+
+    #[test]
+    fn an_answer_left_unread_past_the_grace_is_evictable() {
+        let s = ConnState::new();
+        s.request_began();
+        s.answering();
+        assert_eq!(s.rank(), None);
+        // Ready longer ago than the grace (the clock moved on).
+        let s = ConnState {
+            accepted: s.accepted - 2 * ANSWER_GRACE,
+            ..Arc::into_inner(s).unwrap()
+        };
+        assert!(s.answer_overdue());
+        let rank = s.rank().expect("evictable");
+        assert_eq!(rank.tier, 0);
+        assert!(rank.since < Instant::now() - ANSWER_GRACE);
+        assert!(s.may_close_now(), "whatever waits in its socket");
     }
 
     #[test]
