@@ -14,6 +14,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::quote::clip;
+use crate::json_error::quoted;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
 
 use target::acceptable;
@@ -54,8 +55,8 @@ pub enum PolicyError {
     #[error("has an empty egress[{0}].target; give an FQDN, *.wildcard, IP or CIDR")]
     EmptyTarget(usize),
     #[error(
-        "has egress[{index}].target {:?}, which is not an FQDN, *.wildcard, IP or CIDR",
-        clip(.target)
+        "has egress[{index}].target {}, which is not an FQDN, *.wildcard, IP or CIDR",
+        quoted(&clip(.target))
     )]
     BadTarget { index: usize, target: String },
     #[error("cannot be encoded: {0}")]
@@ -285,7 +286,8 @@ mod tests {
         }
         if !acceptable(target) {
             return Err(format!(
-                "has egress[{i}].target {target:?}, which is not an FQDN, *.wildcard, IP or CIDR"
+                "has egress[{i}].target {}, which is not an FQDN, *.wildcard, IP or CIDR",
+                crate::json_error::quoted(target)
             ));
         }
         Ok(RuleOut { action, target })
