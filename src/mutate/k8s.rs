@@ -66,6 +66,46 @@ pub(crate) struct EnvVar<'a> {
     pub value: &'a str,
 }
 
+/// Whether mount path `path` names the directory `dir` (a clean absolute
+/// path): compared cleaned, as the runtime resolves it, so
+/// `/opt//opensandbox`, `/opt/opensandbox/`, `/opt/./opensandbox` and
+/// `/opt/x/../opensandbox` are all `/opt/opensandbox`. Cleaning is Go's
+/// `path.Clean` (what the kubelet's path handling is built on), with a
+/// relative path taken as rooted: a mount destination is inside the
+/// container's root either way. No allocation: this runs for every mount
+/// of every container.
+pub(crate) fn same_dir(path: &str, dir: &str) -> bool {
+    /// Deep enough for any real mount path; a deeper one is compared by
+    /// its last segments only after `..` pops, which cannot make a longer
+    /// path equal a two-segment one.
+    const DEPTH: usize = 32;
+    let mut stack: [&str; DEPTH] = [""; DEPTH];
+    let mut depth: usize = 0;
+    let mut overflow = 0usize;
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                if overflow > 0 {
+                    overflow -= 1;
+                } else {
+                    depth = depth.saturating_sub(1);
+                }
+            }
+            s if depth < DEPTH && overflow == 0 => {
+                stack[depth] = s;
+                depth += 1;
+            }
+            _ => overflow += 1,
+        }
+    }
+    overflow == 0
+        && stack[..depth]
+            .iter()
+            .copied()
+            .eq(dir.split('/').filter(|s| !s.is_empty()))
+}
+
 /// Capability names are matched without case and with or without `CAP_`.
 pub(crate) fn same_capability(name: &str, wanted: &str) -> bool {
     let n = name.trim();
@@ -79,6 +119,40 @@ pub(crate) fn same_capability(name: &str, wanted: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_paths_are_compared_cleaned() {
+        for same in [
+            "/opt/opensandbox",
+            "/opt/opensandbox/",
+            "/opt//opensandbox",
+            "//opt///opensandbox//",
+            "/opt/./opensandbox",
+            "/./opt/opensandbox/.",
+            "/opt/x/../opensandbox",
+            "/../opt/opensandbox",
+            "opt/opensandbox",
+            "/a/b/c/../../../opt/opensandbox",
+        ] {
+            assert!(same_dir(same, BIN_MOUNT), "{same}");
+        }
+        for other in [
+            "/opt/opensandbox/x",
+            "/opt/opensandbox/..",
+            "/opt",
+            "/opt/opensandboxx",
+            "/opt/open sandbox",
+            "/",
+            "",
+            "/opt/opensandbox/x/..y",
+        ] {
+            assert!(!same_dir(other, BIN_MOUNT), "{other}");
+        }
+        let deep = format!("{}/opt/opensandbox", "/a".repeat(40));
+        assert!(!same_dir(&deep, BIN_MOUNT));
+        let back = format!("{}{}/opt/opensandbox", "/a".repeat(40), "/..".repeat(40));
+        assert!(same_dir(&back, BIN_MOUNT));
+    }
 
     #[test]
     fn capability_names() {

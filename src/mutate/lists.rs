@@ -9,7 +9,7 @@ use std::ops::Deref;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess};
 
-use super::k8s::{BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, KnownEnv, same_capability};
+use super::k8s::{BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, KnownEnv, same_capability, same_dir};
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
 /// a `Cow<str>` field marked `borrow`, but not the items of a list or the
@@ -70,9 +70,10 @@ objects_only! {
 }
 
 impl MountView<'_> {
-    /// `/opt/opensandbox/` and `/opt/opensandbox` are the same directory.
+    /// `/opt/opensandbox/`, `/opt//opensandbox` and `/opt/opensandbox` are
+    /// the same directory.
     fn at_bin_mount(&self) -> bool {
-        self.mount_path.trim_end_matches('/') == BIN_MOUNT
+        same_dir(&self.mount_path, BIN_MOUNT)
     }
 }
 
