@@ -43,14 +43,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote typo k8s",
+            "visit quote typo k8s raw same",
             "lists",
             "pod patch",
             "affinity",
             "platform policy expires_at token run_as",
             "intent context unschedulable",
             "denial select",
+            "owned",
             "expiry execd egress mistakes",
+            "layout",
             "mod",
         ],
     ),

@@ -16,6 +16,7 @@ mod schema;
 
 use std::path::Path;
 
+pub(crate) use quantity::Quantity;
 pub use schema::{
     Config, ConfigError, DEFAULT_EGRESS_IMAGE, DEFAULT_EXECD_IMAGE, DEFAULT_MAX_RULES,
     DEFAULT_PREFIX, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES,

@@ -72,17 +72,23 @@ pub enum Denial {
     )]
     HostNetworkWithPolicy { key: String },
 
+    /// `list` is "container" or "init container".
     #[error(
-        "container '{}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy.",
+        "{list} '{}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy.",
         clip(.container)
     )]
-    PrivilegedWithPolicy { container: String, key: String },
+    PrivilegedWithPolicy {
+        list: &'static str,
+        container: String,
+        key: String,
+    },
 
     #[error(
-        "container '{}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add.",
+        "{list} '{}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add.",
         clip(.container)
     )]
     NetCapabilityWithPolicy {
+        list: &'static str,
         container: String,
         capability: String,
         key: String,
@@ -118,6 +124,16 @@ pub enum Denial {
         "{list} '{name}' was not injected by this webhook but uses a name it reserves; rename that container."
     )]
     ReservedContainerName { list: &'static str, name: String },
+
+    #[error(
+        "the pod names '{name}' more than once among its containers and init containers; container names must be unique, and the webhook owns that one."
+    )]
+    DuplicateContainerName { name: String },
+
+    #[error(
+        "the sandbox container would be '{name}', a name the webhook reserves for a container it injects; rename it, or name the sandbox container with annotation {key}."
+    )]
+    ReservedMainContainer { name: String, key: String },
 
     #[error("the webhook could not generate an egress token ({0}); retry the request.")]
     TokenUnavailable(#[source] TokenError),

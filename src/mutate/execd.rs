@@ -10,12 +10,12 @@ use super::denial::Denial;
 use super::intent::Intent;
 use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, EnvVar, KnownEnv, MITM_ENV, Mount};
 use super::lists::Command;
+use super::owned;
 use super::patch::PatchBuilder;
 use super::pod::{ContainerView, SpecView};
 use super::run_as::{PodUser, RunAs};
 
 const EXECD_PATH: &str = "/opt/opensandbox/execd";
-const INSTALLER: &str = "execd-installer";
 
 macro_rules! install_script {
     () => {
@@ -69,10 +69,10 @@ struct DropAll {
     drop: [&'static str; 1],
 }
 
-/// `{"name": "opensandbox-bin", "emptyDir": {}}`
+/// An emptyDir volume: `{"name": ..., "emptyDir": {}}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct EmptyDirVolume {
+pub(crate) struct EmptyDirVolume {
     name: &'static str,
     empty_dir: Empty,
 }
@@ -80,18 +80,23 @@ struct EmptyDirVolume {
 #[derive(Debug, Serialize)]
 struct Empty {}
 
-/// An `execd-installer` init container that mounts the binary volume where
-/// execd expects it: ours from an earlier pass, or from a pool template or a
-/// resumed sandbox of `OpenSandbox`. Either way it is left alone.
-fn existing_installer(spec: &SpecView<'_>) -> Option<usize> {
-    spec.init_containers()
-        .iter()
-        .position(|c| c.name == INSTALLER && c.mounts_bin())
+impl EmptyDirVolume {
+    /// The volume that carries execd and bootstrap.sh into the sandbox.
+    pub(crate) const BIN: EmptyDirVolume = EmptyDirVolume {
+        name: BIN_VOLUME,
+        empty_dir: Empty {},
+    };
 }
 
-/// The names and paths this webhook owns must not be taken by something else.
+/// The volume name and the path this webhook owns must not be taken by
+/// something else (the container names are `owned`'s).
 pub(crate) fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
-    if spec.volumes.as_ref().and_then(|v| v.bin_is_empty_dir) == Some(false) {
+    if spec
+        .volumes
+        .as_ref()
+        .and_then(|v| v.bin)
+        .is_some_and(|v| !v.empty_dir)
+    {
         return Err(Denial::VolumeNotEmptyDir {
             volume: BIN_VOLUME.to_owned(),
         });
@@ -109,22 +114,6 @@ pub(crate) fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
             });
         }
     }
-    if let Some(c) = spec
-        .init_containers()
-        .iter()
-        .find(|c| c.name == INSTALLER && !c.mounts_bin())
-    {
-        return Err(Denial::ReservedContainerName {
-            list: "init container",
-            name: c.name.to_string(),
-        });
-    }
-    if spec.containers().iter().any(|c| c.name == INSTALLER) {
-        return Err(Denial::ReservedContainerName {
-            list: "container",
-            name: INSTALLER.to_owned(),
-        });
-    }
     Ok(())
 }
 
@@ -135,7 +124,7 @@ fn installer<'a>(
     user: PodUser,
 ) -> Installer<'a> {
     Installer {
-        name: INSTALLER,
+        name: owned::INSTALLER,
         image,
         command: ["/bin/sh", "-c"],
         args: [if disable_ipv6 {
@@ -167,14 +156,12 @@ impl Installer<'_> {
     }
 }
 
-/// What execd still needs in a pod. Each part is decided here, once, from
-/// what the pod already has: a second pass over the webhook's own output
-/// plans nothing.
+/// What execd needs in a pod: the installer (where it goes, and whether
+/// the pod's own copy is kept, is `layout`'s) and the main container's
+/// changes, each decided from what the container already has, so that a
+/// second pass over the webhook's own output plans nothing.
 pub(crate) struct Execd<'a> {
-    /// The emptyDir, unless the pod has a volume of that name (an emptyDir,
-    /// or `check_conflicts` denied it).
-    volume: Option<ListAdd<EmptyDirVolume>>,
-    pub installer: InstallerPlan<'a>,
+    pub installer: Installer<'a>,
     main: MainChanges<'a>,
 }
 
@@ -184,15 +171,8 @@ struct ListAdd<T> {
     list_exists: bool,
 }
 
-/// The installer init container: already there, or to be added.
-pub(crate) enum InstallerPlan<'a> {
-    Present(usize),
-    Add(Installer<'a>),
-}
-
 /// The main container's changes (SPEC 3.3).
 struct MainChanges<'a> {
-    index: usize,
     command: CommandChange<'a>,
     env: ListAdd<Vec<EnvVar<'static>>>,
     mount: Option<ListAdd<Mount>>,
@@ -224,29 +204,14 @@ pub(crate) fn plan<'a>(
     intent: &'a Intent,
     config: &'a Config,
 ) -> Result<Execd<'a>, Denial> {
-    let has_bin = spec
-        .volumes
-        .as_ref()
-        .is_some_and(|v| v.bin_is_empty_dir.is_some());
-    let volume = (!has_bin).then(|| ListAdd {
-        item: EmptyDirVolume {
-            name: BIN_VOLUME,
-            empty_dir: Empty {},
-        },
-        list_exists: spec.volumes.is_some(),
-    });
-    let installer = match existing_installer(spec) {
-        Some(at) => InstallerPlan::Present(at),
-        None => InstallerPlan::Add(installer(
-            &config.execd.image,
-            config.execd.resources.as_ref(),
-            intent.policy.is_some() && config.egress.disable_ipv6,
-            PodUser::of(spec),
-        )),
-    };
+    let installer = installer(
+        &config.execd.image,
+        config.execd.resources.as_ref(),
+        intent.policy.is_some() && config.egress.disable_ipv6,
+        PodUser::of(spec),
+    );
     let c = &spec.containers()[main];
     let main = MainChanges {
-        index: main,
         command: command_change(c, intent, &config.keys().entrypoint)?,
         env: ListAdd {
             item: main_env(c, intent.credential_proxy),
@@ -258,11 +223,7 @@ pub(crate) fn plan<'a>(
         }),
         drop_net_admin: intent.policy.as_ref().and_then(|_| drop_net_admin_at(c)),
     };
-    Ok(Execd {
-        volume,
-        installer,
-        main,
-    })
+    Ok(Execd { installer, main })
 }
 
 fn command_change<'a>(
@@ -330,21 +291,11 @@ fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
 const NET_ADMIN: &str = "NET_ADMIN";
 
 impl Execd<'_> {
-    /// The volume's operation; it comes before the init containers.
-    pub fn write_volume(&self, patch: &mut PatchBuilder) {
-        if let Some(v) = &self.volume {
-            patch.append(
-                &["spec", "volumes"],
-                v.list_exists,
-                std::slice::from_ref(&v.item),
-            );
-        }
-    }
-
-    /// The main container's operations.
-    pub fn write_main(&self, patch: &mut PatchBuilder) {
+    /// The main container's operations; it is at `index` by then (the
+    /// layout may have removed a sidecar before it).
+    pub fn write_main(&self, index: usize, patch: &mut PatchBuilder) {
         let m = &self.main;
-        let idx = m.index.to_string();
+        let idx = index.to_string();
         // Paths are arrays on the stack: this runs on every admission.
         let c = ["spec", "containers", idx.as_str()];
         match &m.command {

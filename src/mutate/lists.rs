@@ -175,15 +175,25 @@ summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
 /// `spec.volumes`, as execd's decisions read it.
 #[derive(Debug, Default)]
 pub struct Volumes {
-    /// The first volume named like the binary volume: whether it is an
-    /// emptyDir.
-    pub bin_is_empty_dir: Option<bool>,
+    /// The first volume named like the binary volume.
+    pub bin: Option<VolumeAt>,
+    /// How many volumes there are.
+    pub len: usize,
+}
+
+/// A volume under a name the webhook owns: where it is and whether it is
+/// an emptyDir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VolumeAt {
+    pub index: usize,
+    pub empty_dir: bool,
 }
 
 summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
-    if volumes.bin_is_empty_dir.is_none() && v.name == BIN_VOLUME {
-        volumes.bin_is_empty_dir = Some(v.empty_dir.is_some());
+    if volumes.bin.is_none() && v.name == BIN_VOLUME {
+        volumes.bin = Some(VolumeAt { index: volumes.len, empty_dir: v.empty_dir.is_some() });
     }
+    volumes.len += 1;
 });
 
 #[derive(Debug, Default, Deserialize)]

@@ -13,20 +13,22 @@ pub(crate) mod expires_at;
 mod expiry;
 mod intent;
 mod k8s;
+mod layout;
 mod lists;
 mod mistakes;
+mod owned;
 mod patch;
 mod platform;
 pub(crate) mod pod;
 mod policy;
 mod quote;
+mod raw;
 mod run_as;
+mod same;
 mod select;
 mod token;
 mod typo;
 pub(crate) mod unschedulable;
-
-use serde::Serialize;
 
 use crate::config::{Config, Keys};
 
@@ -40,10 +42,12 @@ pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
 pub use typo::KNOWN as ANNOTATION_NAMES;
 
-use egress::{Sidecar, TokenCompletion};
-use execd::{Execd, InstallerPlan};
+use egress::Sidecar;
+use execd::Execd;
 use expiry::Expiry;
 use intent::Intent;
+use layout::{Layout, Wanted};
+use owned::Owned;
 use patch::PatchBuilder;
 use platform::{Os, SelectorChange};
 use pod::{PodView, SpecView};
@@ -112,9 +116,15 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 
     let main = main_container(spec, &intent, config)?;
     let linux = intent.platform.as_ref().is_none_or(|p| p.os == Os::Linux);
-    if linux && intent.policy.is_some() {
-        egress::check_main(&spec.containers()[main], &keys.network_policy)?;
-    }
+    let owned = if linux {
+        let owned = owned::find(spec)?;
+        if intent.policy.is_some() {
+            egress::check_privileges(spec, owned, &keys.network_policy)?;
+        }
+        owned
+    } else {
+        Owned::default()
+    };
 
     let selector = match &intent.platform {
         Some(platform) => {
@@ -125,7 +135,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     };
     let expiry = expiry::change(pod, &intent, ctx)?;
     let injection = if linux {
-        Some(inject(spec, main, &intent, ctx)?)
+        Some(inject(pod, main, owned, &intent, ctx)?)
     } else {
         None
     };
@@ -148,6 +158,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     }
 
     if let Some(injection) = &injection {
+        warnings.extend(injection.layout.warnings.iter().cloned());
         warnings.extend(injection.runs_as_root_warning(spec));
     }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
@@ -167,36 +178,55 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 struct Injection<'a> {
     execd: Execd<'a>,
     sidecar: Option<Sidecar<'a>>,
-    /// A sidecar that is there without its token (from a template).
-    token: Option<TokenCompletion<'a>>,
+    /// Where they go, and what the pod's own copies still need.
+    layout: Layout<'a>,
+    /// The main container's index in `spec.containers`.
+    main: usize,
 }
 
-impl Injection<'_> {
+impl<'a> Injection<'a> {
+    fn wanted(&self) -> Wanted<'_, 'a> {
+        Wanted {
+            installer: &self.execd.installer,
+            sidecar: self.sidecar.as_ref(),
+        }
+    }
+
     /// Said when the pod asks for a non-root user and gets containers that
     /// run as root (`run_as`).
     fn runs_as_root_warning(&self, spec: &SpecView<'_>) -> Option<String> {
         if !run_as::PodUser::of(spec).asks_non_root() {
             return None;
         }
-        let installer = matches!(&self.execd.installer, InstallerPlan::Add(i) if i.privileged());
-        run_as::warning(self.sidecar.is_some(), installer)
+        let (installer, sidecar) = self.layout.writes(&self.wanted());
+        run_as::warning(sidecar, installer && self.execd.installer.privileged())
     }
 }
 
 fn inject<'a>(
-    spec: &SpecView<'_>,
+    pod: &PodView<'a>,
     main: usize,
+    owned: Owned,
     intent: &'a Intent,
     ctx: &Context<'a>,
 ) -> Result<Injection<'a>, Denial> {
+    let spec = pod.spec();
     execd::check_conflicts(spec)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
-    let token = egress::complete(spec, intent, ctx)?;
     let execd = execd::plan(spec, main, intent, ctx.config)?;
+    let layout = layout::plan(
+        pod,
+        owned,
+        &Wanted {
+            installer: &execd.installer,
+            sidecar: sidecar.as_ref(),
+        },
+    )?;
     Ok(Injection {
         execd,
         sidecar,
-        token,
+        layout,
+        main,
     })
 }
 
@@ -218,12 +248,10 @@ impl Parts<'_> {
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
             Some(Expiry::Keep) | None => {}
         }
-        let new_token = self.injection.as_ref().and_then(|i| {
-            i.sidecar
-                .as_ref()
-                .and_then(Sidecar::new_token)
-                .or_else(|| i.token.as_ref().and_then(TokenCompletion::new_token))
-        });
+        let new_token = self
+            .injection
+            .as_ref()
+            .and_then(|i| i.sidecar.as_ref().and_then(Sidecar::new_token));
         if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
@@ -236,19 +264,14 @@ impl Parts<'_> {
         );
         patch.add_entries(&["metadata", "labels"], pod.has_labels(), &labels);
         if let Some(injection) = &self.injection {
-            let (native, classic) = match &injection.sidecar {
-                Some(s) if s.native => (Some(s), None),
-                other => (None, other.as_ref()),
-            };
-            injection.execd.write_volume(&mut patch);
-            if let Some(token) = &injection.token {
-                token.write(&mut patch);
-            }
-            init_container_ops(spec, &injection.execd.installer, native, &mut patch);
-            injection.execd.write_main(&mut patch);
-            if let Some(s) = classic {
-                patch.append(&["spec", "containers"], true, &[s]);
-            }
+            let wanted = injection.wanted();
+            let layout = &injection.layout;
+            layout.write_first(&mut patch);
+            layout.write_init(spec, &wanted, &mut patch);
+            injection
+                .execd
+                .write_main(layout.main_index(injection.main), &mut patch);
+            layout.write_last(&wanted, &mut patch);
         }
         match self.selector {
             Some(SelectorChange::Create(e)) => {
@@ -263,32 +286,6 @@ impl Parts<'_> {
     }
 }
 
-/// The one place init-container positions are decided: the installer
-/// first, the native sidecar right after it, so later init containers
-/// already run under egress control.
-fn init_container_ops(
-    spec: &SpecView<'_>,
-    installer: &InstallerPlan<'_>,
-    native_sidecar: Option<&Sidecar<'_>>,
-    patch: &mut PatchBuilder,
-) {
-    let (first_at, installer) = match installer {
-        InstallerPlan::Present(at) => (at + 1, None),
-        InstallerPlan::Add(i) => (0, Some(InitContainer::Installer(i))),
-    };
-    let new: Vec<InitContainer<'_>> = installer
-        .into_iter()
-        .chain(native_sidecar.map(InitContainer::Sidecar))
-        .collect();
-    if spec.init_containers.is_none() {
-        patch.append(&["spec", "initContainers"], false, &new);
-    } else {
-        for (at, c) in (first_at..).zip(&new) {
-            patch.add(&["spec", "initContainers", &at.to_string()], c);
-        }
-    }
-}
-
 /// The sandbox container: the one the annotation names, else `sandbox`, else
 /// the first that is not an egress sidecar (the classic `OpenSandbox` layout
 /// puts the sidecar among the containers).
@@ -298,7 +295,7 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
         return Err(Denial::NoContainers);
     }
     if let Some(name) = &intent.main_container {
-        return containers
+        let found = containers
             .iter()
             .position(|c| c.name == name.as_str())
             .ok_or_else(|| Denial::MainContainerNotFound {
@@ -309,19 +306,30 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
                     .map(|c| c.name.as_ref())
                     .collect::<Vec<_>>()
                     .join(", "),
-            });
+            })?;
+        reserved_main(&containers[found], config)?;
+        return Ok(found);
     }
-    Ok(containers
+    let main = containers
         .iter()
         .position(|c| c.name == "sandbox")
-        .or_else(|| containers.iter().position(|c| c.name != egress::EGRESS))
-        .unwrap_or(0))
+        .or_else(|| containers.iter().position(|c| c.name != owned::EGRESS))
+        .unwrap_or(0);
+    reserved_main(&containers[main], config)?;
+    Ok(main)
 }
 
-/// What goes into `spec.initContainers`: one list, two shapes.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum InitContainer<'a> {
-    Installer(&'a execd::Installer<'a>),
-    Sidecar(&'a Sidecar<'a>),
+/// The sandbox container cannot be one the webhook owns the name of: it
+/// would be checked, and replaced, as the sidecar.
+fn reserved_main(c: &pod::ContainerView<'_>, config: &Config) -> Result<(), Denial> {
+    if c.name == owned::EGRESS || c.name == owned::INSTALLER {
+        return Err(Denial::ReservedMainContainer {
+            name: c.name.to_string(),
+            key: config.keys().main_container.clone(),
+        });
+    }
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;
