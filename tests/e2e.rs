@@ -51,6 +51,7 @@ common::suite::scenarios![
     selection::untouched_pods,
     admission::dry_run_stores_nothing,
     reinvocation::reinvocation_keeps_one_of_each,
+    reinvocation::reinvocation_applies_a_changed_policy,
     availability::webhook_down_blocks_only_sandboxes,
     latency::latency_added_by_the_webhook,
     pod_security::pod_security_levels,

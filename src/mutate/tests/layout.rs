@@ -212,7 +212,7 @@ fn a_classic_sidecar_is_replaced_in_place_or_moved_to_the_init_containers() {
     let after = apply(&pod, &ops);
     assert_eq!(
         after["spec"]["containers"][0]["image"],
-        "opensandbox/egress:v1.1.0"
+        crate::config::DEFAULT_EGRESS_IMAGE
     );
     assert_eq!(
         after["spec"]["containers"][1]["command"][0],
