@@ -19,14 +19,32 @@ const EXECD_PATH: &str = "/opt/opensandbox/execd";
 
 macro_rules! install_script {
     () => {
-        "cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && chmod +x /opt/opensandbox/execd && chmod +x /opt/opensandbox/bootstrap.sh"
+        concat!(
+            "cp ./execd /opt/opensandbox/execd && ",
+            "cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && ",
+            "chmod +x /opt/opensandbox/execd && ",
+            "chmod +x /opt/opensandbox/bootstrap.sh && ",
+            // Isolated sessions: bwrap, the session gate and the launcher.
+            // Each copy is skipped when the execd image does not ship the
+            // file, so older execd images still install.
+            "(cp /usr/local/bin/bwrap /opt/opensandbox/bwrap && chmod +x /opt/opensandbox/bwrap || true) && ",
+            "(test ! -e /usr/local/libexec/opensandbox-session-gate || ",
+            "(cp /usr/local/libexec/opensandbox-session-gate /opt/opensandbox/opensandbox-session-gate && ",
+            "chmod 0555 /opt/opensandbox/opensandbox-session-gate)) && ",
+            "(test ! -e /usr/local/libexec/opensandbox-launcher || ",
+            "(cp /usr/local/libexec/opensandbox-launcher /opt/opensandbox/opensandbox-launcher && ",
+            "chmod 0555 /opt/opensandbox/opensandbox-launcher))"
+        )
     };
 }
+/// The install script (SPEC 3.2), as upstream OpenSandbox's current server
+/// writes it.
 const INSTALL_SCRIPT: &str = install_script!();
 /// The sidecar filters IPv4 only; switching IPv6 off in the pod's network
-/// namespace closes the bypass.
+/// namespace closes the bypass. A namespace without IPv6 has no such file
+/// and still gets execd; a failed write stays fatal (`set -e`).
 const HARDENED_INSTALL_SCRIPT: &str = concat!(
-    "set -e; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && ",
+    "set -e; if [ -e /proc/sys/net/ipv6/conf/all/disable_ipv6 ]; then echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; fi; ",
     install_script!()
 );
 
@@ -340,6 +358,56 @@ impl Execd<'_> {
 mod tests {
     use super::*;
 
+    /// SPEC 3.2's script, verbatim.
+    #[test]
+    fn the_install_script_is_specs() {
+        assert_eq!(
+            INSTALL_SCRIPT,
+            "cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && chmod +x /opt/opensandbox/execd && chmod +x /opt/opensandbox/bootstrap.sh && (cp /usr/local/bin/bwrap /opt/opensandbox/bwrap && chmod +x /opt/opensandbox/bwrap || true) && (test ! -e /usr/local/libexec/opensandbox-session-gate || (cp /usr/local/libexec/opensandbox-session-gate /opt/opensandbox/opensandbox-session-gate && chmod 0555 /opt/opensandbox/opensandbox-session-gate)) && (test ! -e /usr/local/libexec/opensandbox-launcher || (cp /usr/local/libexec/opensandbox-launcher /opt/opensandbox/opensandbox-launcher && chmod 0555 /opt/opensandbox/opensandbox-launcher))"
+        );
+    }
+
+    /// The guarded prefix installs execd where the namespace has no IPv6,
+    /// fails where the write fails, and switches IPv6 off where it can: run
+    /// with `sh`, the file's path swapped for one the test controls.
+    #[test]
+    fn the_ipv6_prefix_runs_as_specified() {
+        let dir = std::env::temp_dir().join(format!("ipv6-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let flag = dir.join("disable_ipv6");
+        let prefix = HARDENED_INSTALL_SCRIPT
+            .strip_suffix(INSTALL_SCRIPT)
+            .unwrap()
+            .replace(
+                "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+                flag.to_str().unwrap(),
+            );
+        let run = || {
+            std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("{prefix}echo installed"))
+                .output()
+                .unwrap()
+        };
+        // No IPv6: no file, execd is still installed.
+        let out = run();
+        assert!(
+            out.status.success() && out.stdout == b"installed\n",
+            "{out:?}"
+        );
+        assert!(!flag.exists());
+        // IPv6: switched off.
+        std::fs::write(&flag, "0\n").unwrap();
+        assert!(run().status.success());
+        assert_eq!(std::fs::read_to_string(&flag).unwrap(), "1\n");
+        // A write that fails stops the script.
+        std::fs::remove_file(&flag).unwrap();
+        std::fs::create_dir(&flag).unwrap();
+        let out = run();
+        assert!(!out.status.success() && out.stdout.is_empty(), "{out:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn installer_shapes() {
         let plain =
@@ -357,7 +425,7 @@ mod tests {
         assert_eq!(
             hardened["args"][0],
             format!(
-                "set -e; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && {INSTALL_SCRIPT}"
+                "set -e; if [ -e /proc/sys/net/ipv6/conf/all/disable_ipv6 ]; then echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; fi; {INSTALL_SCRIPT}"
             )
         );
         assert_eq!(hardened["securityContext"], json!({"privileged": true}));
