@@ -4,10 +4,11 @@
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::config::EgressMode;
+use crate::config::{Config, EgressMode};
 
 use super::context::Context;
 use super::denial::Denial;
+use super::egress_env;
 use super::intent::Intent;
 use super::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
 use super::owned::{At, EGRESS, List, Owned};
@@ -16,6 +17,8 @@ use super::run_as::{PodUser, RunAs};
 
 const RULES_ENV: &str = KnownEnv::EgressRules.name();
 const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
+const OTLP_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+const SANDBOX_ID_ENV: &str = "OPENSANDBOX_EGRESS_SANDBOX_ID";
 const TOKEN_ENV: &str = KnownEnv::EgressToken.name();
 const API_PORT: u16 = 18080;
 const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
@@ -43,6 +46,26 @@ pub(crate) fn check_privileges(
         }
     }
     Ok(())
+}
+
+/// The sidecar needs the iptables nat table; a runtime without it (gVisor)
+/// would leave the pod never ready (SPEC 4.2).
+pub(crate) fn check_runtime(spec: &SpecView<'_>, config: &Config) -> Result<(), Denial> {
+    match spec.runtime_class_name.as_deref() {
+        Some(runtime)
+            if config
+                .egress
+                .incompatible_runtime_classes
+                .iter()
+                .any(|r| r == runtime) =>
+        {
+            Err(Denial::IncompatibleRuntime {
+                runtime: runtime.to_owned(),
+                key: config.keys().network_policy.clone(),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 fn check_container(c: &ContainerView<'_>, list: List, policy_key: &str) -> Result<(), Denial> {
@@ -84,8 +107,13 @@ pub(crate) struct Sidecar<'a> {
     image: &'a str,
     rules: &'a str,
     mode: EgressMode,
+    otlp_endpoint: Option<&'a str>,
+    /// `OPENSANDBOX_EGRESS_SANDBOX_ID`: the pod's `<prefix>/id` label.
+    sandbox_id: &'a str,
     credential_proxy: bool,
     token: Token<'a>,
+    /// The pod's `<prefix>/egress-env` entries, in their order.
+    extra_env: &'a [(String, String)],
     resources: Option<&'a Value>,
     /// A native sidecar (an init container that keeps running).
     pub native: bool,
@@ -116,9 +144,15 @@ pub(crate) fn plan<'a>(
     Ok(Some(Sidecar {
         image,
         rules: &policy.json,
-        mode: intent.egress_mode.unwrap_or(config.egress.mode),
+        mode: intent.mode(config),
+        otlp_endpoint: config.egress.otlp_endpoint.as_deref(),
+        sandbox_id: &intent.sandbox_id,
         credential_proxy: intent.credential_proxy,
         token,
+        extra_env: intent
+            .egress_env
+            .as_ref()
+            .map_or(&[][..], |e| e.entries.as_slice()),
         resources: config.egress.resources.as_ref(),
         native: config.egress.native_sidecar,
         run_as: PodUser::of(spec).for_root(),
@@ -204,25 +238,25 @@ impl Sidecar<'_> {
     /// The sidecar container, in the shape the `OpenSandbox` provider gives it.
     fn container(&self) -> Container<'_> {
         let token = self.token.get();
-        let mut env = Vec::with_capacity(4);
-        env.push(EnvVar {
-            name: RULES_ENV,
-            value: self.rules,
-        });
-        env.push(EnvVar {
-            name: MODE_ENV,
-            value: self.mode.as_str(),
-        });
-        if self.credential_proxy {
-            env.push(EnvVar {
-                name: MITM_ENV,
-                value: "true",
-            });
+        let mut env = Vec::with_capacity(6 + self.extra_env.len());
+        let mut push = |name: &'static str, value| env.push(EnvVar { name, value });
+        push(RULES_ENV, self.rules);
+        push(MODE_ENV, self.mode.as_str());
+        if let Some(endpoint) = self.otlp_endpoint {
+            push(OTLP_ENV, endpoint);
         }
-        env.push(EnvVar {
-            name: TOKEN_ENV,
-            value: token,
-        });
+        push(SANDBOX_ID_ENV, self.sandbox_id);
+        if self.credential_proxy {
+            push(MITM_ENV, "true");
+        }
+        push(TOKEN_ENV, token);
+        env.extend(
+            self.extra_env
+                .iter()
+                // The credential proxy sets it already.
+                .filter(|(name, _)| !(self.credential_proxy && name == egress_env::TRANSPARENT))
+                .map(|(name, value)| EnvVar { name, value }),
+        );
         Container {
             name: EGRESS,
             image: self.image,
@@ -247,7 +281,7 @@ impl Sidecar<'_> {
                 period_seconds: 1,
                 failure_threshold: 30,
             },
-            volume_mounts: self.credential_proxy.then_some([BIN]),
+            volume_mounts: [BIN],
             resources: self.resources,
             restart_policy: self.native.then_some("Always"),
         }
@@ -270,8 +304,8 @@ struct Container<'a> {
     security_context: SecurityContext,
     ports: [Port; 1],
     readiness_probe: Probe<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    volume_mounts: Option<[Mount; 1]>,
+    /// Always: the sidecar writes its MITM CA there for bootstrap.sh.
+    volume_mounts: [Mount; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
     resources: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -326,12 +360,22 @@ mod tests {
 
     #[test]
     fn env_order_and_native_placement() {
+        let extra = [
+            (egress_env::TRANSPARENT.to_owned(), "true".to_owned()),
+            (
+                "OPENSANDBOX_EGRESS_LOG_LEVEL".to_owned(),
+                "debug".to_owned(),
+            ),
+        ];
         let c = serde_json::to_value(Sidecar {
             image: "img",
             rules: "{}",
             mode: EgressMode::DnsNft,
+            otlp_endpoint: Some("http://otel:4318"),
+            sandbox_id: "sb-1",
             credential_proxy: true,
             token: Token::Given("tok"),
+            extra_env: &extra,
             resources: None,
             native: true,
             run_as: RunAs::default(),
@@ -343,7 +387,22 @@ mod tests {
             .iter()
             .map(|e| e["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, [RULES_ENV, MODE_ENV, MITM_ENV, TOKEN_ENV]);
+        // SPEC 4.2's order; the pod's MITM setting is the credential
+        // proxy's already.
+        assert_eq!(
+            names,
+            [
+                RULES_ENV,
+                MODE_ENV,
+                OTLP_ENV,
+                SANDBOX_ID_ENV,
+                MITM_ENV,
+                TOKEN_ENV,
+                "OPENSANDBOX_EGRESS_LOG_LEVEL"
+            ]
+        );
+        assert_eq!(c["env"][3]["value"], "sb-1");
+        assert_eq!(c["env"][2]["value"], "http://otel:4318");
         assert_eq!(c["restartPolicy"], "Always");
         assert_eq!(c["env"][1]["value"], "dns+nft");
         assert_eq!(c["volumeMounts"][0]["mountPath"], "/opt/opensandbox");

@@ -1,21 +1,17 @@
-//! execd injection (SPEC 3): the shared binary volume, the installer init
-//! container and the main container's wrapper command, env and mount.
+//! execd injection (SPEC 3): the shared binary volume and the installer
+//! init container (the main container's changes are `sandbox`'s).
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::Config;
 
 use super::denial::Denial;
 use super::intent::Intent;
-use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, EnvVar, KnownEnv, MITM_ENV, Mount};
-use super::lists::Command;
+use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, ISOLATION_VOLUME, Mount};
 use super::owned;
-use super::patch::PatchBuilder;
-use super::pod::{ContainerView, SpecView};
+use super::pod::SpecView;
 use super::run_as::{PodUser, RunAs};
-
-const EXECD_PATH: &str = "/opt/opensandbox/execd";
 
 macro_rules! install_script {
     () => {
@@ -104,20 +100,34 @@ impl EmptyDirVolume {
         name: BIN_VOLUME,
         empty_dir: Empty {},
     };
+    /// The upper layer of execd's isolated sessions.
+    pub(crate) const ISOLATION: EmptyDirVolume = EmptyDirVolume {
+        name: ISOLATION_VOLUME,
+        empty_dir: Empty {},
+    };
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
 }
 
-/// The volume name and the path this webhook owns must not be taken by
-/// something else (the container names are `owned`'s).
-pub(crate) fn check_conflicts(spec: &SpecView<'_>) -> Result<(), Denial> {
-    if spec
-        .volumes
-        .as_ref()
-        .and_then(|v| v.bin)
-        .is_some_and(|v| !v.empty_dir)
-    {
-        return Err(Denial::VolumeNotEmptyDir {
-            volume: BIN_VOLUME.to_owned(),
-        });
+/// The volume names and the path this webhook owns must not be taken by
+/// something else (the container names are `owned`'s): `opensandbox-bin`,
+/// and with isolated sessions `isolation-upper`, must be emptyDirs.
+pub(crate) fn check_conflicts(spec: &SpecView<'_>, isolation: bool) -> Result<(), Denial> {
+    let volumes = spec.volumes.as_ref();
+    for (name, at) in [
+        (BIN_VOLUME, volumes.and_then(|v| v.bin)),
+        (
+            ISOLATION_VOLUME,
+            volumes.and_then(|v| v.isolation).filter(|_| isolation),
+        ),
+    ] {
+        if at.is_some_and(|v| !v.empty_dir) {
+            return Err(Denial::VolumeNotEmptyDir {
+                volume: name.to_owned(),
+            });
+        }
     }
     for c in spec.all_containers() {
         if let Some(volume) = c
@@ -174,189 +184,21 @@ impl Installer<'_> {
     }
 }
 
-/// What execd needs in a pod: the installer (where it goes, and whether
-/// the pod's own copy is kept, is `layout`'s) and the main container's
-/// changes, each decided from what the container already has, so that a
-/// second pass over the webhook's own output plans nothing.
-pub(crate) struct Execd<'a> {
-    pub installer: Installer<'a>,
-    main: MainChanges<'a>,
-}
-
-/// An item for a list the pod may not have yet.
-struct ListAdd<T> {
-    item: T,
-    list_exists: bool,
-}
-
-/// The main container's changes (SPEC 3.3).
-struct MainChanges<'a> {
-    command: CommandChange<'a>,
-    env: ListAdd<Vec<EnvVar<'static>>>,
-    mount: Option<ListAdd<Mount>>,
-    drop_net_admin: Option<DropAt>,
-}
-
-enum CommandChange<'a> {
-    /// Already wrapped by bootstrap.sh.
-    Keep,
-    /// `bootstrap.sh` goes in front of the existing command.
-    Prepend,
-    /// No command: the entrypoint annotation's, wrapped.
-    Set(Vec<&'a str>),
-}
-
-/// The deepest part of `securityContext.capabilities.drop` the container
-/// already has, where `NET_ADMIN` is added.
-enum DropAt {
-    SecurityContext,
-    Capabilities,
-    DropList,
-    DropItem,
-}
-
-/// What execd needs in the pod whose main container is `main`.
-pub(crate) fn plan<'a>(
-    spec: &SpecView<'_>,
-    main: usize,
-    intent: &'a Intent,
-    config: &'a Config,
-) -> Result<Execd<'a>, Denial> {
-    let installer = installer(
+/// The installer the pod gets (where it goes, and whether the pod's own
+/// copy is kept, is `layout`'s).
+pub(crate) fn plan<'a>(spec: &SpecView<'_>, intent: &Intent, config: &'a Config) -> Installer<'a> {
+    installer(
         &config.execd.image,
         config.execd.resources.as_ref(),
         intent.policy.is_some() && config.egress.disable_ipv6,
         PodUser::of(spec),
-    );
-    let c = &spec.containers()[main];
-    let main = MainChanges {
-        command: command_change(c, intent, &config.keys().entrypoint)?,
-        env: ListAdd {
-            item: main_env(c, intent.credential_proxy),
-            list_exists: c.env.is_some(),
-        },
-        mount: (!c.mounts_bin()).then(|| ListAdd {
-            item: BIN,
-            list_exists: c.volume_mounts.is_some(),
-        }),
-        drop_net_admin: intent.policy.as_ref().and_then(|_| drop_net_admin_at(c)),
-    };
-    Ok(Execd { installer, main })
-}
-
-fn command_change<'a>(
-    c: &ContainerView<'_>,
-    intent: &'a Intent,
-    entrypoint_key: &str,
-) -> Result<CommandChange<'a>, Denial> {
-    match c.command {
-        Some(Command::Wrapped) => Ok(CommandChange::Keep),
-        Some(Command::Other) => Ok(CommandChange::Prepend),
-        Some(Command::Empty) | None => {
-            let Some(entrypoint) = intent.entrypoint.as_deref() else {
-                return Err(Denial::MissingEntrypoint {
-                    container: c.name.to_string(),
-                    key: entrypoint_key.to_owned(),
-                });
-            };
-            let mut command: Vec<&str> = Vec::with_capacity(entrypoint.len() + 1);
-            if entrypoint.first().map(String::as_str) != Some(BOOTSTRAP) {
-                command.push(BOOTSTRAP);
-            }
-            command.extend(entrypoint.iter().map(String::as_str));
-            Ok(CommandChange::Set(command))
-        }
-    }
-}
-
-/// The variables the main container lacks; one it already has is never
-/// overwritten.
-fn main_env(c: &ContainerView<'_>, credential_proxy: bool) -> Vec<EnvVar<'static>> {
-    let mut env = Vec::with_capacity(2);
-    if !c.has_env(KnownEnv::Execd) {
-        env.push(EnvVar {
-            name: KnownEnv::Execd.name(),
-            value: EXECD_PATH,
-        });
-    }
-    if credential_proxy && !c.has_env(KnownEnv::Mitm) {
-        env.push(EnvVar {
-            name: MITM_ENV,
-            value: "true",
-        });
-    }
-    env
-}
-
-/// With a network policy the main container loses `NET_ADMIN` so it cannot
-/// rewrite the sidecar's rules; the drop list is merged, never replaced.
-/// `None` when it is already dropped, by name or by `ALL` (adding it beside
-/// `ALL` would only be noise in the user's manifest).
-fn drop_net_admin_at(c: &ContainerView<'_>) -> Option<DropAt> {
-    let Some(sc) = &c.security_context else {
-        return Some(DropAt::SecurityContext);
-    };
-    let Some(caps) = &sc.capabilities else {
-        return Some(DropAt::Capabilities);
-    };
-    match &caps.drop {
-        None => Some(DropAt::DropList),
-        Some(drop) if !drop.net_admin_or_all => Some(DropAt::DropItem),
-        Some(_) => None,
-    }
-}
-
-const NET_ADMIN: &str = "NET_ADMIN";
-
-impl Execd<'_> {
-    /// The main container's operations; it is at `index` by then (the
-    /// layout may have removed a sidecar before it).
-    pub fn write_main(&self, index: usize, patch: &mut PatchBuilder) {
-        let m = &self.main;
-        let idx = index.to_string();
-        // Paths are arrays on the stack: this runs on every admission.
-        let c = ["spec", "containers", idx.as_str()];
-        match &m.command {
-            CommandChange::Keep => {}
-            CommandChange::Prepend => patch.add(&[c[0], c[1], c[2], "command", "0"], BOOTSTRAP),
-            CommandChange::Set(command) => patch.add(&[c[0], c[1], c[2], "command"], command),
-        }
-        patch.append(&[c[0], c[1], c[2], "env"], m.env.list_exists, &m.env.item);
-        if let Some(mount) = &m.mount {
-            patch.append(
-                &[c[0], c[1], c[2], "volumeMounts"],
-                mount.list_exists,
-                std::slice::from_ref(&mount.item),
-            );
-        }
-        let Some(at) = &m.drop_net_admin else {
-            return;
-        };
-        let cap = json!(NET_ADMIN);
-        let sc = "securityContext";
-        match at {
-            DropAt::SecurityContext => patch.add(
-                &[c[0], c[1], c[2], sc],
-                &json!({"capabilities": {"drop": [cap]}}),
-            ),
-            DropAt::Capabilities => patch.add(
-                &[c[0], c[1], c[2], sc, "capabilities"],
-                &json!({"drop": [cap]}),
-            ),
-            DropAt::DropList => patch.add(
-                &[c[0], c[1], c[2], sc, "capabilities", "drop"],
-                &json!([cap]),
-            ),
-            DropAt::DropItem => {
-                patch.add(&[c[0], c[1], c[2], sc, "capabilities", "drop", "-"], &cap);
-            }
-        }
-    }
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// SPEC 3.2's script, verbatim.
     #[test]

@@ -11,6 +11,13 @@ pub(crate) const BIN_MOUNT: &str = "/opt/opensandbox";
 pub(crate) const MITM_ENV: &str = "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT";
 /// The main container's command starts with it once execd is injected.
 pub(crate) const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
+/// The emptyDir under execd's isolated sessions (SPEC 3.6).
+pub(crate) const ISOLATION_VOLUME: &str = "isolation-upper";
+pub(crate) const ISOLATION_MOUNT: &str = "/var/lib/execd/isolation";
+/// The service-account token volume the apiserver's ServiceAccount
+/// admission adds to a pod that mounts its token (`kube-api-access-` and
+/// five random characters).
+pub(crate) const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 
 /// The env vars whose presence a decision looks at. The pod view reads a
 /// container's `env` into a set of these (`lists::EnvNames`) instead of a
@@ -25,14 +32,23 @@ pub(crate) enum KnownEnv {
     EgressRules,
     /// `OPENSANDBOX_EGRESS_TOKEN`: the egress sidecar's API token.
     EgressToken,
+    /// `OPENSANDBOX_LIFECYCLE`: execd's lifecycle hooks.
+    Lifecycle,
+    /// `OPENSANDBOX_ID`: the sandbox's id, for execd's telemetry.
+    Id,
+    /// `EXECD_INIT`: bootstrap.sh runs execd as PID 1.
+    ExecdInit,
 }
 
 impl KnownEnv {
-    pub(crate) const ALL: [KnownEnv; 4] = [
+    pub(crate) const ALL: [KnownEnv; 7] = [
         KnownEnv::Execd,
         KnownEnv::Mitm,
         KnownEnv::EgressRules,
         KnownEnv::EgressToken,
+        KnownEnv::Lifecycle,
+        KnownEnv::Id,
+        KnownEnv::ExecdInit,
     ];
 
     pub(crate) const fn name(self) -> &'static str {
@@ -41,6 +57,9 @@ impl KnownEnv {
             KnownEnv::Mitm => MITM_ENV,
             KnownEnv::EgressRules => "OPENSANDBOX_EGRESS_RULES",
             KnownEnv::EgressToken => "OPENSANDBOX_EGRESS_TOKEN",
+            KnownEnv::Lifecycle => "OPENSANDBOX_LIFECYCLE",
+            KnownEnv::Id => "OPENSANDBOX_ID",
+            KnownEnv::ExecdInit => "EXECD_INIT",
         }
     }
 }
@@ -57,6 +76,12 @@ pub(crate) struct Mount {
 pub(crate) const BIN: Mount = Mount {
     name: BIN_VOLUME,
     mount_path: BIN_MOUNT,
+};
+
+/// The isolated sessions' volume where execd expects it.
+pub(crate) const ISOLATION: Mount = Mount {
+    name: ISOLATION_VOLUME,
+    mount_path: ISOLATION_MOUNT,
 };
 
 /// An `env` item with a literal value.

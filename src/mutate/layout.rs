@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 use super::denial::Denial;
 use super::egress::Sidecar;
 use super::execd::{EmptyDirVolume, Installer};
-use super::k8s::BIN_VOLUME;
+use super::lists::VolumeAt;
 use super::owned::{At, EGRESS, INSTALLER, List, Owned};
 use super::patch::PatchBuilder;
 use super::pod::{PodView, SpecView};
@@ -38,7 +38,11 @@ use super::same::{self, Difference};
 pub(crate) struct Layout<'a> {
     init: InitPlan<'a>,
     main: MainPlan,
-    volume: VolumePlan,
+    /// The binary volume's, and with isolated sessions the isolation
+    /// volume's.
+    volumes: Vec<(&'static EmptyDirVolume, VolumePlan)>,
+    /// The pod has `spec.volumes`.
+    volumes_exist: bool,
     /// One per container or volume fixed, for `kubectl` users.
     pub warnings: Vec<String>,
 }
@@ -52,9 +56,13 @@ enum InitPlan<'a> {
         installer: bool,
         sidecar: bool,
     },
-    /// The whole list: the installer, the native sidecar, then these (the
-    /// pod's own init containers, in order, as the pod has them).
-    Rebuild(Vec<&'a RawValue>),
+    /// The whole list: the installer, the native sidecar (`front` of the
+    /// webhook's in all), then `others` (the pod's own init containers, in
+    /// order, as the pod has them).
+    Rebuild {
+        others: Vec<&'a RawValue>,
+        front: usize,
+    },
 }
 
 /// What `spec.containers` needs: only a classic sidecar lives there.
@@ -69,7 +77,7 @@ enum MainPlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum VolumePlan {
     Keep,
-    Add { list_exists: bool },
+    Add,
     Replace(usize),
 }
 
@@ -78,6 +86,8 @@ enum VolumePlan {
 pub(crate) struct Wanted<'w, 'a> {
     pub installer: &'w Installer<'a>,
     pub sidecar: Option<&'w Sidecar<'a>>,
+    /// Isolated sessions: the pod gets their volume too.
+    pub isolation: bool,
 }
 
 /// The layout `pod` needs, given what it holds (`owned`) and what the
@@ -88,8 +98,19 @@ pub(crate) fn plan<'a>(
     wanted: &Wanted<'_, '_>,
 ) -> Result<Layout<'a>, Denial> {
     let spec = pod.spec();
-    let bin = spec.volumes.as_ref().and_then(|v| v.bin);
-    if !owned.any() && bin.is_none() {
+    let volumes = spec.volumes.as_ref();
+    let held: Vec<(&'static EmptyDirVolume, Option<VolumeAt>)> = [
+        (&EmptyDirVolume::BIN, volumes.and_then(|v| v.bin)),
+        (
+            &EmptyDirVolume::ISOLATION,
+            volumes.and_then(|v| v.isolation),
+        ),
+    ]
+    .into_iter()
+    .take(if wanted.isolation { 2 } else { 1 })
+    .collect();
+    let list_exists = volumes.is_some();
+    if !owned.any() && held.iter().all(|(_, at)| at.is_none()) {
         // A new sandbox: nothing to verify, nothing read twice.
         let native = wanted.sidecar.is_some_and(|s| s.native);
         let classic = wanted.sidecar.is_some_and(|s| !s.native);
@@ -104,9 +125,8 @@ pub(crate) fn plan<'a>(
             } else {
                 MainPlan::Keep
             },
-            volume: VolumePlan::Add {
-                list_exists: spec.volumes.is_some(),
-            },
+            volumes: held.iter().map(|(v, _)| (*v, VolumePlan::Add)).collect(),
+            volumes_exist: list_exists,
             warnings: Vec::new(),
         });
     }
@@ -171,8 +191,8 @@ pub(crate) fn plan<'a>(
         (Some(_), Some(at), Some(_)) if installer_first && at.index == 1 && sidecar_exact => {
             InitPlan::Keep
         }
-        _ => InitPlan::Rebuild(
-            lists
+        _ => InitPlan::Rebuild {
+            others: lists
                 .init_containers
                 .iter()
                 .enumerate()
@@ -184,7 +204,8 @@ pub(crate) fn plan<'a>(
                 })
                 .map(|(_, raw)| *raw)
                 .collect(),
-        ),
+            front: 1 + usize::from(native.is_some()),
+        },
     };
     if let (Some(at), true) = (installer_at, installer_exact && !installer_first) {
         warnings.push(moved(at, INSTALLER));
@@ -225,29 +246,33 @@ pub(crate) fn plan<'a>(
         }
     }
 
-    let volume = match bin {
-        None => VolumePlan::Add {
-            list_exists: spec.volumes.is_some(),
-        },
-        Some(v) => {
-            let exact = lists
-                .volumes
-                .get(v.index)
-                .is_some_and(|raw| same::volume(raw, &EmptyDirVolume::BIN));
-            if exact {
-                VolumePlan::Keep
-            } else {
-                warnings.push(format!(
-                    "replaced volume '{BIN_VOLUME}': it differed from what the webhook injects"
-                ));
-                VolumePlan::Replace(v.index)
+    let mut planned = Vec::with_capacity(held.len());
+    for (volume, at) in held {
+        let plan = match at {
+            None => VolumePlan::Add,
+            Some(v) => {
+                let exact = lists
+                    .volumes
+                    .get(v.index)
+                    .is_some_and(|raw| same::volume(raw, volume));
+                if exact {
+                    VolumePlan::Keep
+                } else {
+                    warnings.push(format!(
+                        "replaced volume '{}': it differed from what the webhook injects",
+                        volume.name()
+                    ));
+                    VolumePlan::Replace(v.index)
+                }
             }
-        }
-    };
+        };
+        planned.push((volume, plan));
+    }
     Ok(Layout {
         init,
         main,
-        volume,
+        volumes: planned,
+        volumes_exist: list_exists,
         warnings,
     })
 }
@@ -269,7 +294,7 @@ fn moved(at: At, name: &str) -> String {
 /// list puts it right after the installer.
 fn moves(at: At, init: &InitPlan<'_>, main: MainPlan) -> bool {
     match at.list {
-        List::Init => matches!(init, InitPlan::Rebuild(_)) && at.index != 1,
+        List::Init => matches!(init, InitPlan::Rebuild { .. }) && at.index != 1,
         List::Main => main == MainPlan::Remove(at.index),
     }
 }
@@ -284,6 +309,45 @@ impl Layout<'_> {
         }
     }
 
+    /// Where the pod's init container at `index` is after the layout's
+    /// operations; `None` for one of the webhook's that is written anew.
+    pub fn init_index_after(&self, index: usize, owned: Owned) -> Option<usize> {
+        match &self.init {
+            InitPlan::Keep => Some(index),
+            InitPlan::Insert {
+                at,
+                installer,
+                sidecar,
+            } => Some(if index >= *at {
+                index + usize::from(*installer) + usize::from(*sidecar)
+            } else {
+                index
+            }),
+            InitPlan::Rebuild { front, .. } => {
+                let held = |i: usize| {
+                    owned.holds(At {
+                        list: List::Init,
+                        index: i,
+                    })
+                };
+                if held(index) {
+                    return None;
+                }
+                Some(front + (0..index).filter(|i| !held(*i)).count())
+            }
+        }
+    }
+
+    /// Where the pod's container at `index` is after the layout's
+    /// operations; `None` for the sidecar, written anew or removed.
+    pub fn main_index_after(&self, index: usize) -> Option<usize> {
+        match self.main {
+            MainPlan::Remove(at) | MainPlan::Replace(at) if at == index => None,
+            MainPlan::Remove(at) if at < index => Some(index - 1),
+            _ => Some(index),
+        }
+    }
+
     /// Whether the patch writes the installer, and the sidecar.
     pub fn writes(&self, wanted: &Wanted<'_, '_>) -> (bool, bool) {
         let main = matches!(self.main, MainPlan::Append | MainPlan::Replace(_));
@@ -292,7 +356,7 @@ impl Layout<'_> {
             InitPlan::Insert {
                 installer, sidecar, ..
             } => (*installer, *sidecar || main),
-            InitPlan::Rebuild(_) => (true, main || wanted.sidecar.is_some_and(|s| s.native)),
+            InitPlan::Rebuild { .. } => (true, main || wanted.sidecar.is_some_and(|s| s.native)),
         }
     }
 
@@ -300,15 +364,16 @@ impl Layout<'_> {
     /// come before the init containers and the main container's
     /// operations, which then use [`Layout::main_index`].
     pub fn write_first(&self, patch: &mut PatchBuilder) {
-        match self.volume {
-            VolumePlan::Keep => {}
-            VolumePlan::Add { list_exists } => patch.append(
-                &["spec", "volumes"],
-                list_exists,
-                std::slice::from_ref(&EmptyDirVolume::BIN),
-            ),
-            VolumePlan::Replace(at) => {
-                patch.replace(&["spec", "volumes", &at.to_string()], &EmptyDirVolume::BIN);
+        let added: Vec<&EmptyDirVolume> = self
+            .volumes
+            .iter()
+            .filter(|(_, plan)| *plan == VolumePlan::Add)
+            .map(|(v, _)| *v)
+            .collect();
+        patch.append(&["spec", "volumes"], self.volumes_exist, &added);
+        for (volume, plan) in &self.volumes {
+            if let VolumePlan::Replace(at) = plan {
+                patch.replace(&["spec", "volumes", &at.to_string()], *volume);
             }
         }
         if let MainPlan::Remove(at) = self.main {
@@ -344,7 +409,7 @@ impl Layout<'_> {
                     }
                 }
             }
-            InitPlan::Rebuild(others) => {
+            InitPlan::Rebuild { others, .. } => {
                 let list: Vec<Item<'_, '_>> = std::iter::once(Item::Installer(wanted.installer))
                     .chain(native.map(Item::Sidecar))
                     .chain(others.iter().map(|raw| Item::Raw(raw)))

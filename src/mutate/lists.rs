@@ -9,7 +9,10 @@ use std::ops::Deref;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess};
 
-use super::k8s::{BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, KnownEnv, same_capability, same_dir};
+use super::k8s::{
+    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv,
+    TOKEN_VOLUME_PREFIX, same_capability, same_dir,
+};
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
 /// a `Cow<str>` field marked `borrow`, but not the items of a list or the
@@ -42,13 +45,19 @@ impl Deref for Text<'_> {
     }
 }
 
-/// An `env` item. Only names matter: a variable the webhook would add is
-/// never overwritten.
+/// An `env` item. Names matter (a variable the webhook would add is never
+/// overwritten), and the value of `OPENSANDBOX_ID`, which the webhook sets.
+/// Values are borrowed slices of the request, read for every item without
+/// a copy.
 #[derive(Debug, Default, Deserialize)]
-#[serde(remote = "Self")]
+#[serde(remote = "Self", rename_all = "camelCase")]
 struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    value: Option<Cow<'a, str>>,
+    #[serde(default)]
+    value_from: Option<IgnoredAny>,
 }
 
 objects_only! {
@@ -85,6 +94,8 @@ struct VolumeView<'a> {
     name: Cow<'a, str>,
     #[serde(default)]
     empty_dir: Option<IgnoredAny>,
+    #[serde(default)]
+    projected: Option<IgnoredAny>,
 }
 
 objects_only! {
@@ -137,20 +148,41 @@ summary_of_list!(Command; Text<'de>, |command, item| {
     }
 });
 
-/// The [`KnownEnv`] names a container's `env` has.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct EnvNames(u8);
+/// The [`KnownEnv`] names a container's `env` has, and its last
+/// `OPENSANDBOX_ID` entry (the one that counts: a later entry of a name
+/// wins).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct EnvNames<'a> {
+    names: u8,
+    len: usize,
+    pub id: Option<IdEntry<'a>>,
+}
 
-impl EnvNames {
-    pub fn has(self, name: KnownEnv) -> bool {
-        self.0 & (1 << name as u8) != 0
+/// An `OPENSANDBOX_ID` entry: where it is and what it sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdEntry<'a> {
+    pub index: usize,
+    /// Its literal value; `None` with `valueFrom` (or no value).
+    pub value: Option<Cow<'a, str>>,
+}
+
+impl EnvNames<'_> {
+    pub fn has(&self, name: KnownEnv) -> bool {
+        self.names & (1 << name as u8) != 0
     }
 }
 
-summary_of_list!(EnvNames; EnvView<'de>, |names, item| {
+summary_of_list!(EnvNames<'a>, 'a; EnvView<'de>, |names, item| {
     if let Some(known) = KnownEnv::ALL.into_iter().find(|k| item.name == k.name()) {
-        names.0 |= 1 << known as u8;
+        names.names |= 1 << known as u8;
+        if known == KnownEnv::Id {
+            names.id = Some(IdEntry {
+                index: names.len,
+                value: item.value.filter(|_| item.value_from.is_none()),
+            });
+        }
     }
+    names.len += 1;
 });
 
 /// `volumeMounts`, as execd's decisions read it.
@@ -160,6 +192,13 @@ pub struct Mounts<'a> {
     pub bin: bool,
     /// The first other volume mounted at that path.
     pub bin_path_taken_by: Option<Cow<'a, str>>,
+    /// The isolated sessions' volume is mounted where execd expects it.
+    pub isolation: bool,
+    /// The mounts of a service-account token volume (`kube-api-access-*`):
+    /// the first one's index and volume name, and how many there are.
+    pub token: Option<(usize, Cow<'a, str>)>,
+    pub token_mounts: u8,
+    len: usize,
 }
 
 summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
@@ -169,14 +208,27 @@ summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
         } else if mounts.bin_path_taken_by.is_none() {
             mounts.bin_path_taken_by = Some(m.name);
         }
+    } else if m.name.starts_with(TOKEN_VOLUME_PREFIX) {
+        mounts.token_mounts = mounts.token_mounts.saturating_add(1);
+        if mounts.token.is_none() {
+            mounts.token = Some((mounts.len, m.name));
+        }
+    } else if m.name == ISOLATION_VOLUME && same_dir(&m.mount_path, ISOLATION_MOUNT) {
+        mounts.isolation = true;
     }
+    mounts.len += 1;
 });
 
 /// `spec.volumes`, as execd's decisions read it.
 #[derive(Debug, Default)]
-pub struct Volumes {
+pub struct Volumes<'a> {
     /// The first volume named like the binary volume.
     pub bin: Option<VolumeAt>,
+    /// The first volume named like the isolated sessions' volume.
+    pub isolation: Option<VolumeAt>,
+    /// The first projected `kube-api-access-*` volume: the service-account
+    /// token the apiserver mounted. Its index and name.
+    pub token: Option<(usize, Cow<'a, str>)>,
     /// How many volumes there are.
     pub len: usize,
 }
@@ -189,9 +241,14 @@ pub struct VolumeAt {
     pub empty_dir: bool,
 }
 
-summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
-    if volumes.bin.is_none() && v.name == BIN_VOLUME {
-        volumes.bin = Some(VolumeAt { index: volumes.len, empty_dir: v.empty_dir.is_some() });
+summary_of_list!(Volumes<'a>, 'a; VolumeView<'de>, |volumes, v| {
+    let at = VolumeAt { index: volumes.len, empty_dir: v.empty_dir.is_some() };
+    if v.name == BIN_VOLUME {
+        volumes.bin = volumes.bin.or(Some(at));
+    } else if v.name == ISOLATION_VOLUME {
+        volumes.isolation = volumes.isolation.or(Some(at));
+    } else if volumes.token.is_none() && v.projected.is_some() && v.name.starts_with(TOKEN_VOLUME_PREFIX) {
+        volumes.token = Some((volumes.len, v.name));
     }
     volumes.len += 1;
 });
@@ -203,6 +260,29 @@ pub struct SecurityContextView {
     pub privileged: Option<bool>,
     #[serde(default)]
     pub capabilities: Option<CapabilitiesView>,
+    #[serde(default)]
+    pub seccomp_profile: Option<ProfileView>,
+    #[serde(default)]
+    pub app_armor_profile: Option<ProfileView>,
+}
+
+/// A `seccompProfile` or `appArmorProfile`: only whether it is
+/// `Unconfined` matters (isolated sessions need it so).
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+pub struct ProfileView {
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+}
+
+objects_only! {
+    impl<'de> for ProfileView;
+}
+
+impl ProfileView {
+    pub fn unconfined(&self) -> bool {
+        self.kind.as_deref() == Some("Unconfined")
+    }
 }
 
 objects_only! {
@@ -232,6 +312,8 @@ pub struct Capabilities {
     /// Some item is `NET_ADMIN` or `ALL`: dropping either takes
     /// `NET_ADMIN` away.
     pub net_admin_or_all: bool,
+    /// Some item is `SYS_ADMIN`.
+    pub sys_admin: bool,
 }
 
 /// The capabilities that let a container rewrite the egress sidecar's rules.
@@ -243,4 +325,5 @@ summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
         .find(|w| same_capability(&cap, w));
     caps.first_net = caps.first_net.or(net);
     caps.net_admin_or_all |= same_capability(&cap, "NET_ADMIN") || same_capability(&cap, "ALL");
+    caps.sys_admin |= same_capability(&cap, "SYS_ADMIN");
 });

@@ -5,15 +5,18 @@
 pub(crate) mod visit;
 
 mod affinity;
+mod automount;
 mod context;
 mod denial;
 mod egress;
+mod egress_env;
 mod execd;
 pub(crate) mod expires_at;
 mod expiry;
 mod intent;
 mod k8s;
 mod layout;
+mod lifecycle;
 mod lists;
 mod mistakes;
 mod owned;
@@ -25,6 +28,7 @@ mod quote;
 mod raw;
 mod run_as;
 mod same;
+mod sandbox;
 mod select;
 mod token;
 mod typo;
@@ -42,8 +46,9 @@ pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
 pub use typo::KNOWN as ANNOTATION_NAMES;
 
+use automount::Automount;
 use egress::Sidecar;
-use execd::Execd;
+use execd::Installer;
 use expiry::Expiry;
 use intent::Intent;
 use layout::{Layout, Wanted};
@@ -51,6 +56,7 @@ use owned::Owned;
 use patch::PatchBuilder;
 use platform::{Os, SelectorChange};
 use pod::{PodView, SpecView};
+use sandbox::SandboxChanges;
 
 #[derive(Debug)]
 pub enum Decision {
@@ -119,6 +125,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     let owned = if linux {
         let owned = owned::find(spec)?;
         if intent.policy.is_some() {
+            egress::check_runtime(spec, config)?;
             egress::check_privileges(spec, owned, &keys.network_policy)?;
         }
         owned
@@ -139,6 +146,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     } else {
         None
     };
+    let automount = automount::plan(spec, config);
 
     let mut warnings = Vec::new();
     if !linux {
@@ -161,34 +169,47 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         warnings.extend(injection.layout.warnings.iter().cloned());
         warnings.extend(injection.runs_as_root_warning(spec));
     }
+    warnings.extend(automount.warning.map(str::to_owned));
+    if intent.credential_proxy && intent.policy.as_ref().is_some_and(|p| p.default_allow) {
+        warnings.push(CREDENTIAL_PROXY_ALLOW.to_owned());
+    }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
     let patch = Parts {
         expiry,
         injection,
         selector,
+        automount,
+        owned,
     }
     .patch(pod, keys)
     .map_err(Denial::PatchEncoding)?;
     Ok(Some(Admission { patch, warnings }))
 }
 
+/// Upstream allows it for compatibility and logs that it is deprecated
+/// (SPEC 4.2: admitted with a warning).
+const CREDENTIAL_PROXY_ALLOW: &str = "credential proxy with defaultAction allow: a credential-bound host may be reached around it; use deny";
+
 /// What execd and, with a network policy, the egress sidecar still need:
 /// Linux pods only.
 struct Injection<'a> {
-    execd: Execd<'a>,
+    installer: Installer<'a>,
+    sandbox: SandboxChanges<'a>,
     sidecar: Option<Sidecar<'a>>,
     /// Where they go, and what the pod's own copies still need.
     layout: Layout<'a>,
     /// The main container's index in `spec.containers`.
     main: usize,
+    isolation: bool,
 }
 
 impl<'a> Injection<'a> {
     fn wanted(&self) -> Wanted<'_, 'a> {
         Wanted {
-            installer: &self.execd.installer,
+            installer: &self.installer,
             sidecar: self.sidecar.as_ref(),
+            isolation: self.isolation,
         }
     }
 
@@ -199,7 +220,7 @@ impl<'a> Injection<'a> {
             return None;
         }
         let (installer, sidecar) = self.layout.writes(&self.wanted());
-        run_as::warning(sidecar, installer && self.execd.installer.privileged())
+        run_as::warning(sidecar, installer && self.installer.privileged())
     }
 }
 
@@ -211,22 +232,26 @@ fn inject<'a>(
     ctx: &Context<'a>,
 ) -> Result<Injection<'a>, Denial> {
     let spec = pod.spec();
-    execd::check_conflicts(spec)?;
+    execd::check_conflicts(spec, intent.isolation)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
-    let execd = execd::plan(spec, main, intent, ctx.config)?;
+    let installer = execd::plan(spec, intent, ctx.config);
+    let sandbox = sandbox::plan(pod, main, intent, ctx.config)?;
     let layout = layout::plan(
         pod,
         owned,
         &Wanted {
-            installer: &execd.installer,
+            installer: &installer,
             sidecar: sidecar.as_ref(),
+            isolation: intent.isolation,
         },
     )?;
     Ok(Injection {
-        execd,
+        installer,
+        sandbox,
         sidecar,
         layout,
         main,
+        isolation: intent.isolation,
     })
 }
 
@@ -236,6 +261,8 @@ struct Parts<'a> {
     expiry: Option<Expiry>,
     injection: Option<Injection<'a>>,
     selector: Option<SelectorChange>,
+    automount: Automount,
+    owned: Owned,
 }
 
 impl Parts<'_> {
@@ -269,8 +296,8 @@ impl Parts<'_> {
             layout.write_first(&mut patch);
             layout.write_init(spec, &wanted, &mut patch);
             injection
-                .execd
-                .write_main(layout.main_index(injection.main), &mut patch);
+                .sandbox
+                .write(layout.main_index(injection.main), &mut patch);
             layout.write_last(&wanted, &mut patch);
         }
         match self.selector {
@@ -282,6 +309,11 @@ impl Parts<'_> {
             }
             None => {}
         }
+        self.automount.write(
+            self.injection.as_ref().map(|i| &i.layout),
+            self.owned,
+            &mut patch,
+        );
         patch.finish()
     }
 }

@@ -191,8 +191,8 @@ pub struct SpecView<'a> {
     pub containers: Option<List<ContainerView<'a>>>,
     #[serde(default, borrow)]
     pub init_containers: Option<List<ContainerView<'a>>>,
-    #[serde(default)]
-    pub volumes: Option<Volumes>,
+    #[serde(default, borrow)]
+    pub volumes: Option<Volumes<'a>>,
     #[serde(default, borrow)]
     pub node_selector: Option<NodeSelector<'a>>,
     #[serde(default, borrow)]
@@ -201,6 +201,10 @@ pub struct SpecView<'a> {
     pub host_network: Option<bool>,
     #[serde(default)]
     pub security_context: Option<PodSecurityView>,
+    #[serde(default)]
+    pub automount_service_account_token: Option<bool>,
+    #[serde(default, borrow)]
+    pub runtime_class_name: Option<Cow<'a, str>>,
 }
 
 objects_only! {
@@ -229,8 +233,8 @@ pub struct ContainerView<'a> {
     pub name: Cow<'a, str>,
     #[serde(default)]
     pub command: Option<Command>,
-    #[serde(default)]
-    pub env: Option<EnvNames>,
+    #[serde(default, borrow)]
+    pub env: Option<EnvNames<'a>>,
     #[serde(default, borrow)]
     pub volume_mounts: Option<Mounts<'a>>,
     #[serde(default)]
@@ -308,6 +312,8 @@ impl<'a> PodView<'a> {
             affinity: None,
             host_network: None,
             security_context: None,
+            automount_service_account_token: None,
+            runtime_class_name: None,
         };
         self.spec.as_ref().unwrap_or(&EMPTY)
     }
@@ -330,7 +336,7 @@ impl<'a> SpecView<'a> {
 
 impl ContainerView<'_> {
     pub fn has_env(&self, name: KnownEnv) -> bool {
-        self.env.is_some_and(|e| e.has(name))
+        self.env.as_ref().is_some_and(|e| e.has(name))
     }
 
     /// Mounts the binary volume where execd expects it.

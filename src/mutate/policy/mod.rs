@@ -70,6 +70,8 @@ pub struct NetworkPolicy {
     pub json: String,
     /// No rules and no default action: the sidecar denies everything.
     pub deny_all_by_omission: bool,
+    /// `defaultAction: allow`: what no rule names is let through.
+    pub default_allow: bool,
     /// The first rule whose target looks like a URL or `host:port` (its
     /// index and target), for a warning: the sidecar matches host names.
     pub odd_target: Option<(usize, String)>,
@@ -133,6 +135,7 @@ impl NetworkPolicy {
     ) -> Result<Self, serde_json::Error> {
         let odd_target = first_odd_target(&egress);
         let deny_all_by_omission = default_action.is_none() && egress.is_empty();
+        let default_allow = default_action == Some("allow");
         let json = serde_json::to_string(&PolicyOut {
             default_action,
             egress,
@@ -140,6 +143,7 @@ impl NetworkPolicy {
         Ok(NetworkPolicy {
             json,
             deny_all_by_omission,
+            default_allow,
             odd_target,
         })
     }
