@@ -100,6 +100,28 @@ pub(crate) struct EnvVar<'a> {
 /// container's root either way. No allocation: this runs for every mount
 /// of every container.
 pub(crate) fn same_dir(path: &str, dir: &str) -> bool {
+    if is_clean(path) {
+        return path == dir;
+    }
+    cleaned_is(path, dir)
+}
+
+/// A rooted path that cleaning leaves as it is: no `//`, no segment that
+/// starts with `.` (so no `.` or `..`), no trailing `/`. Nearly every mount
+/// path is one, and is then compared as it is, in one pass over its bytes
+/// (issue 31's cleaning cost 12k instructions of a 10 KB review before).
+fn is_clean(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') || (bytes.len() > 1 && bytes.last() == Some(&b'/')) {
+        return false;
+    }
+    !bytes
+        .windows(2)
+        .any(|w| w[0] == b'/' && (w[1] == b'/' || w[1] == b'.'))
+}
+
+/// [`same_dir`] for a path that needs cleaning.
+fn cleaned_is(path: &str, dir: &str) -> bool {
     /// Deep enough for any real mount path; a deeper one is compared by
     /// its last segments only after `..` pops, which cannot make a longer
     /// path equal a two-segment one.
@@ -144,6 +166,30 @@ pub(crate) fn same_capability(name: &str, wanted: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clean_paths_are_recognised() {
+        for clean in [
+            "/",
+            "/opt/opensandbox",
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+            "/a/b.c",
+        ] {
+            assert!(is_clean(clean), "{clean}");
+        }
+        for unclean in [
+            "",
+            "opt",
+            "/opt/",
+            "//opt",
+            "/opt/./x",
+            "/opt/../x",
+            "/opt/.hidden",
+            "/.",
+        ] {
+            assert!(!is_clean(unclean), "{unclean}");
+        }
+    }
 
     #[test]
     fn mount_paths_are_compared_cleaned() {
