@@ -1,8 +1,11 @@
 //! execd injection (SPEC 3): the shared binary volume and the installer
 //! init container (the main container's changes are `sandbox`'s).
 
-use serde::Serialize;
+use std::sync::LazyLock;
+
+use serde::{Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::config::Config;
 
@@ -44,6 +47,43 @@ const HARDENED_INSTALL_SCRIPT: &str = concat!(
     install_script!()
 );
 
+/// The installer's `args`: one of the two scripts.
+#[derive(Debug, Clone, Copy)]
+struct Args {
+    hardened: bool,
+}
+
+/// Each `args` list as JSON text, read once and written into every patch
+/// as it is. serde's string writer checks each byte of a string for
+/// escapes, and the script is about 800 bytes on every admission; the
+/// scripts hold nothing to escape (a unit test checks the texts).
+static ARGS_JSON: LazyLock<[Option<&'static RawValue>; 2]> = LazyLock::new(|| {
+    [INSTALL_SCRIPT, HARDENED_INSTALL_SCRIPT].map(|script| {
+        let text: &'static str = Box::leak(format!("[\"{script}\"]").into_boxed_str());
+        serde_json::from_str::<&RawValue>(text).ok()
+    })
+});
+
+impl Args {
+    fn script(self) -> &'static str {
+        if self.hardened {
+            HARDENED_INSTALL_SCRIPT
+        } else {
+            INSTALL_SCRIPT
+        }
+    }
+}
+
+impl Serialize for Args {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match ARGS_JSON[usize::from(self.hardened)] {
+            Some(raw) => raw.serialize(s),
+            // Unreachable while the scripts need no escapes (tested).
+            None => [self.script()].serialize(s),
+        }
+    }
+}
+
 /// The installer init container.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -51,7 +91,7 @@ pub(crate) struct Installer<'a> {
     name: &'static str,
     image: &'a str,
     command: [&'static str; 2],
-    args: [&'static str; 1],
+    args: Args,
     volume_mounts: [Mount; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
     resources: Option<&'a Value>,
@@ -155,11 +195,9 @@ fn installer<'a>(
         name: owned::INSTALLER,
         image,
         command: ["/bin/sh", "-c"],
-        args: [if disable_ipv6 {
-            HARDENED_INSTALL_SCRIPT
-        } else {
-            INSTALL_SCRIPT
-        }],
+        args: Args {
+            hardened: disable_ipv6,
+        },
         volume_mounts: [BIN],
         resources,
         security_context: if disable_ipv6 {
@@ -199,6 +237,23 @@ pub(crate) fn plan<'a>(spec: &SpecView<'_>, intent: &Intent, config: &'a Config)
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The scripts go into the patch as ready JSON text, which is only
+    /// right while they hold nothing JSON escapes.
+    #[test]
+    fn the_scripts_json_text_is_the_scripts() {
+        for hardened in [false, true] {
+            let args = Args { hardened };
+            let raw = ARGS_JSON[usize::from(hardened)].expect("valid JSON");
+            let read: Vec<String> = serde_json::from_str(raw.get()).unwrap();
+            assert_eq!(read, [args.script()]);
+            assert_eq!(
+                serde_json::to_string(&args).unwrap(),
+                serde_json::to_string(&[args.script()]).unwrap()
+            );
+            assert_eq!(serde_json::to_value(args).unwrap(), json!([args.script()]));
+        }
+    }
 
     /// SPEC 3.2's script, verbatim.
     #[test]
