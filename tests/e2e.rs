@@ -47,6 +47,7 @@ common::suite::scenarios![
     env::Env;
     admission::sandbox_pod_is_stored_mutated,
     admission::network_policy_gets_native_sidecar,
+    admission::egress_env_reaches_the_stored_sidecar,
     admission::invalid_pod_is_denied,
     selection::untouched_pods,
     admission::dry_run_stores_nothing,
