@@ -45,19 +45,16 @@ impl Deref for Text<'_> {
     }
 }
 
-/// An `env` item. Names matter (a variable the webhook would add is never
-/// overwritten), and the value of `OPENSANDBOX_ID`, which the webhook sets.
-/// Values are borrowed slices of the request, read for every item without
-/// a copy.
+/// An `env` item. Only names matter: a variable the webhook would add is
+/// never overwritten. (The value of `OPENSANDBOX_ID`, which the webhook
+/// sets, is read from the pod's text when an entry of that name is there,
+/// `sandbox`: reading every item's value cost 12k instructions of a 10 KB
+/// review, and keeping each as raw text 5k.)
 #[derive(Debug, Default, Deserialize)]
-#[serde(remote = "Self", rename_all = "camelCase")]
+#[serde(remote = "Self")]
 struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    value: Option<Cow<'a, str>>,
-    #[serde(default)]
-    value_from: Option<IgnoredAny>,
 }
 
 objects_only! {
@@ -148,38 +145,27 @@ summary_of_list!(Command; Text<'de>, |command, item| {
     }
 });
 
-/// The [`KnownEnv`] names a container's `env` has, and its last
-/// `OPENSANDBOX_ID` entry (the one that counts: a later entry of a name
-/// wins).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct EnvNames<'a> {
+/// The [`KnownEnv`] names a container's `env` has, and the index of its
+/// last `OPENSANDBOX_ID` entry (the one that counts: a later entry of a
+/// name wins).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EnvNames {
     names: u8,
     len: usize,
-    pub id: Option<IdEntry<'a>>,
+    pub id_at: Option<usize>,
 }
 
-/// An `OPENSANDBOX_ID` entry: where it is and what it sets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdEntry<'a> {
-    pub index: usize,
-    /// Its literal value; `None` with `valueFrom` (or no value).
-    pub value: Option<Cow<'a, str>>,
-}
-
-impl EnvNames<'_> {
-    pub fn has(&self, name: KnownEnv) -> bool {
+impl EnvNames {
+    pub fn has(self, name: KnownEnv) -> bool {
         self.names & (1 << name as u8) != 0
     }
 }
 
-summary_of_list!(EnvNames<'a>, 'a; EnvView<'de>, |names, item| {
+summary_of_list!(EnvNames; EnvView<'de>, |names, item| {
     if let Some(known) = KnownEnv::ALL.into_iter().find(|k| item.name == k.name()) {
         names.names |= 1 << known as u8;
         if known == KnownEnv::Id {
-            names.id = Some(IdEntry {
-                index: names.len,
-                value: item.value.filter(|_| item.value_from.is_none()),
-            });
+            names.id_at = Some(names.len);
         }
     }
     names.len += 1;

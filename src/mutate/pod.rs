@@ -233,8 +233,8 @@ pub struct ContainerView<'a> {
     pub name: Cow<'a, str>,
     #[serde(default)]
     pub command: Option<Command>,
-    #[serde(default, borrow)]
-    pub env: Option<EnvNames<'a>>,
+    #[serde(default)]
+    pub env: Option<EnvNames>,
     #[serde(default, borrow)]
     pub volume_mounts: Option<Mounts<'a>>,
     #[serde(default)]
@@ -336,7 +336,7 @@ impl<'a> SpecView<'a> {
 
 impl ContainerView<'_> {
     pub fn has_env(&self, name: KnownEnv) -> bool {
-        self.env.as_ref().is_some_and(|e| e.has(name))
+        self.env.is_some_and(|e| e.has(name))
     }
 
     /// Mounts the binary volume where execd expects it.

@@ -84,10 +84,9 @@ pub(crate) fn plan<'a>(
     let c = &pod.spec().containers()[main];
     let id = c
         .env
-        .as_ref()
-        .and_then(|e| e.id.as_ref())
-        .filter(|e| e.value.as_deref() != Some(intent.sandbox_id.as_str()))
-        .map(|e| (e.index, intent.sandbox_id.as_str()));
+        .and_then(|e| e.id_at)
+        .filter(|at| !sets_id(pod, main, *at, &intent.sandbox_id))
+        .map(|at| (at, intent.sandbox_id.as_str()));
     let mut mounts = Vec::with_capacity(2);
     if !c.mounts_bin() {
         mounts.push(BIN);
@@ -195,6 +194,21 @@ fn security(pod: &PodView<'_>, main: usize, c: &ContainerView<'_>, intent: &Inte
             caps.is_some_and(|caps: &CapabilitiesView| caps.drop.is_some()),
         ),
     }
+}
+
+/// Whether the main container's env entry at `at` (an `OPENSANDBOX_ID`) is
+/// exactly `{name: OPENSANDBOX_ID, value: id}`. The view keeps no values,
+/// so the entry is read from the pod's text: only a pod that sets
+/// `OPENSANDBOX_ID` itself (or the webhook's own output, read again anyway)
+/// comes here.
+fn sets_id(pod: &PodView<'_>, main: usize, at: usize, id: &str) -> bool {
+    let entry = pod
+        .source
+        .lists()
+        .and_then(|l| l.containers.get(main).copied())
+        .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        .and_then(|c| c.get("env").and_then(|e| e.get(at)).cloned());
+    entry == Some(json!({"name": KnownEnv::Id.name(), "value": id}))
 }
 
 /// The main container's `capabilities.add` with `SYS_ADMIN`, sorted and
