@@ -115,7 +115,7 @@ fn push_key(path: &mut String, key: &str) {
         }
         path.push_str(key);
     } else {
-        let _ = write!(path, "[{:?}]", clip(key));
+        let _ = write!(path, "[{}]", quoted(&clip(key)));
     }
 }
 
@@ -217,6 +217,42 @@ fn found_value(found: &str) -> String {
 /// many characters: an error must not echo a megabyte string back.
 const MAX_SHOWN: usize = 64;
 
+/// `text` as a JSON string literal, as a person reads it in a message:
+/// JSON's escapes for quotes, backslashes and control characters, and
+/// `\uXXXX` for every other character that would not show as itself (line
+/// and paragraph separators, bidirectional and zero-width controls,
+/// combining marks), so that a quoted value is one visible line and looks
+/// like what it is. Which characters those are is Rust's own judgement
+/// (`char::escape_debug`); only the notation is JSON's, not Rust's
+/// `\u{2028}`.
+#[must_use]
+pub fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            // A quote needs no escape in a JSON string.
+            '\'' => out.push(c),
+            c if c.escape_debug().nth(1).is_some() => {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn clip(value: &str) -> String {
     match value.char_indices().nth(MAX_SHOWN) {
         None => value.to_owned(),
@@ -249,6 +285,30 @@ mod tests {
     #[expect(dead_code, reason = "read only to fail")]
     struct Item {
         n: u8,
+    }
+
+    /// JSON's notation, never Rust's: what a JSON reader reads back as the
+    /// text itself, with nothing invisible left unescaped.
+    #[test]
+    fn quotes_as_json_with_invisible_characters_escaped() {
+        for (text, want) in [
+            ("pypi.org", r#""pypi.org""#),
+            ("a\u{2028}b.org", r#""a\u2028b.org""#),
+            (
+                "a\nb\tc\r\u{0}\u{1f}\u{7f}",
+                r#""a\nb\tc\r\u0000\u001f\u007f""#,
+            ),
+            ("say \"hi\" \\ 'x'", r#""say \"hi\" \\ 'x'""#),
+            ("\u{202e}gro.\u{200b}x", r#""\u202egro.\u200bx""#),
+            ("pypí.org", r#""pypí.org""#),
+            ("i\u{301}", r#""i\u0301""#),
+            ("\u{e0001}", r#""\udb40\udc01""#),
+        ] {
+            let q = quoted(text);
+            assert_eq!(q, want, "{text:?}");
+            assert_eq!(serde_json::from_str::<String>(&q).unwrap(), text);
+            assert!(!q.contains("\\u{"), "{q}");
+        }
     }
 
     fn err(text: &str) -> String {

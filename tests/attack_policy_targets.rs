@@ -83,18 +83,26 @@ async fn each_bad_target_is_denied_naming_it() {
         "https://py pi.org/",
         "pypi.org:443;reboot",
         "pypí.org",
+        "a\u{2028}b.org",
+        "\u{202e}gro.ipyp",
     ] {
         let (response, _) = answer(&c, &server, target).await;
         assert_eq!(response["allowed"], false, "{target:?}: {response}");
         assert_eq!(response["status"]["code"], 400, "{target:?}");
         assert!(response.get("patch").is_none(), "{target:?}");
         let message = response["status"]["message"].as_str().unwrap();
-        // The target named as a Rust string literal: quoted, with newlines,
-        // tabs and quotes escaped, so the sentence stays one line.
+        // The target named as a JSON string: quoted, with newlines, tabs,
+        // quotes and invisible characters escaped in JSON's notation (never
+        // Rust's `\u{2028}`), so the sentence stays one visible line.
+        let json = serde_json::to_string(target)
+            .unwrap()
+            .replace('\u{2028}', "\\u2028")
+            .replace('\u{202e}', "\\u202e");
         let named =
-            format!("egress[1].target {target:?}, which is not an FQDN, *.wildcard, IP or CIDR");
+            format!("egress[1].target {json}, which is not an FQDN, *.wildcard, IP or CIDR");
         assert!(message.contains(&named), "{target:?}: {message}");
         assert!(!message.contains('\n'), "{message}");
+        assert!(!message.contains("\\u{"), "{message}");
     }
     server.shutdown().await;
 }

@@ -47,10 +47,12 @@ common::suite::scenarios![
     env::Env;
     admission::sandbox_pod_is_stored_mutated,
     admission::network_policy_gets_native_sidecar,
+    admission::egress_env_reaches_the_stored_sidecar,
     admission::invalid_pod_is_denied,
     selection::untouched_pods,
     admission::dry_run_stores_nothing,
     reinvocation::reinvocation_keeps_one_of_each,
+    reinvocation::reinvocation_applies_a_changed_policy,
     availability::webhook_down_blocks_only_sandboxes,
     latency::latency_added_by_the_webhook,
     pod_security::pod_security_levels,

@@ -13,13 +13,16 @@ mod quantity;
 mod read;
 pub(crate) mod rules;
 mod schema;
+mod values;
 
 use std::path::Path;
 
+pub(crate) use quantity::Quantity;
 pub use schema::{
-    Config, ConfigError, DEFAULT_EGRESS_IMAGE, DEFAULT_EXECD_IMAGE, DEFAULT_MAX_RULES,
-    DEFAULT_PREFIX, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES,
-    MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS,
+    Config, ConfigError, DEFAULT_EGRESS_IMAGE, DEFAULT_EXECD_IMAGE,
+    DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES, DEFAULT_MAX_RULES, DEFAULT_PREFIX, EgressConfig,
+    EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES, MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS, PodConfig,
 };
 
 impl Config {

@@ -4,139 +4,18 @@
 //! into the structs reads `prefix: null` as the text "null" and `image: 123`
 //! as "123", and its errors speak of Rust types.)
 
-use serde_yaml_ng::{Mapping, Value};
+use serde_yaml_ng::Value;
 
 use super::controller::ControllerConfig;
 use super::quantity::Quantity;
 use super::rules;
 use super::schema::{
     Config, ConfigError, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES,
-    MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, PodConfig,
 };
-
-type Result<T> = std::result::Result<T, ConfigError>;
-
-fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field: field.to_owned(),
-        message: message.into(),
-    }
-}
-
-/// What a value is, for "got ..." in messages.
-fn describe(value: &Value) -> String {
-    match value {
-        Value::Null => "null (an empty value)".into(),
-        Value::Bool(b) => format!("{b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the text '{}'", rules::shorten(s)),
-        Value::Sequence(_) => "a list".into(),
-        Value::Mapping(_) => "a mapping".into(),
-        Value::Tagged(t) => format!("a value tagged {}", t.tag),
-    }
-}
-
-/// "must be `what`; got ..." about `field`.
-fn wrong(field: &str, what: &str, got: &Value) -> ConfigError {
-    invalid(field, format!("must be {what}; got {}", describe(got)))
-}
-
-fn child(path: &str, key: &str) -> String {
-    // Keys with dots (nvidia.com/gpu) are bracketed so the path stays readable.
-    match (path.is_empty(), key.contains('.')) {
-        (true, _) => key.to_owned(),
-        (false, false) => format!("{path}.{key}"),
-        (false, true) => format!("{path}[\"{key}\"]"),
-    }
-}
-
-/// The mistakes found so far. Reading goes on after each one, so that
-/// `config validate` names them all at once, in file order.
-pub(super) type Errors = Vec<ConfigError>;
-
-/// `result`'s value, or `None` with its error kept.
-fn keep<T>(errors: &mut Errors, result: Result<T>) -> Option<T> {
-    result.map_err(|e| errors.push(e)).ok()
-}
-
-/// The `known` keys of a mapping, each a string, in file order; any other
-/// key (and a value that is no mapping) is a mistake kept in `errors`.
-fn mapping<'a>(
-    value: &'a Value,
-    path: &str,
-    known: &[&str],
-    errors: &mut Errors,
-) -> Vec<(&'a str, &'a Value)> {
-    let Value::Mapping(map) = value else {
-        let what = if path.is_empty() {
-            "the file"
-        } else {
-            "this field"
-        };
-        errors.push(invalid(
-            path,
-            format!(
-                "{what} must be a mapping with the keys {}; got {}",
-                known.join(", "),
-                describe(value)
-            ),
-        ));
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(map.len());
-    for (key, v) in entries(map, path, errors) {
-        if known.contains(&key) {
-            out.push((key, v));
-        } else {
-            errors.push(invalid(
-                &child(path, key),
-                format!("unknown field; the fields here are {}", known.join(", ")),
-            ));
-        }
-    }
-    out
-}
-
-/// The entries of `map` whose keys are text; any other key is a mistake.
-fn entries<'a>(map: &'a Mapping, path: &str, errors: &mut Errors) -> Vec<(&'a str, &'a Value)> {
-    let mut out = Vec::with_capacity(map.len());
-    for (k, v) in map {
-        match k {
-            Value::String(key) => out.push((key.as_str(), v)),
-            other => errors.push(invalid(
-                path,
-                format!("keys must be text; got {}", describe(other)),
-            )),
-        }
-    }
-    out
-}
-
-fn string<'a>(value: &'a Value, path: &str, what: &str) -> Result<&'a str> {
-    match value {
-        Value::String(s) => Ok(s),
-        other => Err(wrong(path, what, other)),
-    }
-}
-
-fn boolean(value: &Value, path: &str) -> Result<bool> {
-    match value {
-        Value::Bool(b) => Ok(*b),
-        other => Err(wrong(path, "true or false", other)),
-    }
-}
-
-fn whole_number(value: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
-    let range = format!("a whole number from {min} to {max}");
-    let n = match value {
-        Value::Number(n) => n.as_u64(),
-        _ => None,
-    };
-    match n {
-        Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(wrong(path, &range, value)),
-    }
-}
+use super::values::{
+    Errors, Result, boolean, child, entries, invalid, keep, mapping, string, whole_number, wrong,
+};
 
 /// The configuration in `root`, or every mistake in it: one
 /// [`ConfigError::Invalid`], or several in a [`ConfigError::Several`].
@@ -148,6 +27,7 @@ pub(super) fn config(root: &Value) -> Result<Config> {
         "excludedNamespaces",
         "execd",
         "egress",
+        "pod",
         "expiry",
         "controller",
     ];
@@ -169,6 +49,7 @@ pub(super) fn config(root: &Value) -> Result<Config> {
             }
             "execd" => config.execd = execd(value, key, &mut errors),
             "egress" => config.egress = egress(value, key, &mut errors),
+            "pod" => config.pod = pod(value, key, &mut errors),
             "expiry" => config.expiry = expiry(value, key, &mut errors),
             _ => config.controller = controller(value, key, &mut errors),
         }
@@ -212,7 +93,8 @@ fn image(value: &Value, path: &str) -> Result<String> {
 
 fn execd(value: &Value, path: &str, errors: &mut Errors) -> ExecdConfig {
     let mut execd = ExecdConfig::default();
-    for (key, v) in mapping(value, path, &["image", "resources"], errors) {
+    let known = ["image", "resources", "runAsInit", "allowIsolation"];
+    for (key, v) in mapping(value, path, &known, errors) {
         let field = child(path, key);
         match key {
             "image" if v.is_null() => errors.push(invalid(
@@ -222,6 +104,16 @@ fn execd(value: &Value, path: &str, errors: &mut Errors) -> ExecdConfig {
             "image" => {
                 if let Some(image) = keep(errors, image(v, &field)) {
                     execd.image = image;
+                }
+            }
+            "runAsInit" => {
+                if let Some(b) = keep(errors, boolean(v, &field)) {
+                    execd.run_as_init = b;
+                }
+            }
+            "allowIsolation" => {
+                if let Some(b) = keep(errors, boolean(v, &field)) {
+                    execd.allow_isolation = b;
                 }
             }
             _ => execd.resources = resources(v, &field, errors),
@@ -239,6 +131,8 @@ fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
         "nativeSidecar",
         "maxRules",
         "resources",
+        "otlpEndpoint",
+        "incompatibleRuntimeClasses",
     ];
     for (key, v) in mapping(value, path, &known, errors) {
         let field = child(path, key);
@@ -280,10 +174,73 @@ fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
                     egress.max_rules = n;
                 }
             }
+            // null is the default: no OTLP export.
+            "otlpEndpoint" if v.is_null() => egress.otlp_endpoint = None,
+            "otlpEndpoint" => {
+                let url = string(
+                    v,
+                    &field,
+                    "an http:// or https:// URL such as http://otel-collector:4318",
+                )
+                .and_then(|u| {
+                    rules::otlp_endpoint(u)
+                        .map(|()| u)
+                        .map_err(|m| invalid(&field, m))
+                });
+                if let Some(url) = keep(errors, url) {
+                    egress.otlp_endpoint = Some(url.to_owned());
+                }
+            }
+            "incompatibleRuntimeClasses" => {
+                egress.incompatible_runtime_classes = runtime_classes(v, &field, errors);
+            }
             _ => egress.resources = resources(v, &field, errors),
         }
     }
     egress
+}
+
+/// A list of runtime class names, possibly empty.
+fn runtime_classes(value: &Value, path: &str, errors: &mut Errors) -> Vec<String> {
+    let Value::Sequence(items) = value else {
+        errors.push(wrong(
+            path,
+            "a list of runtime class names such as [gvisor]",
+            value,
+        ));
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("{path}[{i}]");
+        let name = string(item, &field, "a runtime class name such as gvisor").and_then(|n| {
+            rules::runtime_class(n)
+                .map(|()| n)
+                .map_err(|m| invalid(&field, m))
+        });
+        if let Some(name) = keep(errors, name) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The `pod` section: what the webhook sets on the sandbox pod itself.
+fn pod(value: &Value, path: &str, errors: &mut Errors) -> PodConfig {
+    let mut pod = PodConfig::default();
+    for (key, v) in mapping(value, path, &["automountServiceAccountToken"], errors) {
+        let field = child(path, key);
+        match v {
+            Value::Null => pod.automount_service_account_token = None,
+            Value::Bool(false) => pod.automount_service_account_token = Some(false),
+            Value::Bool(true) => errors.push(invalid(
+                &field,
+                "must be false (pods without the field get false) or null (every pod is left as it is); true is the Kubernetes default, so write null to keep it",
+            )),
+            other => errors.push(wrong(&field, "false or null", other)),
+        }
+    }
+    pod
 }
 
 fn expiry(value: &Value, path: &str, errors: &mut Errors) -> ExpiryConfig {

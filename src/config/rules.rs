@@ -71,6 +71,18 @@ pub const RESOURCE_NAME: &str = concat!(
     "/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
 );
 
+/// An OTLP collector endpoint: `http://` or `https://`, a host (a DNS
+/// name, an IPv4 address or a bracketed IPv6 address), an optional port
+/// and an optional path of visible ASCII characters. No user or password:
+/// the value is written into every sidecar's environment.
+pub const OTLP_ENDPOINT: &str = concat!(
+    "^https?://",
+    "([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*",
+    "|\\[[0-9A-Fa-f:.]+\\])",
+    "(:[0-9]{1,5})?",
+    "(/[!-~]*)?$"
+);
+
 /// A pattern that fails to compile (a bug in this file, which the unit tests
 /// below would show) matches nothing, so it rejects rather than accepts.
 type Pattern = LazyLock<Result<Regex, regex::Error>>;
@@ -84,6 +96,7 @@ static DNS_SUBDOMAIN_RE: Pattern = LazyLock::new(|| Regex::new(DNS_SUBDOMAIN));
 static IMAGE_RE: Pattern = LazyLock::new(|| Regex::new(IMAGE));
 static QUANTITY_RE: Pattern = LazyLock::new(|| Regex::new(QUANTITY));
 static RESOURCE_NAME_RE: Pattern = LazyLock::new(|| Regex::new(RESOURCE_NAME));
+static OTLP_ENDPOINT_RE: Pattern = LazyLock::new(|| Regex::new(OTLP_ENDPOINT));
 
 /// A namespace name; the error says what is wrong with it.
 pub fn dns_label(value: &str) -> Result<(), String> {
@@ -111,6 +124,60 @@ pub fn dns_subdomain(value: &str) -> Result<(), String> {
         &DNS_SUBDOMAIN_RE,
         "is not a DNS subdomain such as opensandbox.io: use lower-case letters, digits, '-' and '.'",
     )
+}
+
+/// A runtime class name (a DNS subdomain, as the API names RuntimeClasses).
+pub fn runtime_class(value: &str) -> Result<(), String> {
+    dns_subdomain(value).map_err(|_| {
+        format!(
+            "'{}' is not a runtime class name: use lower-case letters, digits, '-' and '.' (a DNS subdomain such as gvisor or kata-qemu)",
+            shorten(value)
+        )
+    })
+}
+
+/// An OTLP endpoint URL; the error says what is wrong with it.
+pub fn otlp_endpoint(value: &str) -> Result<(), String> {
+    let Some(rest) = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"))
+    else {
+        return refuse(
+            value,
+            "is not an http:// or https:// URL, such as http://otel-collector:4318",
+        );
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() {
+        return refuse(
+            value,
+            "has no host; write one, such as http://otel-collector:4318",
+        );
+    }
+    if authority.contains('@') {
+        return refuse(
+            value,
+            "carries a user or password; the endpoint is written into every sidecar's environment, so give none",
+        );
+    }
+    if !matches(&OTLP_ENDPOINT_RE, value) {
+        return refuse(
+            value,
+            "is not a URL with a host, an optional port and a path, such as http://otel-collector:4318",
+        );
+    }
+    // After the last colon: a port when all digits (a bracketed IPv6
+    // address without a port ends in `]`).
+    let port = authority
+        .rsplit_once(':')
+        .map(|(_, port)| port)
+        .filter(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
+    if let Some(port) = port
+        && port.parse::<u16>().map_or(true, |p| p == 0)
+    {
+        return refuse(value, "has a port outside 1 to 65535");
+    }
+    Ok(())
 }
 
 /// A name's checks in order: its length (`too_long` holds why it is too
@@ -226,12 +293,14 @@ mod tests {
     fn each_rule_against_its_cases() {
         let table: std::collections::BTreeMap<String, Cases> =
             serde_json::from_str(include_str!("rule_cases.json")).unwrap();
-        let rules: [(&str, Rule); 5] = [
+        let rules: [(&str, Rule); 7] = [
             ("image", image),
             ("quantity_syntax", quantity_syntax),
             ("resource_name", resource_name),
             ("dns_label", dns_label),
             ("dns_subdomain", dns_subdomain),
+            ("runtime_class", runtime_class),
+            ("otlp_endpoint", otlp_endpoint),
         ];
         assert_eq!(table.len(), rules.len());
         for (name, rule) in rules {
@@ -276,6 +345,28 @@ mod tests {
         );
         assert!(dns_subdomain(&format!("{}.io", "a".repeat(64))).is_err());
         assert!(dns_subdomain(&vec!["a".repeat(63); 5].join(".")).is_err());
+    }
+
+    #[test]
+    fn otlp_endpoints_say_what_is_wrong() {
+        for (value, says) in [
+            ("otel-collector:4318", "not an http:// or https:// URL"),
+            ("grpc://otel:4317", "not an http:// or https:// URL"),
+            ("http://", "no host"),
+            ("http:///v1/metrics", "no host"),
+            ("https://user:pw@otel:4318", "user or password"),
+            ("http://otel collector:4318", "not a URL with a host"),
+            ("http://otel:99999", "port outside"),
+            ("http://otel:0", "port outside"),
+        ] {
+            let message = otlp_endpoint(value).unwrap_err();
+            assert!(message.contains(says), "{value}: {message}");
+        }
+        assert!(
+            runtime_class("gVisor")
+                .unwrap_err()
+                .contains("runtime class name")
+        );
     }
 
     #[test]

@@ -11,8 +11,11 @@ use thiserror::Error;
 use super::controller::ControllerConfig;
 
 pub const DEFAULT_PREFIX: &str = "opensandbox.io";
-pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.0.18";
-pub const DEFAULT_EGRESS_IMAGE: &str = "opensandbox/egress:v1.1.0";
+pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.0.22";
+pub const DEFAULT_EGRESS_IMAGE: &str = "opensandbox/egress:v1.1.7";
+/// The runtime classes whose sandboxes cannot run the egress sidecar:
+/// gVisor has no iptables nat table (SPEC 4.2).
+pub const DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES: [&str; 1] = ["gvisor"];
 pub const DEFAULT_MAX_RULES: usize = 4096;
 /// A pod object is at most 1.5 MiB in etcd and the smallest rule,
 /// `{"action":"deny","target":"a"}`, takes 30 bytes of the policy JSON that
@@ -117,6 +120,7 @@ pub struct Config {
     pub excluded_namespaces: Vec<String>,
     pub execd: ExecdConfig,
     pub egress: EgressConfig,
+    pub pod: PodConfig,
     pub expiry: ExpiryConfig,
     /// The lifecycle controller's section (SPEC 10); the webhook ignores it.
     pub controller: ControllerConfig,
@@ -130,6 +134,13 @@ pub struct Config {
 pub struct ExecdConfig {
     pub image: String,
     pub resources: Option<Value>,
+    /// `EXECD_INIT=1` in the main container: bootstrap.sh runs execd as
+    /// PID 1 (SPEC 3.3).
+    pub run_as_init: bool,
+    /// Whether a pod may ask for execd's isolated sessions
+    /// (`<prefix>/execd-isolation`), which need `SYS_ADMIN` and no seccomp
+    /// or AppArmor profile (SPEC 3.6).
+    pub allow_isolation: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -144,6 +155,22 @@ pub struct EgressConfig {
     pub native_sidecar: bool,
     pub max_rules: usize,
     pub resources: Option<Value>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` of the sidecar: an `http://` or
+    /// `https://` URL with a host.
+    pub otlp_endpoint: Option<String>,
+    /// Runtime class names whose pods are denied a network policy.
+    pub incompatible_runtime_classes: Vec<String>,
+}
+
+/// What the webhook sets on the sandbox pod itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodConfig {
+    /// `Some(false)`: a pod that does not set
+    /// `spec.automountServiceAccountToken` gets `false` (SPEC 3.5); `None`
+    /// leaves every pod alone. `true` is not a choice: it is the API's own
+    /// default.
+    pub automount_service_account_token: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -168,6 +195,9 @@ pub struct Keys {
     pub main_container: String,
     pub egress_auth_token: String,
     pub manual_cleanup: String,
+    pub egress_env: String,
+    pub execd_isolation: String,
+    pub lifecycle: String,
 }
 
 impl Keys {
@@ -186,6 +216,9 @@ impl Keys {
             main_container: k("main-container"),
             egress_auth_token: k("egress-auth-token"),
             manual_cleanup: k("manual-cleanup"),
+            egress_env: k("egress-env"),
+            execd_isolation: k("execd-isolation"),
+            lifecycle: k("lifecycle"),
         }
     }
 }
@@ -199,6 +232,7 @@ impl Default for Config {
                 .to_vec(),
             execd: ExecdConfig::default(),
             egress: EgressConfig::default(),
+            pod: PodConfig::default(),
             expiry: ExpiryConfig::default(),
             controller: ControllerConfig::default(),
             keys: Keys::new(DEFAULT_PREFIX),
@@ -211,6 +245,8 @@ impl Default for ExecdConfig {
         ExecdConfig {
             image: DEFAULT_EXECD_IMAGE.to_owned(),
             resources: None,
+            run_as_init: false,
+            allow_isolation: false,
         }
     }
 }
@@ -224,6 +260,18 @@ impl Default for EgressConfig {
             native_sidecar: true,
             max_rules: DEFAULT_MAX_RULES,
             resources: None,
+            otlp_endpoint: None,
+            incompatible_runtime_classes: DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES
+                .map(str::to_owned)
+                .to_vec(),
+        }
+    }
+}
+
+impl Default for PodConfig {
+    fn default() -> Self {
+        PodConfig {
+            automount_service_account_token: Some(false),
         }
     }
 }

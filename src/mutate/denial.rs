@@ -4,6 +4,8 @@
 
 use thiserror::Error;
 
+use crate::config::EgressMode;
+
 use super::intent::IntentError;
 use super::platform::PlatformError;
 use super::policy::PolicyError;
@@ -72,17 +74,23 @@ pub enum Denial {
     )]
     HostNetworkWithPolicy { key: String },
 
+    /// `list` is "container" or "init container".
     #[error(
-        "container '{}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy.",
+        "{list} '{}' is privileged and annotation {key} asks for egress control, which a privileged container could undo; drop privileged or the network policy.",
         clip(.container)
     )]
-    PrivilegedWithPolicy { container: String, key: String },
+    PrivilegedWithPolicy {
+        list: &'static str,
+        container: String,
+        key: String,
+    },
 
     #[error(
-        "container '{}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add.",
+        "{list} '{}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add.",
         clip(.container)
     )]
     NetCapabilityWithPolicy {
+        list: &'static str,
         container: String,
         capability: String,
         key: String,
@@ -97,6 +105,40 @@ pub enum Denial {
         "annotation {key} is \"true\" but annotation {policy_key} is not set; the credential proxy runs in the egress sidecar, so add a network policy or remove {key}."
     )]
     CredentialProxyWithoutPolicy { key: String, policy_key: String },
+
+    #[error(
+        "annotation {key} sets environment for the egress sidecar but annotation {policy_key} is not set; there is no sidecar without a network policy, so add one or remove {key}."
+    )]
+    WithoutPolicy { key: String, policy_key: String },
+
+    #[error(
+        "credential proxy requires egress mode dns+nft, and annotation {key} asks for it with mode {}: with DNS filtering alone a credential-bound host can be reached by its IP, bypassing the proxy; set annotation {mode_key} to \"dns+nft\".",
+        .mode.as_str()
+    )]
+    CredentialProxyNeedsNft {
+        key: String,
+        mode_key: String,
+        mode: EgressMode,
+    },
+
+    #[error(
+        "annotation {key} sets OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE while annotation {credential_key} is \"true\"; that would turn off the certificate checks that protect the credentials, so remove one of them."
+    )]
+    SslInsecureWithCredentialProxy { key: String, credential_key: String },
+
+    #[error(
+        "annotation {key} asks for execd isolated sessions, which need SYS_ADMIN and no seccomp or AppArmor profile, and this webhook's configuration does not allow them (execd.allowIsolation is false); remove the annotation or ask the cluster operator to set execd.allowIsolation."
+    )]
+    IsolationNotAllowed { key: String },
+
+    #[error(
+        "annotation {key} asks for egress control, but runtime class '{}' cannot run the egress sidecar: it needs the iptables nat table, which that runtime does not provide, so the pod would never become ready; use a compatible runtime class (such as kata) or remove {key}.",
+        clip(.runtime)
+    )]
+    IncompatibleRuntime { runtime: String, key: String },
+
+    #[error("label {key} must be a string; set it to the sandbox's id.")]
+    MalformedLabel { key: String },
 
     #[error(
         "volume '{volume}' is not an emptyDir; the webhook owns that volume name, so rename your volume."
@@ -118,6 +160,16 @@ pub enum Denial {
         "{list} '{name}' was not injected by this webhook but uses a name it reserves; rename that container."
     )]
     ReservedContainerName { list: &'static str, name: String },
+
+    #[error(
+        "the pod names '{name}' more than once among its containers and init containers; container names must be unique, and the webhook owns that one."
+    )]
+    DuplicateContainerName { name: String },
+
+    #[error(
+        "the sandbox container would be '{name}', a name the webhook reserves for a container it injects; rename it, or name the sandbox container with annotation {key}."
+    )]
+    ReservedMainContainer { name: String, key: String },
 
     #[error("the webhook could not generate an egress token ({0}); retry the request.")]
     TokenUnavailable(#[source] TokenError),
@@ -144,7 +196,8 @@ impl Denial {
             Denial::InTemplate { denial, .. } => denial.code(),
             Denial::HostNetworkWithPolicy { .. }
             | Denial::PrivilegedWithPolicy { .. }
-            | Denial::NetCapabilityWithPolicy { .. } => 403,
+            | Denial::NetCapabilityWithPolicy { .. }
+            | Denial::IsolationNotAllowed { .. } => 403,
             Denial::TokenUnavailable(_) | Denial::PatchEncoding(_) => 500,
             _ => 400,
         }
@@ -176,6 +229,27 @@ impl From<IntentError> for Denial {
             IntentError::TimeoutOutOfRange { key, shown } => {
                 Denial::TimeoutOutOfRange { key, shown }
             }
+            IntentError::WithoutPolicy { key, policy_key } => {
+                Denial::WithoutPolicy { key, policy_key }
+            }
+            IntentError::CredentialProxyNeedsNft {
+                key,
+                mode_key,
+                mode,
+            } => Denial::CredentialProxyNeedsNft {
+                key,
+                mode_key,
+                mode,
+            },
+            IntentError::SslInsecureWithCredentialProxy {
+                key,
+                credential_key,
+            } => Denial::SslInsecureWithCredentialProxy {
+                key,
+                credential_key,
+            },
+            IntentError::IsolationNotAllowed { key } => Denial::IsolationNotAllowed { key },
+            IntentError::MalformedLabel { key } => Denial::MalformedLabel { key },
         }
     }
 }

@@ -1,67 +1,81 @@
 //! The egress-control sidecar (SPEC 4.2), added only when the pod carries a
 //! network policy.
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::config::EgressMode;
+use crate::config::{Config, EgressMode};
 
 use super::context::Context;
 use super::denial::Denial;
+use super::egress_env;
 use super::intent::Intent;
 use super::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
-use super::patch::PatchBuilder;
+use super::owned::{At, EGRESS, List, Owned};
 use super::pod::{ContainerView, SpecView};
 use super::run_as::{PodUser, RunAs};
 
-pub(crate) const EGRESS: &str = "egress";
 const RULES_ENV: &str = KnownEnv::EgressRules.name();
 const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
+const OTLP_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+const SANDBOX_ID_ENV: &str = "OPENSANDBOX_EGRESS_SANDBOX_ID";
 const TOKEN_ENV: &str = KnownEnv::EgressToken.name();
 const API_PORT: u16 = 18080;
 const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
 
-/// A container named `egress` that carries the sidecar's rules env var is
-/// ours (or the layout of `OpenSandbox` itself) and is left alone.
-fn is_sidecar(c: &ContainerView<'_>) -> bool {
-    c.name == EGRESS && c.has_env(KnownEnv::EgressRules)
-}
-
-/// Where the sidecar already is, if it is (in either placement): the list
-/// (`initContainers` or `containers`), its index and its view. An unrelated
-/// container named `egress` is a conflict.
-fn existing<'s, 'a>(
-    spec: &'s SpecView<'a>,
-) -> Result<Option<(&'static str, usize, &'s ContainerView<'a>)>, Denial> {
-    for (list, field, containers) in [
-        ("init container", "initContainers", spec.init_containers()),
-        ("container", "containers", spec.containers()),
+/// With a network policy, no container but the sidecar may be able to
+/// undo its rules: every container shares the pod's network namespace, so
+/// a privileged one, or one that adds `NET_ADMIN`, `NET_RAW` or `ALL`,
+/// could rewrite them whichever list it is in. The webhook's own containers
+/// (`owned`) are left to `layout`, which makes them exactly its own.
+/// `SYS_ADMIN` alone is allowed: it cannot change the sidecar's rules, and
+/// execd's isolated sessions need it.
+pub(crate) fn check_privileges(
+    spec: &SpecView<'_>,
+    owned: Owned,
+    policy_key: &str,
+) -> Result<(), Denial> {
+    for (list, containers) in [
+        (List::Init, spec.init_containers()),
+        (List::Main, spec.containers()),
     ] {
-        if let Some((at, c)) = containers
-            .iter()
-            .enumerate()
-            .find(|(_, c)| c.name == EGRESS)
-        {
-            if !is_sidecar(c) {
-                return Err(Denial::ReservedContainerName {
-                    list,
-                    name: EGRESS.to_owned(),
-                });
+        for (index, c) in containers.iter().enumerate() {
+            if !owned.holds(At { list, index }) {
+                check_container(c, list, policy_key)?;
             }
-            return Ok(Some((field, at, c)));
         }
     }
-    Ok(None)
+    Ok(())
 }
 
-/// The main container must not be able to undo the sidecar's rules.
-pub(crate) fn check_main(c: &ContainerView<'_>, policy_key: &str) -> Result<(), Denial> {
+/// The sidecar needs the iptables nat table; a runtime without it (gVisor)
+/// would leave the pod never ready (SPEC 4.2).
+pub(crate) fn check_runtime(spec: &SpecView<'_>, config: &Config) -> Result<(), Denial> {
+    match spec.runtime_class_name.as_deref() {
+        Some(runtime)
+            if config
+                .egress
+                .incompatible_runtime_classes
+                .iter()
+                .any(|r| r == runtime) =>
+        {
+            Err(Denial::IncompatibleRuntime {
+                runtime: runtime.to_owned(),
+                key: config.keys().network_policy.clone(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_container(c: &ContainerView<'_>, list: List, policy_key: &str) -> Result<(), Denial> {
     if c.security_context
         .as_ref()
         .and_then(|s| s.privileged)
         .unwrap_or(false)
     {
         return Err(Denial::PrivilegedWithPolicy {
+            list: list.noun(),
             container: c.name.to_string(),
             key: policy_key.to_owned(),
         });
@@ -69,6 +83,7 @@ pub(crate) fn check_main(c: &ContainerView<'_>, policy_key: &str) -> Result<(), 
     let added = c.capabilities().and_then(|caps| caps.add.as_ref());
     if let Some(name) = added.and_then(|caps| caps.first_net) {
         return Err(Denial::NetCapabilityWithPolicy {
+            list: list.noun(),
             container: c.name.to_string(),
             capability: name.to_owned(),
             key: policy_key.to_owned(),
@@ -92,8 +107,13 @@ pub(crate) struct Sidecar<'a> {
     image: &'a str,
     rules: &'a str,
     mode: EgressMode,
+    otlp_endpoint: Option<&'a str>,
+    /// `OPENSANDBOX_EGRESS_SANDBOX_ID`: the pod's `<prefix>/id` label.
+    sandbox_id: &'a str,
     credential_proxy: bool,
     token: Token<'a>,
+    /// The pod's `<prefix>/egress-env` entries, in their order.
+    extra_env: &'a [(String, String)],
     resources: Option<&'a Value>,
     /// A native sidecar (an init container that keeps running).
     pub native: bool,
@@ -101,17 +121,16 @@ pub(crate) struct Sidecar<'a> {
     run_as: RunAs,
 }
 
-/// The sidecar this pod still needs: `None` without a network policy or
-/// when one is already there (in either placement).
+/// The sidecar this pod gets: `None` without a network policy. Built
+/// whether or not the pod holds one already, which `layout` checks against
+/// it.
 pub(crate) fn plan<'a>(
     spec: &SpecView<'_>,
     intent: &'a Intent,
     ctx: &Context<'a>,
 ) -> Result<Option<Sidecar<'a>>, Denial> {
     let config = ctx.config;
-    // A conflicting `egress` container is denied even without a policy.
-    let present = existing(spec)?.is_some();
-    let Some(policy) = intent.policy.as_ref().filter(|_| !present) else {
+    let Some(policy) = intent.policy.as_ref() else {
         return Ok(None);
     };
     let image = config
@@ -125,9 +144,15 @@ pub(crate) fn plan<'a>(
     Ok(Some(Sidecar {
         image,
         rules: &policy.json,
-        mode: intent.egress_mode.unwrap_or(config.egress.mode),
+        mode: intent.mode(config),
+        otlp_endpoint: config.egress.otlp_endpoint.as_deref(),
+        sandbox_id: &intent.sandbox_id,
         credential_proxy: intent.credential_proxy,
         token,
+        extra_env: intent
+            .egress_env
+            .as_ref()
+            .map_or(&[][..], |e| e.entries.as_slice()),
         resources: config.egress.resources.as_ref(),
         native: config.egress.native_sidecar,
         run_as: PodUser::of(spec).for_root(),
@@ -142,115 +167,6 @@ fn token_for<'a>(intent: &'a Intent, ctx: &Context<'_>) -> Result<Token<'a>, Den
     })
 }
 
-/// A sidecar that is there but has no token yet: the one `inject` writes
-/// into a workload's pod template, where a token would be shared by every
-/// replica. Each pod gets its own at admission: the token env var, the
-/// readiness probe's header, and the annotation (SPEC 4.2).
-#[derive(Debug)]
-pub(crate) struct TokenCompletion<'a> {
-    /// `initContainers` or `containers`, and the index there.
-    list: &'static str,
-    index: usize,
-    token: Token<'a>,
-    /// Whether the probe's `httpHeaders` list exists; `None` when the
-    /// sidecar has no `httpGet` readiness probe or its header is there.
-    header_list: Option<bool>,
-}
-
-/// What a present sidecar without `OPENSANDBOX_EGRESS_TOKEN` still needs;
-/// `None` for no sidecar or one with its token.
-pub(crate) fn complete<'a>(
-    spec: &SpecView<'_>,
-    intent: &'a Intent,
-    ctx: &Context<'_>,
-) -> Result<Option<TokenCompletion<'a>>, Denial> {
-    let Some((list, index, c)) = existing(spec)? else {
-        return Ok(None);
-    };
-    if c.has_env(KnownEnv::EgressToken) {
-        return Ok(None);
-    }
-    let header_list = c
-        .readiness_probe
-        .and_then(|raw| serde_json::from_str::<ProbeView>(raw.get()).ok())
-        .and_then(|probe| probe.http_get)
-        .and_then(|get| match get.http_headers {
-            None => Some(false),
-            Some(headers) if headers.iter().any(|h| h.name == AUTH_HEADER) => None,
-            Some(_) => Some(true),
-        });
-    Ok(Some(TokenCompletion {
-        list,
-        index,
-        token: token_for(intent, ctx)?,
-        header_list,
-    }))
-}
-
-/// The parts of a readiness probe the completion reads.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", remote = "Self")]
-struct ProbeView {
-    http_get: Option<HttpGetView>,
-}
-
-objects_only! {
-    impl<'de> for ProbeView;
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", remote = "Self")]
-struct HttpGetView {
-    http_headers: Option<Vec<HeaderView>>,
-}
-
-objects_only! {
-    impl<'de> for HttpGetView;
-}
-
-#[derive(Deserialize)]
-#[serde(remote = "Self")]
-struct HeaderView {
-    #[serde(default)]
-    name: String,
-}
-
-objects_only! {
-    impl<'de> for HeaderView;
-}
-
-impl TokenCompletion<'_> {
-    /// A token made for this pod, to be written to its annotation.
-    pub fn new_token(&self) -> Option<&str> {
-        self.token.new_token()
-    }
-
-    /// The token env var and probe header. Written before any init
-    /// container is inserted, so `index` is still the sidecar's.
-    pub fn write(&self, patch: &mut PatchBuilder) {
-        let index = self.index.to_string();
-        let c = ["spec", self.list, index.as_str()];
-        let value = self.token.get();
-        patch.add(
-            &[c[0], c[1], c[2], "env", "-"],
-            &EnvVar {
-                name: TOKEN_ENV,
-                value,
-            },
-        );
-        let header = HttpHeader {
-            name: AUTH_HEADER,
-            value,
-        };
-        let at = [c[0], c[1], c[2], "readinessProbe", "httpGet", "httpHeaders"];
-        match self.header_list {
-            Some(true) => patch.add(&[at[0], at[1], at[2], at[3], at[4], at[5], "-"], &header),
-            Some(false) => patch.add(&at, &[header]),
-            None => {}
-        }
-    }
-}
-
 /// Takes out of a pod (or template) what [`complete`] or the sidecar added
 /// for `token`: its env var and probe header. `inject` does this on a
 /// workload's template, whose pods each get their own token at admission.
@@ -263,24 +179,27 @@ pub fn strip_token(pod: &mut Value, token: &str) {
             continue;
         };
         for c in containers.iter_mut().filter(|c| c["name"] == EGRESS) {
-            let ours = |item: &Value, name: &str, field: &str| {
-                item["name"] == name && item[field] == token
-            };
-            if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
-                env.retain(|e| !ours(e, TOKEN_ENV, "value"));
-            }
-            let Some(get) = c
-                .pointer_mut("/readinessProbe/httpGet")
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            if let Some(headers) = get.get_mut("httpHeaders").and_then(Value::as_array_mut) {
-                headers.retain(|h| !ours(h, AUTH_HEADER, "value"));
-                if headers.is_empty() {
-                    get.remove("httpHeaders");
-                }
-            }
+            strip_container_token(c, token);
+        }
+    }
+}
+
+/// [`strip_token`] on one sidecar container.
+fn strip_container_token(c: &mut Value, token: &str) {
+    let ours = |item: &Value, name: &str, field: &str| item["name"] == name && item[field] == token;
+    if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
+        env.retain(|e| !ours(e, TOKEN_ENV, "value"));
+    }
+    let Some(get) = c
+        .pointer_mut("/readinessProbe/httpGet")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if let Some(headers) = get.get_mut("httpHeaders").and_then(Value::as_array_mut) {
+        headers.retain(|h| !ours(h, AUTH_HEADER, "value"));
+        if headers.is_empty() {
+            get.remove("httpHeaders");
         }
     }
 }
@@ -307,28 +226,37 @@ impl Sidecar<'_> {
         self.token.new_token()
     }
 
+    /// `container` (this sidecar as JSON) without its token: what `inject`
+    /// writes into a workload's template, where each pod gets its own token
+    /// at admission.
+    pub fn tokenless(&self, container: &Value) -> Value {
+        let mut c = container.clone();
+        strip_container_token(&mut c, self.token.get());
+        c
+    }
+
     /// The sidecar container, in the shape the `OpenSandbox` provider gives it.
     fn container(&self) -> Container<'_> {
         let token = self.token.get();
-        let mut env = Vec::with_capacity(4);
-        env.push(EnvVar {
-            name: RULES_ENV,
-            value: self.rules,
-        });
-        env.push(EnvVar {
-            name: MODE_ENV,
-            value: self.mode.as_str(),
-        });
-        if self.credential_proxy {
-            env.push(EnvVar {
-                name: MITM_ENV,
-                value: "true",
-            });
+        let mut env = Vec::with_capacity(6 + self.extra_env.len());
+        let mut push = |name: &'static str, value| env.push(EnvVar { name, value });
+        push(RULES_ENV, self.rules);
+        push(MODE_ENV, self.mode.as_str());
+        if let Some(endpoint) = self.otlp_endpoint {
+            push(OTLP_ENV, endpoint);
         }
-        env.push(EnvVar {
-            name: TOKEN_ENV,
-            value: token,
-        });
+        push(SANDBOX_ID_ENV, self.sandbox_id);
+        if self.credential_proxy {
+            push(MITM_ENV, "true");
+        }
+        push(TOKEN_ENV, token);
+        env.extend(
+            self.extra_env
+                .iter()
+                // The credential proxy sets it already.
+                .filter(|(name, _)| !(self.credential_proxy && name == egress_env::TRANSPARENT))
+                .map(|(name, value)| EnvVar { name, value }),
+        );
         Container {
             name: EGRESS,
             image: self.image,
@@ -353,7 +281,7 @@ impl Sidecar<'_> {
                 period_seconds: 1,
                 failure_threshold: 30,
             },
-            volume_mounts: self.credential_proxy.then_some([BIN]),
+            volume_mounts: [BIN],
             resources: self.resources,
             restart_policy: self.native.then_some("Always"),
         }
@@ -376,8 +304,8 @@ struct Container<'a> {
     security_context: SecurityContext,
     ports: [Port; 1],
     readiness_probe: Probe<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    volume_mounts: Option<[Mount; 1]>,
+    /// Always: the sidecar writes its MITM CA there for bootstrap.sh.
+    volume_mounts: [Mount; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
     resources: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -432,12 +360,22 @@ mod tests {
 
     #[test]
     fn env_order_and_native_placement() {
+        let extra = [
+            (egress_env::TRANSPARENT.to_owned(), "true".to_owned()),
+            (
+                "OPENSANDBOX_EGRESS_LOG_LEVEL".to_owned(),
+                "debug".to_owned(),
+            ),
+        ];
         let c = serde_json::to_value(Sidecar {
             image: "img",
             rules: "{}",
             mode: EgressMode::DnsNft,
+            otlp_endpoint: Some("http://otel:4318"),
+            sandbox_id: "sb-1",
             credential_proxy: true,
             token: Token::Given("tok"),
+            extra_env: &extra,
             resources: None,
             native: true,
             run_as: RunAs::default(),
@@ -449,7 +387,22 @@ mod tests {
             .iter()
             .map(|e| e["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, [RULES_ENV, MODE_ENV, MITM_ENV, TOKEN_ENV]);
+        // SPEC 4.2's order; the pod's MITM setting is the credential
+        // proxy's already.
+        assert_eq!(
+            names,
+            [
+                RULES_ENV,
+                MODE_ENV,
+                OTLP_ENV,
+                SANDBOX_ID_ENV,
+                MITM_ENV,
+                TOKEN_ENV,
+                "OPENSANDBOX_EGRESS_LOG_LEVEL"
+            ]
+        );
+        assert_eq!(c["env"][3]["value"], "sb-1");
+        assert_eq!(c["env"][2]["value"], "http://otel:4318");
         assert_eq!(c["restartPolicy"], "Always");
         assert_eq!(c["env"][1]["value"], "dns+nft");
         assert_eq!(c["volumeMounts"][0]["mountPath"], "/opt/opensandbox");

@@ -8,7 +8,9 @@ use serde_json::value::RawValue;
 use crate::config::{Config, EgressMode};
 use crate::duration::DurationError;
 
+use super::egress_env::{self, EgressEnv};
 use super::expires_at::parse_expires_at;
+use super::lifecycle;
 use super::platform::{Platform, PlatformError};
 use super::pod::PodView;
 use super::policy::{self, NetworkPolicy, PolicyError};
@@ -27,6 +29,29 @@ pub(crate) struct Intent {
     pub entrypoint: Option<Vec<String>>,
     pub main_container: Option<String>,
     pub egress_token: Option<String>,
+    /// The pod's `<prefix>/id` label: `OPENSANDBOX_ID` and
+    /// `OPENSANDBOX_EGRESS_SANDBOX_ID`.
+    pub sandbox_id: String,
+    /// `<prefix>/egress-env`, checked against the allowlist.
+    pub egress_env: Option<EgressEnv>,
+    /// `<prefix>/execd-isolation: "enable"`, allowed by the configuration.
+    pub isolation: bool,
+    /// `<prefix>/lifecycle` as `OPENSANDBOX_LIFECYCLE`'s value.
+    pub lifecycle: Option<String>,
+}
+
+impl Intent {
+    /// The egress mode the sidecar gets: the pod's, else the configured one.
+    pub fn mode(&self, config: &Config) -> EgressMode {
+        self.egress_mode.unwrap_or(config.egress.mode)
+    }
+
+    /// Whether the main container is told that its traffic is intercepted
+    /// (SPEC 3.3): with the credential proxy, or an egress-env that turns
+    /// the transparent MITM proxy on.
+    pub fn transparent_mitm(&self) -> bool {
+        self.credential_proxy || self.egress_env.as_ref().is_some_and(EgressEnv::transparent)
+    }
 }
 
 /// Why the annotations cannot be read. `Denial` words each as the variant of
@@ -45,6 +70,26 @@ pub(crate) enum IntentError {
     CredentialProxyWithoutPolicy {
         key: String,
         policy_key: String,
+    },
+    /// An annotation that only the egress sidecar reads, without a policy.
+    WithoutPolicy {
+        key: String,
+        policy_key: String,
+    },
+    CredentialProxyNeedsNft {
+        key: String,
+        mode_key: String,
+        mode: EgressMode,
+    },
+    SslInsecureWithCredentialProxy {
+        key: String,
+        credential_key: String,
+    },
+    IsolationNotAllowed {
+        key: String,
+    },
+    MalformedLabel {
+        key: String,
     },
     /// A timeout too long to count in seconds, as the message shows it.
     TimeoutOutOfRange {
@@ -149,6 +194,39 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
         intent.main_container = Some(value.trim().to_owned());
     }
 
+    intent.sandbox_id = match pod.label(&keys.id).map(decode_string) {
+        Some(Ok(Some(id))) => id,
+        // `select` admits only pods that carry the label.
+        None => String::new(),
+        Some(_) => {
+            return Err(IntentError::MalformedLabel {
+                key: keys.id.clone(),
+            });
+        }
+    };
+
+    read_sidecar_env(&mut intent, &get, config)?;
+
+    if let Some(value) = get(&keys.execd_isolation)? {
+        if value != "enable" {
+            return Err(malformed(
+                &keys.execd_isolation,
+                format!("is '{}'; the only value is \"enable\"", clip(&value)),
+            ));
+        }
+        if !config.execd.allow_isolation {
+            return Err(IntentError::IsolationNotAllowed {
+                key: keys.execd_isolation.clone(),
+            });
+        }
+        intent.isolation = true;
+    }
+
+    if let Some(value) = get(&keys.lifecycle)? {
+        intent.lifecycle =
+            Some(lifecycle::parse(&value).map_err(|problem| malformed(&keys.lifecycle, problem))?);
+    }
+
     if let Some(value) = get(&keys.egress_auth_token)? {
         if !is_egress_token(&value) {
             return Err(malformed(
@@ -160,6 +238,43 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     Ok(Some(intent))
+}
+
+/// `<prefix>/egress-env` and what the credential proxy asks of the
+/// sidecar's settings (SPEC 4.2, 4.3): both configure a sidecar, so both
+/// need a policy, and a credential proxy needs `dns+nft` and certificate
+/// checks.
+fn read_sidecar_env(
+    intent: &mut Intent,
+    get: &impl Fn(&str) -> Result<Option<String>, IntentError>,
+    config: &Config,
+) -> Result<(), IntentError> {
+    let keys = config.keys();
+    if let Some(value) = get(&keys.egress_env)? {
+        let env =
+            egress_env::parse(&value).map_err(|problem| malformed(&keys.egress_env, problem))?;
+        if intent.policy.is_none() {
+            return Err(IntentError::WithoutPolicy {
+                key: keys.egress_env.clone(),
+                policy_key: keys.network_policy.clone(),
+            });
+        }
+        if intent.credential_proxy && env.ssl_insecure() {
+            return Err(IntentError::SslInsecureWithCredentialProxy {
+                key: keys.egress_env.clone(),
+                credential_key: keys.credential_proxy.clone(),
+            });
+        }
+        intent.egress_env = Some(env);
+    }
+    if intent.credential_proxy && intent.mode(config) != EgressMode::DnsNft {
+        return Err(IntentError::CredentialProxyNeedsNft {
+            key: keys.credential_proxy.clone(),
+            mode_key: keys.egress_mode.clone(),
+            mode: intent.mode(config),
+        });
+    }
+    Ok(())
 }
 
 /// Why a timeout annotation is refused. A well-formed timeout too long to
@@ -220,5 +335,104 @@ fn malformed(key: &str, problem: impl Into<String>) -> IntentError {
     IntentError::MalformedAnnotation {
         key: key.to_owned(),
         problem: problem.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const POLICY: &str = r#"{"defaultAction":"deny"}"#;
+
+    fn read_with(annotations: &serde_json::Value, config: &str) -> Result<Intent, IntentError> {
+        let pod = json!({"metadata": {"labels": {"opensandbox.io/id": "sb-7"}, "annotations": annotations}});
+        let text = pod.to_string();
+        let view = PodView::parse(&text).unwrap();
+        read(&view, &Config::from_yaml(config).unwrap()).map(Option::unwrap)
+    }
+
+    fn read_one(annotations: &serde_json::Value) -> Result<Intent, IntentError> {
+        read_with(annotations, "{}")
+    }
+
+    #[test]
+    fn the_annotations_of_issue_32() {
+        let i = read_with(
+            &json!({
+                "opensandbox.io/network-policy": POLICY,
+                "opensandbox.io/egress-env": r#"{"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "true"}"#,
+                "opensandbox.io/execd-isolation": "enable",
+                "opensandbox.io/lifecycle": r#"{"preStart": {"command": ["true"]}}"#,
+            }),
+            "execd: {allowIsolation: true}",
+        )
+        .unwrap();
+        assert_eq!(i.sandbox_id, "sb-7");
+        assert!(i.isolation && i.transparent_mitm());
+        assert_eq!(
+            i.lifecycle.as_deref(),
+            Some(r#"{"preStart":{"command":["true"]}}"#)
+        );
+        assert_eq!(i.mode(&Config::default()), EgressMode::Dns);
+    }
+
+    #[test]
+    fn what_only_a_sidecar_reads_needs_a_policy_and_the_proxy_needs_nft() {
+        let env = r#"{"OPENSANDBOX_EGRESS_LOG_LEVEL": "debug"}"#;
+        assert!(matches!(
+            read_one(&json!({"opensandbox.io/egress-env": env})),
+            Err(IntentError::WithoutPolicy { .. })
+        ));
+        let proxy = |extra: serde_json::Value| {
+            let mut a = json!({"opensandbox.io/network-policy": POLICY, "opensandbox.io/credential-proxy": "true"});
+            a.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            read_one(&a)
+        };
+        assert!(matches!(
+            proxy(json!({})),
+            Err(IntentError::CredentialProxyNeedsNft {
+                mode: EgressMode::Dns,
+                ..
+            })
+        ));
+        assert!(proxy(json!({"opensandbox.io/egress-mode": "dns+nft"})).is_ok());
+        assert!(matches!(
+            proxy(json!({"opensandbox.io/egress-mode": "dns+nft",
+                "opensandbox.io/egress-env": r#"{"OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE": "true"}"#})),
+            Err(IntentError::SslInsecureWithCredentialProxy { .. })
+        ));
+    }
+
+    #[test]
+    fn isolation_is_enable_only_and_only_where_allowed() {
+        let on = json!({"opensandbox.io/execd-isolation": "enable"});
+        assert!(matches!(
+            read_one(&on),
+            Err(IntentError::IsolationNotAllowed { .. })
+        ));
+        for other in ["true", "Enable", " enable", ""] {
+            let r = read_with(
+                &json!({"opensandbox.io/execd-isolation": other}),
+                "execd: {allowIsolation: true}",
+            );
+            assert!(
+                matches!(r, Err(IntentError::MalformedAnnotation { .. })),
+                "{other:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_label_that_is_not_a_string_is_refused() {
+        let pod = json!({"metadata": {"labels": {"opensandbox.io/id": 7}}});
+        let text = pod.to_string();
+        let view = PodView::parse(&text).unwrap();
+        assert!(matches!(
+            read(&view, &Config::default()),
+            Err(IntentError::MalformedLabel { .. })
+        ));
     }
 }

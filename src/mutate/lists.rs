@@ -9,7 +9,10 @@ use std::ops::Deref;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess};
 
-use super::k8s::{BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, KnownEnv, same_capability};
+use super::k8s::{
+    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv,
+    TOKEN_VOLUME_PREFIX, same_capability, same_dir,
+};
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
 /// a `Cow<str>` field marked `borrow`, but not the items of a list or the
@@ -43,7 +46,10 @@ impl Deref for Text<'_> {
 }
 
 /// An `env` item. Only names matter: a variable the webhook would add is
-/// never overwritten.
+/// never overwritten. (The value of `OPENSANDBOX_ID`, which the webhook
+/// sets, is read from the pod's text when an entry of that name is there,
+/// `sandbox`: reading every item's value cost 12k instructions of a 10 KB
+/// review, and keeping each as raw text 5k.)
 #[derive(Debug, Default, Deserialize)]
 #[serde(remote = "Self")]
 struct EnvView<'a> {
@@ -70,9 +76,10 @@ objects_only! {
 }
 
 impl MountView<'_> {
-    /// `/opt/opensandbox/` and `/opt/opensandbox` are the same directory.
+    /// `/opt/opensandbox/`, `/opt//opensandbox` and `/opt/opensandbox` are
+    /// the same directory.
     fn at_bin_mount(&self) -> bool {
-        self.mount_path.trim_end_matches('/') == BIN_MOUNT
+        same_dir(&self.mount_path, BIN_MOUNT)
     }
 }
 
@@ -84,6 +91,8 @@ struct VolumeView<'a> {
     name: Cow<'a, str>,
     #[serde(default)]
     empty_dir: Option<IgnoredAny>,
+    #[serde(default)]
+    projected: Option<IgnoredAny>,
 }
 
 objects_only! {
@@ -136,20 +145,30 @@ summary_of_list!(Command; Text<'de>, |command, item| {
     }
 });
 
-/// The [`KnownEnv`] names a container's `env` has.
+/// The [`KnownEnv`] names a container's `env` has, and the index of its
+/// last `OPENSANDBOX_ID` entry (the one that counts: a later entry of a
+/// name wins).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct EnvNames(u8);
+pub struct EnvNames {
+    names: u8,
+    len: usize,
+    pub id_at: Option<usize>,
+}
 
 impl EnvNames {
     pub fn has(self, name: KnownEnv) -> bool {
-        self.0 & (1 << name as u8) != 0
+        self.names & (1 << name as u8) != 0
     }
 }
 
 summary_of_list!(EnvNames; EnvView<'de>, |names, item| {
     if let Some(known) = KnownEnv::ALL.into_iter().find(|k| item.name == k.name()) {
-        names.0 |= 1 << known as u8;
+        names.names |= 1 << known as u8;
+        if known == KnownEnv::Id {
+            names.id_at = Some(names.len);
+        }
     }
+    names.len += 1;
 });
 
 /// `volumeMounts`, as execd's decisions read it.
@@ -159,6 +178,13 @@ pub struct Mounts<'a> {
     pub bin: bool,
     /// The first other volume mounted at that path.
     pub bin_path_taken_by: Option<Cow<'a, str>>,
+    /// The isolated sessions' volume is mounted where execd expects it.
+    pub isolation: bool,
+    /// The mounts of a service-account token volume (`kube-api-access-*`):
+    /// the first one's index and volume name, and how many there are.
+    pub token: Option<(usize, Cow<'a, str>)>,
+    pub token_mounts: u8,
+    len: usize,
 }
 
 summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
@@ -168,21 +194,49 @@ summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
         } else if mounts.bin_path_taken_by.is_none() {
             mounts.bin_path_taken_by = Some(m.name);
         }
+    } else if m.name.starts_with(TOKEN_VOLUME_PREFIX) {
+        mounts.token_mounts = mounts.token_mounts.saturating_add(1);
+        if mounts.token.is_none() {
+            mounts.token = Some((mounts.len, m.name));
+        }
+    } else if m.name == ISOLATION_VOLUME && same_dir(&m.mount_path, ISOLATION_MOUNT) {
+        mounts.isolation = true;
     }
+    mounts.len += 1;
 });
 
 /// `spec.volumes`, as execd's decisions read it.
 #[derive(Debug, Default)]
-pub struct Volumes {
-    /// The first volume named like the binary volume: whether it is an
-    /// emptyDir.
-    pub bin_is_empty_dir: Option<bool>,
+pub struct Volumes<'a> {
+    /// The first volume named like the binary volume.
+    pub bin: Option<VolumeAt>,
+    /// The first volume named like the isolated sessions' volume.
+    pub isolation: Option<VolumeAt>,
+    /// The first projected `kube-api-access-*` volume: the service-account
+    /// token the apiserver mounted. Its index and name.
+    pub token: Option<(usize, Cow<'a, str>)>,
+    /// How many volumes there are.
+    pub len: usize,
 }
 
-summary_of_list!(Volumes; VolumeView<'de>, |volumes, v| {
-    if volumes.bin_is_empty_dir.is_none() && v.name == BIN_VOLUME {
-        volumes.bin_is_empty_dir = Some(v.empty_dir.is_some());
+/// A volume under a name the webhook owns: where it is and whether it is
+/// an emptyDir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VolumeAt {
+    pub index: usize,
+    pub empty_dir: bool,
+}
+
+summary_of_list!(Volumes<'a>, 'a; VolumeView<'de>, |volumes, v| {
+    let at = VolumeAt { index: volumes.len, empty_dir: v.empty_dir.is_some() };
+    if v.name == BIN_VOLUME {
+        volumes.bin = volumes.bin.or(Some(at));
+    } else if v.name == ISOLATION_VOLUME {
+        volumes.isolation = volumes.isolation.or(Some(at));
+    } else if volumes.token.is_none() && v.projected.is_some() && v.name.starts_with(TOKEN_VOLUME_PREFIX) {
+        volumes.token = Some((volumes.len, v.name));
     }
+    volumes.len += 1;
 });
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,6 +246,29 @@ pub struct SecurityContextView {
     pub privileged: Option<bool>,
     #[serde(default)]
     pub capabilities: Option<CapabilitiesView>,
+    #[serde(default)]
+    pub seccomp_profile: Option<ProfileView>,
+    #[serde(default)]
+    pub app_armor_profile: Option<ProfileView>,
+}
+
+/// A `seccompProfile` or `appArmorProfile`: only whether it is
+/// `Unconfined` matters (isolated sessions need it so).
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+pub struct ProfileView {
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+}
+
+objects_only! {
+    impl<'de> for ProfileView;
+}
+
+impl ProfileView {
+    pub fn unconfined(&self) -> bool {
+        self.kind.as_deref() == Some("Unconfined")
+    }
 }
 
 objects_only! {
@@ -221,6 +298,8 @@ pub struct Capabilities {
     /// Some item is `NET_ADMIN` or `ALL`: dropping either takes
     /// `NET_ADMIN` away.
     pub net_admin_or_all: bool,
+    /// Some item is `SYS_ADMIN`.
+    pub sys_admin: bool,
 }
 
 /// The capabilities that let a container rewrite the egress sidecar's rules.
@@ -232,4 +311,5 @@ summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
         .find(|w| same_capability(&cap, w));
     caps.first_net = caps.first_net.or(net);
     caps.net_admin_or_all |= same_capability(&cap, "NET_ADMIN") || same_capability(&cap, "ALL");
+    caps.sys_admin |= same_capability(&cap, "SYS_ADMIN");
 });

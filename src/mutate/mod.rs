@@ -5,28 +5,34 @@
 pub(crate) mod visit;
 
 mod affinity;
+mod automount;
 mod context;
 mod denial;
 mod egress;
+mod egress_env;
 mod execd;
 pub(crate) mod expires_at;
 mod expiry;
 mod intent;
 mod k8s;
+mod layout;
+mod lifecycle;
 mod lists;
 mod mistakes;
+mod owned;
 mod patch;
 mod platform;
 pub(crate) mod pod;
 mod policy;
 mod quote;
+mod raw;
 mod run_as;
+mod same;
+mod sandbox;
 mod select;
 mod token;
 mod typo;
 pub(crate) mod unschedulable;
-
-use serde::Serialize;
 
 use crate::config::{Config, Keys};
 
@@ -40,13 +46,17 @@ pub use select::SkipReason;
 pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
 pub use typo::KNOWN as ANNOTATION_NAMES;
 
-use egress::{Sidecar, TokenCompletion};
-use execd::{Execd, InstallerPlan};
+use automount::Automount;
+use egress::Sidecar;
+use execd::Installer;
 use expiry::Expiry;
 use intent::Intent;
+use layout::{Layout, Wanted};
+use owned::Owned;
 use patch::PatchBuilder;
 use platform::{Os, SelectorChange};
 use pod::{PodView, SpecView};
+use sandbox::SandboxChanges;
 
 #[derive(Debug)]
 pub enum Decision {
@@ -112,9 +122,16 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 
     let main = main_container(spec, &intent, config)?;
     let linux = intent.platform.as_ref().is_none_or(|p| p.os == Os::Linux);
-    if linux && intent.policy.is_some() {
-        egress::check_main(&spec.containers()[main], &keys.network_policy)?;
-    }
+    let owned = if linux {
+        let owned = owned::find(spec)?;
+        if intent.policy.is_some() {
+            egress::check_runtime(spec, config)?;
+            egress::check_privileges(spec, owned, &keys.network_policy)?;
+        }
+        owned
+    } else {
+        Owned::default()
+    };
 
     let selector = match &intent.platform {
         Some(platform) => {
@@ -125,10 +142,11 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     };
     let expiry = expiry::change(pod, &intent, ctx)?;
     let injection = if linux {
-        Some(inject(spec, main, &intent, ctx)?)
+        Some(inject(pod, main, owned, &intent, ctx)?)
     } else {
         None
     };
+    let automount = automount::plan(spec, config);
 
     let mut warnings = Vec::new();
     if !linux {
@@ -148,7 +166,12 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     }
 
     if let Some(injection) = &injection {
+        warnings.extend(injection.layout.warnings.iter().cloned());
         warnings.extend(injection.runs_as_root_warning(spec));
+    }
+    warnings.extend(automount.warning.map(str::to_owned));
+    if intent.credential_proxy && intent.policy.as_ref().is_some_and(|p| p.default_allow) {
+        warnings.push(CREDENTIAL_PROXY_ALLOW.to_owned());
     }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
@@ -156,47 +179,79 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         expiry,
         injection,
         selector,
+        automount,
+        owned,
     }
     .patch(pod, keys)
     .map_err(Denial::PatchEncoding)?;
     Ok(Some(Admission { patch, warnings }))
 }
 
+/// Upstream allows it for compatibility and logs that it is deprecated
+/// (SPEC 4.2: admitted with a warning).
+const CREDENTIAL_PROXY_ALLOW: &str = "credential proxy with defaultAction allow: a credential-bound host may be reached around it; use deny";
+
 /// What execd and, with a network policy, the egress sidecar still need:
 /// Linux pods only.
 struct Injection<'a> {
-    execd: Execd<'a>,
+    installer: Installer<'a>,
+    sandbox: SandboxChanges<'a>,
     sidecar: Option<Sidecar<'a>>,
-    /// A sidecar that is there without its token (from a template).
-    token: Option<TokenCompletion<'a>>,
+    /// Where they go, and what the pod's own copies still need.
+    layout: Layout<'a>,
+    /// The main container's index in `spec.containers`.
+    main: usize,
+    isolation: bool,
 }
 
-impl Injection<'_> {
+impl<'a> Injection<'a> {
+    fn wanted(&self) -> Wanted<'_, 'a> {
+        Wanted {
+            installer: &self.installer,
+            sidecar: self.sidecar.as_ref(),
+            isolation: self.isolation,
+        }
+    }
+
     /// Said when the pod asks for a non-root user and gets containers that
     /// run as root (`run_as`).
     fn runs_as_root_warning(&self, spec: &SpecView<'_>) -> Option<String> {
         if !run_as::PodUser::of(spec).asks_non_root() {
             return None;
         }
-        let installer = matches!(&self.execd.installer, InstallerPlan::Add(i) if i.privileged());
-        run_as::warning(self.sidecar.is_some(), installer)
+        let (installer, sidecar) = self.layout.writes(&self.wanted());
+        run_as::warning(sidecar, installer && self.installer.privileged())
     }
 }
 
 fn inject<'a>(
-    spec: &SpecView<'_>,
+    pod: &PodView<'a>,
     main: usize,
+    owned: Owned,
     intent: &'a Intent,
     ctx: &Context<'a>,
 ) -> Result<Injection<'a>, Denial> {
-    execd::check_conflicts(spec)?;
+    let spec = pod.spec();
+    execd::check_conflicts(spec, intent.isolation)?;
     let sidecar = egress::plan(spec, intent, ctx)?;
-    let token = egress::complete(spec, intent, ctx)?;
-    let execd = execd::plan(spec, main, intent, ctx.config)?;
+    let installer = execd::plan(spec, intent, ctx.config);
+    let sandbox = sandbox::plan(pod, main, intent, ctx.config)?;
+    let layout = layout::plan(
+        pod,
+        owned,
+        &Wanted {
+            installer: &installer,
+            sidecar: sidecar.as_ref(),
+            isolation: intent.isolation,
+        },
+    )?;
     Ok(Injection {
-        execd,
+        installer,
+        sandbox,
         sidecar,
-        token,
+        layout,
+        main,
+        isolation: intent.isolation,
     })
 }
 
@@ -206,6 +261,8 @@ struct Parts<'a> {
     expiry: Option<Expiry>,
     injection: Option<Injection<'a>>,
     selector: Option<SelectorChange>,
+    automount: Automount,
+    owned: Owned,
 }
 
 impl Parts<'_> {
@@ -218,12 +275,10 @@ impl Parts<'_> {
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
             Some(Expiry::Keep) | None => {}
         }
-        let new_token = self.injection.as_ref().and_then(|i| {
-            i.sidecar
-                .as_ref()
-                .and_then(Sidecar::new_token)
-                .or_else(|| i.token.as_ref().and_then(TokenCompletion::new_token))
-        });
+        let new_token = self
+            .injection
+            .as_ref()
+            .and_then(|i| i.sidecar.as_ref().and_then(Sidecar::new_token));
         if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
@@ -236,19 +291,14 @@ impl Parts<'_> {
         );
         patch.add_entries(&["metadata", "labels"], pod.has_labels(), &labels);
         if let Some(injection) = &self.injection {
-            let (native, classic) = match &injection.sidecar {
-                Some(s) if s.native => (Some(s), None),
-                other => (None, other.as_ref()),
-            };
-            injection.execd.write_volume(&mut patch);
-            if let Some(token) = &injection.token {
-                token.write(&mut patch);
-            }
-            init_container_ops(spec, &injection.execd.installer, native, &mut patch);
-            injection.execd.write_main(&mut patch);
-            if let Some(s) = classic {
-                patch.append(&["spec", "containers"], true, &[s]);
-            }
+            let wanted = injection.wanted();
+            let layout = &injection.layout;
+            layout.write_first(&mut patch);
+            layout.write_init(spec, &wanted, &mut patch);
+            injection
+                .sandbox
+                .write(layout.main_index(injection.main), &mut patch);
+            layout.write_last(&wanted, &mut patch);
         }
         match self.selector {
             Some(SelectorChange::Create(e)) => {
@@ -259,33 +309,12 @@ impl Parts<'_> {
             }
             None => {}
         }
+        self.automount.write(
+            self.injection.as_ref().map(|i| &i.layout),
+            self.owned,
+            &mut patch,
+        );
         patch.finish()
-    }
-}
-
-/// The one place init-container positions are decided: the installer
-/// first, the native sidecar right after it, so later init containers
-/// already run under egress control.
-fn init_container_ops(
-    spec: &SpecView<'_>,
-    installer: &InstallerPlan<'_>,
-    native_sidecar: Option<&Sidecar<'_>>,
-    patch: &mut PatchBuilder,
-) {
-    let (first_at, installer) = match installer {
-        InstallerPlan::Present(at) => (at + 1, None),
-        InstallerPlan::Add(i) => (0, Some(InitContainer::Installer(i))),
-    };
-    let new: Vec<InitContainer<'_>> = installer
-        .into_iter()
-        .chain(native_sidecar.map(InitContainer::Sidecar))
-        .collect();
-    if spec.init_containers.is_none() {
-        patch.append(&["spec", "initContainers"], false, &new);
-    } else {
-        for (at, c) in (first_at..).zip(&new) {
-            patch.add(&["spec", "initContainers", &at.to_string()], c);
-        }
     }
 }
 
@@ -298,7 +327,7 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
         return Err(Denial::NoContainers);
     }
     if let Some(name) = &intent.main_container {
-        return containers
+        let found = containers
             .iter()
             .position(|c| c.name == name.as_str())
             .ok_or_else(|| Denial::MainContainerNotFound {
@@ -309,19 +338,30 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
                     .map(|c| c.name.as_ref())
                     .collect::<Vec<_>>()
                     .join(", "),
-            });
+            })?;
+        reserved_main(&containers[found], config)?;
+        return Ok(found);
     }
-    Ok(containers
+    let main = containers
         .iter()
         .position(|c| c.name == "sandbox")
-        .or_else(|| containers.iter().position(|c| c.name != egress::EGRESS))
-        .unwrap_or(0))
+        .or_else(|| containers.iter().position(|c| c.name != owned::EGRESS))
+        .unwrap_or(0);
+    reserved_main(&containers[main], config)?;
+    Ok(main)
 }
 
-/// What goes into `spec.initContainers`: one list, two shapes.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum InitContainer<'a> {
-    Installer(&'a execd::Installer<'a>),
-    Sidecar(&'a Sidecar<'a>),
+/// The sandbox container cannot be one the webhook owns the name of: it
+/// would be checked, and replaced, as the sidecar.
+fn reserved_main(c: &pod::ContainerView<'_>, config: &Config) -> Result<(), Denial> {
+    if c.name == owned::EGRESS || c.name == owned::INSTALLER {
+        return Err(Denial::ReservedMainContainer {
+            name: c.name.to_string(),
+            key: config.keys().main_container.clone(),
+        });
+    }
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

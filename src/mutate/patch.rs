@@ -68,12 +68,36 @@ pub struct PatchBuilder {
 
 impl PatchBuilder {
     pub fn add<T: AsRef<str>, V: Serialize + ?Sized>(&mut self, tokens: &[T], value: &V) {
+        self.op(br#"{"op":"add","path":""#, tokens);
+        self.value(value);
+    }
+
+    /// Replaces what is at `tokens`, which must exist (on a list item,
+    /// `add` would insert instead).
+    pub fn replace<T: AsRef<str>, V: Serialize + ?Sized>(&mut self, tokens: &[T], value: &V) {
+        self.op(br#"{"op":"replace","path":""#, tokens);
+        self.value(value);
+    }
+
+    /// Removes what is at `tokens`, which must exist; later items of a list
+    /// move down by one for the operations that follow.
+    pub fn remove<T: AsRef<str>>(&mut self, tokens: &[T]) {
+        self.op(br#"{"op":"remove","path":""#, tokens);
+        self.json.extend_from_slice(b"\"}");
+    }
+
+    /// An operation's start up to the end of its path.
+    fn op<T: AsRef<str>>(&mut self, start: &[u8], tokens: &[T]) {
         self.begin_op();
-        self.json.extend_from_slice(br#"{"op":"add","path":""#);
+        self.json.extend_from_slice(start);
         for token in tokens {
             self.json.push(b'/');
             push_token(&mut self.json, token.as_ref());
         }
+    }
+
+    /// An operation's value, after its path, and its end.
+    fn value<V: Serialize + ?Sized>(&mut self, value: &V) {
         self.json.extend_from_slice(br#"","value":"#);
         if let Err(e) = serde_json::to_writer(&mut self.json, value) {
             self.error.get_or_insert_with(|| e.to_string());
@@ -233,6 +257,31 @@ mod tests {
                 {"op": "add", "path": "/spec/volumes", "value": [{"name": "v"}]},
                 {"op": "add", "path": "/spec/initContainers/-", "value": {"name": "c"}}
             ])
+        );
+    }
+
+    #[test]
+    fn replaces_and_removes() {
+        let mut p = PatchBuilder::default();
+        p.replace(&["spec", "initContainers", "1"], &json!({"name": "egress"}));
+        p.remove(&["spec", "containers", "0"]);
+        p.add(
+            &["spec", "containers", "0", "env", "-"],
+            &json!({"name": "E"}),
+        );
+        let patch = p.finish().unwrap();
+        assert_eq!(patch.len(), 3);
+        let mut doc = json!({"spec": {
+            "initContainers": [{"name": "i"}, {"name": "old"}],
+            "containers": [{"name": "egress"}, {"name": "main", "env": []}],
+        }});
+        json_patch::patch(&mut doc, &patch.operations().unwrap()).unwrap();
+        assert_eq!(
+            doc,
+            json!({"spec": {
+                "initContainers": [{"name": "i"}, {"name": "egress"}],
+                "containers": [{"name": "main", "env": [{"name": "E"}]}],
+            }})
         );
     }
 

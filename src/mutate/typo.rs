@@ -9,7 +9,7 @@
 
 /// The names after `<prefix>/` that the webhook and its controller read
 /// (SPEC 2, 6, 10), as `config::Keys` spells them.
-pub const KNOWN: [&str; 12] = [
+pub const KNOWN: [&str; 15] = [
     "id",
     "inject",
     "platform",
@@ -22,6 +22,9 @@ pub const KNOWN: [&str; 12] = [
     "main-container",
     "egress-auth-token",
     "manual-cleanup",
+    "egress-env",
+    "execd-isolation",
+    "lifecycle",
 ];
 
 /// The longest known name; a name longer than this plus the most typos
@@ -248,6 +251,9 @@ mod tests {
             &k.main_container,
             &k.egress_auth_token,
             &k.manual_cleanup,
+            &k.egress_env,
+            &k.execd_isolation,
+            &k.lifecycle,
         ];
         let names: Vec<_> = keys
             .iter()

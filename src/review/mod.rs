@@ -20,7 +20,7 @@ use kube::core::{DynamicObject, TypeMeta};
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use crate::mutate::pod::PodView;
+use crate::mutate::pod::{PodView, Source};
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
 use respond::{encode, envelope, respond, text, type_meta};
 use wire::{RequestIn, ResponseOut, ReviewIn};
@@ -49,8 +49,11 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         return Ok(answer);
     }
     if let Ok(review) = serde_json::from_str::<ReviewIn<'_, PodView<'_>>>(body) {
-        let request = review.request.ok_or(ReviewError::NoRequest)?;
+        let mut request = review.request.ok_or(ReviewError::NoRequest)?;
         let types = type_meta(review.api_version, review.kind);
+        if let Some(pod) = request.object.as_mut() {
+            pod.source = Source::Review(body);
+        }
         return match request.object.as_ref().filter(|_| request.is_pod_create()) {
             Some(pod) => {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);

@@ -64,6 +64,13 @@ verdict "mode dns+nft" 'egress: {mode: dns+nft}'
 verdict "expiry bounds" 'expiry: {defaultTimeoutSeconds: 3600, maxTimeoutSeconds: 7200}'
 verdict "one excluded namespace" 'excludedNamespaces: [tenant-a]'
 verdict "the smallest rule cap" 'egress: {maxRules: 1}'
+verdict "execd as init, isolation allowed" 'execd: {runAsInit: true, allowIsolation: true}'
+verdict "an OTLP endpoint" 'egress: {otlpEndpoint: "https://otel-collector.observability:4318"}'
+verdict "no OTLP endpoint (empty)" 'egress: {otlpEndpoint: ""}'
+verdict "no incompatible runtime classes" 'egress: {incompatibleRuntimeClasses: []}'
+verdict "two incompatible runtime classes" 'egress: {incompatibleRuntimeClasses: [gvisor, kata-fc]}'
+verdict "pods left alone (empty)" 'pod: {automountServiceAccountToken: ""}'
+verdict "automount forced off" 'pod: {automountServiceAccountToken: false}'
 
 # Rejected by both.
 verdict "a prefix that is not a DNS subdomain" 'prefix: Open_Sandbox'
@@ -84,6 +91,14 @@ verdict "a boolean as text" 'egress: {nativeSidecar: "yes"}'
 verdict "a misspelled key" 'execd: {imgae: x}'
 verdict "an unknown top-level key" 'prefixes: [a]'
 verdict "a default timeout above the maximum" 'expiry: {defaultTimeoutSeconds: 7200, maxTimeoutSeconds: 3600}'
+verdict "runAsInit as text" 'execd: {runAsInit: "true"}'
+verdict "an OTLP endpoint without a scheme" 'egress: {otlpEndpoint: otel-collector:4318}'
+verdict "an OTLP endpoint without a host" 'egress: {otlpEndpoint: "http://"}'
+verdict "an OTLP endpoint with a password" 'egress: {otlpEndpoint: "https://u:p@otel:4318"}'
+verdict "an upper-case runtime class" 'egress: {incompatibleRuntimeClasses: [gVisor]}'
+verdict "runtime classes as one string" 'egress: {incompatibleRuntimeClasses: gvisor}'
+verdict "automount forced on" 'pod: {automountServiceAccountToken: true}'
+verdict "an unknown pod key" 'pod: {automount: false}'
 
 printf '\n%d passed, %d failed\n' "$pass" "$fail"
 [[ $fail -eq 0 ]]

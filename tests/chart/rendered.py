@@ -188,12 +188,15 @@ def check_deployment(tls_secret):
                and not is_test_hook(o)], list(by_kind))
     cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
     check("config.yaml has the documented top-level keys",
-          set(cfg) == {"prefix", "excludedNamespaces", "execd", "egress", "expiry"}, sorted(cfg))
+          set(cfg) == {"prefix", "excludedNamespaces", "execd", "egress", "pod", "expiry"}, sorted(cfg))
     check("config.yaml defaults match the documented ones",
           cfg["prefix"] == "opensandbox.io" and cfg["excludedNamespaces"] == SYSTEM_NS
-          and cfg["execd"] == {"image": "opensandbox/execd:v1.0.18", "resources": None}
-          and cfg["egress"] == {"image": "opensandbox/egress:v1.1.0", "mode": "dns", "disableIPv6": True,
-                                "nativeSidecar": True, "maxRules": 4096, "resources": None}
+          and cfg["execd"] == {"image": "opensandbox/execd:v1.0.22", "resources": None,
+                               "runAsInit": False, "allowIsolation": False}
+          and cfg["egress"] == {"image": "opensandbox/egress:v1.1.7", "mode": "dns", "disableIPv6": True,
+                                "nativeSidecar": True, "maxRules": 4096, "resources": None,
+                                "otlpEndpoint": None, "incompatibleRuntimeClasses": ["gvisor"]}
+          and cfg["pod"] == {"automountServiceAccountToken": False}
           and cfg["expiry"] == {"defaultTimeoutSeconds": None, "maxTimeoutSeconds": None}, cfg)
     for o in docs:
         if o["kind"] not in WEBHOOK_CONFIGURATIONS and not (is_test_hook(o) and o["kind"] in ("Role", "RoleBinding")):

@@ -257,10 +257,95 @@ pub fn init_names(p: &Pod) -> Vec<&str> {
         .collect()
 }
 
+/// The service-account token volume the apiserver's ServiceAccount
+/// admission adds to a pod that mounts its token (`kube-api-access-*`).
+pub fn token_volume(p: &Pod) -> Option<&str> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .map(|v| v.name.as_str())
+        .find(|n| n.starts_with("kube-api-access-"))
+}
+
 /// What SPEC 3 and 4 promise, exactly once: the installer first, the
 /// native egress sidecar second (with a policy), the wrapped command, one
-/// `opensandbox-bin` volume, the pod's own egress token.
+/// `opensandbox-bin` volume, the pod's own egress token; and no API token
+/// (SPEC 3.5): `automountServiceAccountToken: false`, no token volume, no
+/// container that mounts one, although the ServiceAccount admission plugin
+/// added them before the webhook ran.
 pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
+    check_no_token(p)?;
+    check_layout(p, with_policy)
+}
+
+/// A sandbox that keeps its API token on purpose: injected as usual, the
+/// token volume there, and mounted into the injected containers too by the
+/// ServiceAccount plugin's second run (which the webhook's second pass
+/// forgives, SPEC 3.5 and `mutate::same`).
+pub fn check_token_kept(p: &Pod) -> Result<()> {
+    let name = p.metadata.name.as_deref().unwrap_or("?");
+    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
+    check(
+        spec.automount_service_account_token == Some(true),
+        format!("{name}: automountServiceAccountToken is not the pod's true"),
+    )?;
+    check(
+        token_volume(p).is_some(),
+        format!("{name}: no token volume"),
+    )?;
+    for c in spec.init_containers.iter().flatten() {
+        let mounted = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount");
+        check(
+            mounted,
+            format!("{name}: init container {} has no token mount", c.name),
+        )?;
+    }
+    check_layout(p, true)
+}
+
+/// No API token (SPEC 3.5).
+fn check_no_token(p: &Pod) -> Result<()> {
+    let name = p.metadata.name.as_deref().unwrap_or("?");
+    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
+    check(
+        spec.automount_service_account_token == Some(false),
+        format!(
+            "{name}: automountServiceAccountToken is {:?}, expected false",
+            spec.automount_service_account_token
+        ),
+    )?;
+    check(
+        token_volume(p).is_none(),
+        format!(
+            "{name}: a service-account token volume {:?}",
+            token_volume(p)
+        ),
+    )?;
+    let mounted: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .filter(|c| {
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount")
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    check(
+        mounted.is_empty(),
+        format!("{name}: containers {mounted:?} mount a service-account token"),
+    )
+}
+
+/// The injected containers, volume and command, exactly once.
+fn check_layout(p: &Pod, with_policy: bool) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
     let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
     let inits = init_names(p);

@@ -120,6 +120,82 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
     Ok(())
 }
 
+/// Issue 32, SPEC 4.3: a pod's `P/egress-env` is stored in its sidecar's
+/// env, after the sidecar's own and in the annotation's order, with the
+/// sandbox's id beside them; `MITMPROXY_TRANSPARENT: "true"` reaches the
+/// main container too.
+pub async fn egress_env_reaches_the_stored_sidecar(env: &Env, id: &str) -> Result<()> {
+    let scope = env.scope(id).await?;
+    let policy = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
+    let extra = r#"{"OPENSANDBOX_EGRESS_LOG_LEVEL": "debug", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "true", "OPENSANDBOX_EGRESS_DENY_WEBHOOK": null}"#;
+    let pod = SandboxPod::new("egress-env")
+        .annotation("network-policy", policy)
+        .annotation("egress-env", extra);
+    let stored = scope.admit(&pod).await?;
+    let spec = stored.spec.as_ref().ok_or("no spec")?;
+    let sidecar = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == "egress")
+        .ok_or("no sidecar")?;
+    let env_of = |c: &k8s_openapi::api::core::v1::Container| -> Vec<(String, String)> {
+        c.env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect()
+    };
+    let got = env_of(sidecar);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    check(
+        names
+            == [
+                "OPENSANDBOX_EGRESS_RULES",
+                "OPENSANDBOX_EGRESS_MODE",
+                "OPENSANDBOX_EGRESS_SANDBOX_ID",
+                "OPENSANDBOX_EGRESS_TOKEN",
+                "OPENSANDBOX_EGRESS_LOG_LEVEL",
+                "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT",
+                "OPENSANDBOX_EGRESS_DENY_WEBHOOK",
+            ],
+        format!("the stored sidecar's env, in order: {names:?}"),
+    )?;
+    let value = |name: &str| got.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    check(
+        value("OPENSANDBOX_EGRESS_SANDBOX_ID") == Some("egress-env"),
+        "the sandbox id",
+    )?;
+    check(
+        value("OPENSANDBOX_EGRESS_LOG_LEVEL") == Some("debug"),
+        "the pod's log level",
+    )?;
+    check(
+        value("OPENSANDBOX_EGRESS_DENY_WEBHOOK") == Some(""),
+        "null is empty",
+    )?;
+    let main = env_of(&spec.containers[0]);
+    check(
+        main.iter()
+            .any(|(n, v)| n == "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT" && v == "true"),
+        "the main container learns its traffic is intercepted",
+    )?;
+    check(
+        main.iter()
+            .any(|(n, v)| n == "OPENSANDBOX_ID" && v == "egress-env"),
+        "the main container's OPENSANDBOX_ID",
+    )?;
+    check(
+        sidecar
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "opensandbox-bin" && m.mount_path == "/opt/opensandbox"),
+        "the sidecar mounts the bin volume",
+    )?;
+    Ok(())
+}
+
 pub async fn invalid_pod_is_denied(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let pod = SandboxPod::new("conflict")

@@ -79,6 +79,17 @@ impl Env {
         Webhook::start(&self.certs, &file, log)
     }
 
+    /// A webhook process of the scenario's own that answers every review
+    /// with the JSON patch `patch` (`serve --fixed-patch`): another
+    /// mutating webhook, as a cluster may run after this one.
+    pub fn patching_webhook(&self, name: &str, patch: &serde_json::Value) -> Result<Webhook> {
+        let file = self.work.join(format!("{name}-patch.json"));
+        std::fs::write(&file, patch.to_string())?;
+        let log = self.work.join(format!("{name}-webhook.log"));
+        let extra = ["--fixed-patch".to_owned(), file.display().to_string()];
+        Webhook::start_with(&self.certs, &self.config, log, &extra)
+    }
+
     /// The shared webhook, selecting `<P>/id` pods.
     pub fn main_entry(&self) -> WebhookEntry<'_> {
         self.entry(&self.webhook)

@@ -22,6 +22,11 @@ pub struct Webhook {
 
 impl Webhook {
     pub fn start(certs: &Path, config: &Path, log: PathBuf) -> Result<Self> {
+        Self::start_with(certs, config, log, &[])
+    }
+
+    /// [`Webhook::start`] with more `serve` flags.
+    pub fn start_with(certs: &Path, config: &Path, log: PathBuf, extra: &[String]) -> Result<Self> {
         let port = free_port()?;
         let admin = format!("127.0.0.1:{}", free_port()?);
         let args = vec![
@@ -38,7 +43,10 @@ impl Webhook {
             admin.clone(),
             "--namespace".to_owned(),
             OWN_NAMESPACE.to_owned(),
-        ];
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect();
         let mut w = Webhook {
             daemon: Daemon::new("webhook", log),
             args,

@@ -49,7 +49,7 @@ fn every_refusal_names_its_field() {
         rows += 1;
     }
     // A truncated table must not pass quietly.
-    assert_eq!(rows, 79);
+    assert_eq!(rows, 92);
 }
 
 #[test]
@@ -133,6 +133,8 @@ fn nulls_only_where_the_defaults_show_them() {
         "execd: {resources: null}",
         "egress: {resources: null}",
         "egress: {image: null}",
+        "egress: {otlpEndpoint: null}",
+        "pod: {automountServiceAccountToken: null}",
         "expiry: {defaultTimeoutSeconds: null, maxTimeoutSeconds: ~}",
     ] {
         ok(allowed);
@@ -201,6 +203,43 @@ fn numbers_in_range() {
     assert_eq!(ok("egress: {maxRules: 50000}").egress.max_rules, 50_000);
     ok("expiry: {defaultTimeoutSeconds: 600, maxTimeoutSeconds: 600}");
     ok("expiry: {defaultTimeoutSeconds: 60}");
+}
+
+#[test]
+fn the_keys_of_issue_32() {
+    let d = Config::default();
+    assert!(!d.execd.run_as_init && !d.execd.allow_isolation);
+    assert_eq!(d.egress.otlp_endpoint, None);
+    assert_eq!(d.egress.incompatible_runtime_classes, ["gvisor"]);
+    assert_eq!(d.pod.automount_service_account_token, Some(false));
+    assert_eq!(d.execd.image, "opensandbox/execd:v1.0.22");
+    assert_eq!(d.egress.image.as_deref(), Some("opensandbox/egress:v1.1.7"));
+    let c = ok(r#"
+execd: {runAsInit: true, allowIsolation: true}
+egress: {otlpEndpoint: "http://otel-collector.observability:4318", incompatibleRuntimeClasses: []}
+pod: {automountServiceAccountToken: null}
+"#);
+    assert!(c.execd.run_as_init && c.execd.allow_isolation);
+    assert_eq!(
+        c.egress.otlp_endpoint.as_deref(),
+        Some("http://otel-collector.observability:4318")
+    );
+    assert!(c.egress.incompatible_runtime_classes.is_empty());
+    assert_eq!(c.pod.automount_service_account_token, None);
+    assert_eq!(
+        ok("egress: {incompatibleRuntimeClasses: [gvisor, kata-fc]}")
+            .egress
+            .incompatible_runtime_classes,
+        ["gvisor", "kata-fc"]
+    );
+    assert_eq!(
+        ok("egress: {otlpEndpoint: null}").egress.otlp_endpoint,
+        None
+    );
+    assert_eq!(
+        ok("pod: {automountServiceAccountToken: false}").pod,
+        PodConfig::default()
+    );
 }
 
 #[test]
@@ -348,6 +387,18 @@ fn chart_schema_carries_the_same_patterns() {
     assert_eq!(
         at("/definitions/resourceList/propertyNames/pattern"),
         rules::RESOURCE_NAME
+    );
+    assert_eq!(
+        at(&format!(
+            "{config}/egress/properties/incompatibleRuntimeClasses/items/pattern"
+        )),
+        rules::DNS_SUBDOMAIN
+    );
+    assert_eq!(
+        at(&format!(
+            "{config}/egress/properties/otlpEndpoint/anyOf/1/pattern"
+        )),
+        rules::OTLP_ENDPOINT
     );
     for field in ["execd/properties/image", "egress/properties/image/anyOf/1"] {
         assert_eq!(at(&format!("{config}/{field}/$ref")), "#/definitions/image");

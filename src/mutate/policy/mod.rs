@@ -14,6 +14,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::quote::clip;
+use crate::json_error::quoted;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
 
 use target::acceptable;
@@ -54,8 +55,8 @@ pub enum PolicyError {
     #[error("has an empty egress[{0}].target; give an FQDN, *.wildcard, IP or CIDR")]
     EmptyTarget(usize),
     #[error(
-        "has egress[{index}].target {:?}, which is not an FQDN, *.wildcard, IP or CIDR",
-        clip(.target)
+        "has egress[{index}].target {}, which is not an FQDN, *.wildcard, IP or CIDR",
+        quoted(&clip(.target))
     )]
     BadTarget { index: usize, target: String },
     #[error("cannot be encoded: {0}")]
@@ -69,6 +70,8 @@ pub struct NetworkPolicy {
     pub json: String,
     /// No rules and no default action: the sidecar denies everything.
     pub deny_all_by_omission: bool,
+    /// `defaultAction: allow`: what no rule names is let through.
+    pub default_allow: bool,
     /// The first rule whose target looks like a URL or `host:port` (its
     /// index and target), for a warning: the sidecar matches host names.
     pub odd_target: Option<(usize, String)>,
@@ -132,6 +135,7 @@ impl NetworkPolicy {
     ) -> Result<Self, serde_json::Error> {
         let odd_target = first_odd_target(&egress);
         let deny_all_by_omission = default_action.is_none() && egress.is_empty();
+        let default_allow = default_action == Some("allow");
         let json = serde_json::to_string(&PolicyOut {
             default_action,
             egress,
@@ -139,6 +143,7 @@ impl NetworkPolicy {
         Ok(NetworkPolicy {
             json,
             deny_all_by_omission,
+            default_allow,
             odd_target,
         })
     }
@@ -285,7 +290,8 @@ mod tests {
         }
         if !acceptable(target) {
             return Err(format!(
-                "has egress[{i}].target {target:?}, which is not an FQDN, *.wildcard, IP or CIDR"
+                "has egress[{i}].target {}, which is not an FQDN, *.wildcard, IP or CIDR",
+                crate::json_error::quoted(target)
             ));
         }
         Ok(RuleOut { action, target })

@@ -1,0 +1,3 @@
+//! The core through its entry point, for what spans its modules.
+
+mod layout;
