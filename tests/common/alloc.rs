@@ -21,6 +21,7 @@ pub struct Counting;
 thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
     static HELD: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
 }
 
 /// The bytes malloc takes for a request of `size` bytes.
@@ -37,7 +38,12 @@ fn count(size: usize, sign: isize) {
     // `try_with`: the thread's locals may be gone while it exits.
     if ON.try_with(Cell::get).unwrap_or(false) {
         let bytes = isize::try_from(malloc_size(size)).unwrap_or(isize::MAX);
-        let _ = HELD.try_with(|h| h.set(h.get() + sign * bytes));
+        if let Ok(held) = HELD.try_with(|h| {
+            h.set(h.get() + sign * bytes);
+            h.get()
+        }) {
+            let _ = PEAK.try_with(|p| p.set(p.get().max(held)));
+        }
     }
 }
 
@@ -45,6 +51,7 @@ impl Counting {
     /// Counts from now on, on this thread, from zero.
     pub fn start() {
         HELD.with(|h| h.set(0));
+        PEAK.with(|p| p.set(0));
         ON.with(|on| on.set(true));
     }
 
@@ -53,6 +60,12 @@ impl Counting {
     #[must_use]
     pub fn held() -> isize {
         HELD.with(Cell::get)
+    }
+
+    /// The most this thread held at once since `start`.
+    #[must_use]
+    pub fn peak() -> isize {
+        PEAK.with(Cell::get)
     }
 }
 
