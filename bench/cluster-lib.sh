@@ -2,11 +2,15 @@
 # What the cluster benchmarks (bench/controller.sh, bench/scale.sh) share.
 # Sourced from the repository's root. Sets WORK, a temporary directory whose
 # cluster ($WORK/cluster) and controller ($CTL_PID, when set) are stopped and
-# which is removed on exit.
+# which is removed on exit; so are the processes in $BENCH_PIDS.
 WORK="$(mktemp -d)"
 CTL_PID=""
+BENCH_PIDS=""
 bench_cleanup() {
-    [[ -n "$CTL_PID" ]] && kill "$CTL_PID" 2>/dev/null || true
+    local pid
+    for pid in $CTL_PID $BENCH_PIDS; do
+        kill "$pid" 2>/dev/null || true
+    done
     tests/e2e/cluster.sh stop "$WORK/cluster" >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
@@ -19,6 +23,27 @@ release_build() {
     local dir
     dir="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
     BIN="$dir/sandbox-webhook" EXAMPLE="$dir/examples/$1"
+}
+
+# baseline_build REV: the release binary of git revision REV, for a
+# before/after comparison in one run; sets BASE_BIN and BASE_REV. Built
+# once from REV's tree (git archive) into target/baseline/REV, with this
+# checkout's target dir, so the dependencies are shared; call it before
+# release_build, which must rebuild its own binary over REV's.
+baseline_build() {
+    BASE_REV="$(git rev-parse --short=12 "$1^{commit}")"
+    local target dir
+    target="$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)"
+    dir="$target/baseline/$BASE_REV"
+    if [[ ! -x "$dir/sandbox-webhook" ]]; then
+        rm -rf "$dir/src" && mkdir -p "$dir/src"
+        git archive "$BASE_REV" | tar -x -C "$dir/src"
+        (cd "$dir/src" && SANDBOX_WEBHOOK_REVISION="$BASE_REV" CARGO_TARGET_DIR="$target" \
+            nice cargo build --release --locked --bin sandbox-webhook >&2)
+        cp "$target/release/sandbox-webhook" "$dir/sandbox-webhook"
+        rm -rf "$dir/src"
+    fi
+    BASE_BIN="$dir/sandbox-webhook"
 }
 
 # free_port: a loopback TCP port nothing listens on now.

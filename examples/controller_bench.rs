@@ -204,12 +204,12 @@ async fn main() -> Result<()> {
     let ready_before_expiry = Utc::now() < base;
 
     let deadline = Instant::now() + Duration::from_secs(60);
-    while controller_metric(&admin, "sandbox_webhook_controller_watched_pods") < pods_f64
+    while controller_metric(&admin, "sandbox_webhook_controller_cached_pods") < pods_f64
         && Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let cached = controller_metric(&admin, "sandbox_webhook_controller_watched_pods");
+    let cached = controller_metric(&admin, "sandbox_webhook_controller_cached_pods");
     let full_rss = rss_kib(pid, "VmRSS:")?;
 
     let end = base + TimeDelta::seconds(spread + 60);

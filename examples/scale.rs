@@ -3,14 +3,20 @@
 //! docs/performance.md).
 //!
 //! ```text
-//! scale create KUBECONFIG PODS EXPIRING      PODS sandbox pods in 10 namespaces, as fast as
-//!                                            the apiserver takes them, with one plain pod
-//!                                            (no <prefix>/id: never sent to the webhook) per
-//!                                            9 sandboxes interleaved; EXPIRING of the
-//!                                            sandboxes are labelled for `expire`
-//! scale expire KUBECONFIG LEAD_S SPREAD_S    renew the labelled sandboxes to expire from
-//!                                            LEAD_S on, spread over SPREAD_S, and time
-//!                                            their removal
+//! scale create KUBECONFIG PODS EXPIRING [FROM]   PODS sandbox pods in 10 namespaces (the
+//!                                                 ones after the first FROM, for a second
+//!                                                 batch), as fast as the apiserver takes
+//!                                                 them, with one plain pod (no <prefix>/id:
+//!                                                 never sent to the webhook) per 9
+//!                                                 sandboxes interleaved; the first EXPIRING
+//!                                                 sandboxes are labelled for `expire` as
+//!                                                 group 1, the next EXPIRING as group 2
+//! scale expire KUBECONFIG LEAD_S SPREAD_S [GROUP] renew the sandboxes of GROUP (default 1)
+//!                                                 to expire from LEAD_S on, spread over
+//!                                                 SPREAD_S, and time their removal
+//! scale watch KUBECONFIG                          time a streaming list of every sandbox,
+//!                                                 whole pods and metadata only: what a
+//!                                                 watch of each kind costs the controller
 //! ```
 //!
 //! `create` prints the create latency of sandbox pods against plain ones
@@ -37,6 +43,9 @@ use stats::percentile;
 
 #[path = "support/removals.rs"]
 mod removals;
+#[path = "support/watch_costs.rs"]
+mod watch_costs;
+use watch_costs::watch_costs;
 #[path = "support/cluster.rs"]
 mod support;
 use support::{Result, client, request_deltas, request_totals};
@@ -65,9 +74,10 @@ async fn create_namespaces(client: &Client) -> Result<()> {
         let ns: Namespace = serde_json::from_value(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(i)}}),
         )?;
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await?;
+        let namespaces = Api::<Namespace>::all(client.clone());
+        if namespaces.get_opt(&namespace(i)).await?.is_none() {
+            namespaces.create(&PostParams::default(), &ns).await?;
+        }
         // The ServiceAccount admission plugin needs it.
         let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace(i));
         while sas.get_opt("default").await?.is_none() {
@@ -79,15 +89,19 @@ async fn create_namespaces(client: &Client) -> Result<()> {
 
 /// Pod `i`: every 10th is plain; the others are sandboxes that live an hour
 /// (the webhook writes their expires-at), and the first `expiring` of those
-/// carry the label `expire` renews.
+/// carry the label `expire` renews, `1`, the next `expiring` `2`.
 fn pod(i: usize, expiring: usize) -> Result<(bool, Pod)> {
     let plain = i % 10 == 9;
     let name = format!("p-{i}");
     let mut labels = serde_json::Map::new();
     if !plain {
         labels.insert("opensandbox.io/id".into(), json!(name));
-        if i - i / 10 < expiring {
-            labels.insert(EXPIRING_LABEL.into(), json!("true"));
+        let sandbox = i - i / 10;
+        if sandbox < 2 * expiring {
+            labels.insert(
+                EXPIRING_LABEL.into(),
+                json!(format!("{}", 1 + sandbox / expiring)),
+            );
         }
     }
     let pod = serde_json::from_value(json!({
@@ -99,14 +113,19 @@ fn pod(i: usize, expiring: usize) -> Result<(bool, Pod)> {
     Ok((plain, pod))
 }
 
-async fn create(client: Client, sandboxes: usize, expiring: usize) -> Result<()> {
-    create_namespaces(&client).await?;
-    // Every 10th pod is plain: the smallest count holding `sandboxes`.
-    let total = (sandboxes..=sandboxes * 2)
+/// The number of pods (sandbox and plain) that holds `sandboxes` sandboxes:
+/// every 10th pod is plain.
+fn pods_holding(sandboxes: usize) -> usize {
+    (sandboxes..=sandboxes * 2)
         .find(|t| t - t / 10 >= sandboxes)
-        .unwrap_or(sandboxes);
+        .unwrap_or(sandboxes)
+}
+
+async fn create(client: Client, sandboxes: usize, expiring: usize, from: usize) -> Result<()> {
+    create_namespaces(&client).await?;
+    let range = pods_holding(from)..pods_holding(from + sandboxes);
     let started = Instant::now();
-    let latencies: Vec<(bool, i64)> = stream::iter(0..total)
+    let latencies: Vec<(bool, i64)> = stream::iter(range)
         .map(|i| {
             let client = client.clone();
             async move {
@@ -153,10 +172,11 @@ async fn create(client: Client, sandboxes: usize, expiring: usize) -> Result<()>
     Ok(())
 }
 
-async fn expire(client: Client, lead: i64, spread: i64) -> Result<()> {
+async fn expire(client: Client, lead: i64, spread: i64, group: &str) -> Result<()> {
     let pods: Api<Pod> = Api::all(client.clone());
+    let selector = format!("{EXPIRING_LABEL}={group}");
     let mut names: Vec<(String, String)> = pods
-        .list(&ListParams::default().labels(EXPIRING_LABEL))
+        .list(&ListParams::default().labels(&selector))
         .await?
         .items
         .into_iter()
@@ -165,10 +185,8 @@ async fn expire(client: Client, lead: i64, spread: i64) -> Result<()> {
     names.sort();
     let n = names.len();
     let n_i64 = i64::try_from(n)?.max(1);
-    let (removals, watch) = removals::watch(
-        pods.clone(),
-        watcher::Config::default().labels(EXPIRING_LABEL),
-    );
+    let (removals, watch) =
+        removals::watch(pods.clone(), watcher::Config::default().labels(&selector));
     let start = Utc::now() + TimeDelta::seconds(lead);
     let base = DateTime::from_timestamp(start.timestamp(), 0).ok_or("time")?;
     let at = |i: usize| base + TimeDelta::seconds(i64::try_from(i).unwrap_or(0) * spread / n_i64);
@@ -246,15 +264,22 @@ async fn expire(client: Client, lead: i64, spread: i64) -> Result<()> {
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args: Vec<String> = std::env::args().collect();
-    let usage =
-        "usage: scale create KUBECONFIG PODS EXPIRING | scale expire KUBECONFIG LEAD_S SPREAD_S";
-    let [_, command, kubeconfig, a, b] = args.as_slice() else {
-        return Err(usage.into());
+    let usage = "usage: scale create KUBECONFIG PODS EXPIRING [FROM] | scale expire KUBECONFIG LEAD_S SPREAD_S [GROUP] | scale watch KUBECONFIG";
+    let (command, kubeconfig, rest) = match args.as_slice() {
+        [_, command, kubeconfig, rest @ ..] => (command, kubeconfig, rest),
+        _ => return Err(usage.into()),
     };
     let client = client(kubeconfig).await?;
-    match command.as_str() {
-        "create" => create(client, a.parse()?, b.parse()?).await,
-        "expire" => expire(client, a.parse()?, b.parse()?).await,
+    match (command.as_str(), rest) {
+        ("create", [pods, expiring]) => create(client, pods.parse()?, expiring.parse()?, 0).await,
+        ("create", [pods, expiring, from]) => {
+            create(client, pods.parse()?, expiring.parse()?, from.parse()?).await
+        }
+        ("expire", [lead, spread]) => expire(client, lead.parse()?, spread.parse()?, "1").await,
+        ("expire", [lead, spread, group]) => {
+            expire(client, lead.parse()?, spread.parse()?, group).await
+        }
+        ("watch", []) => watch_costs(client).await,
         _ => Err(usage.into()),
     }
 }

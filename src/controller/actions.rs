@@ -4,7 +4,7 @@
 //! hit by a stale decision.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -18,7 +18,30 @@ use kube::{Client, discovery};
 use serde_json::json;
 use thiserror::Error;
 
-use crate::lifecycle::{Owner, SandboxPod};
+use crate::lifecycle::{Owner, SandboxPod, Uid, Version};
+
+/// The pod a write is for: the object (its UID, which every write is
+/// conditioned on) and the version its decision was made on.
+#[derive(Debug, Clone)]
+pub struct PodRef {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Uid,
+    pub resource_version: Option<Version>,
+}
+
+impl PodRef {
+    /// The pod as read from the apiserver; `None` without a name or UID.
+    #[must_use]
+    pub fn of(pod: &SandboxPod) -> Option<Self> {
+        Some(PodRef {
+            namespace: pod.namespace().into(),
+            name: pod.metadata.name.as_deref()?.into(),
+            uid: Uid::new(pod.metadata.uid.as_deref()?),
+            resource_version: pod.metadata.resource_version.as_deref().map(Version::new),
+        })
+    }
+}
 
 /// `reportingController` of every Event (a qualified name, as the Events API
 /// requires).
@@ -86,12 +109,8 @@ impl Actions {
         }
     }
 
-    fn pods(&self, pod: &SandboxPod) -> Api<SandboxPod> {
-        Api::namespaced(self.client.clone(), pod.namespace())
-    }
-
-    fn name(pod: &SandboxPod) -> &str {
-        pod.metadata.name.as_deref().unwrap_or_default()
+    fn pods(&self, pod: &PodRef) -> Api<SandboxPod> {
+        Api::namespaced(self.client.clone(), &pod.namespace)
     }
 
     /// Deletes the pod only if it is still the object and the version the
@@ -102,15 +121,15 @@ impl Actions {
     /// # Errors
     /// Any API error but 404 and 409, which are [`Outcome::Gone`] and
     /// [`Outcome::Stale`].
-    pub async fn delete_pod(&self, pod: &SandboxPod) -> Result<Outcome, kube::Error> {
+    pub async fn delete_pod(&self, pod: &PodRef) -> Result<Outcome, kube::Error> {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: pod.metadata.uid.clone(),
-                resource_version: pod.metadata.resource_version.clone(),
+                uid: Some(pod.uid.to_string()),
+                resource_version: pod.resource_version.as_ref().map(ToString::to_string),
             }),
             ..DeleteParams::default()
         };
-        outcome(self.pods(pod).delete(Self::name(pod), &params).await)
+        outcome(self.pods(pod).delete(&pod.name, &params).await)
     }
 
     /// Deletes the pod's controller owner (propagation Background, owner UID
@@ -119,17 +138,13 @@ impl Actions {
     /// # Errors
     /// Discovery failing to name the owner's resource, or an API error but
     /// 404 and 409 (see [`Actions::delete_pod`]).
-    pub async fn delete_owner(
-        &self,
-        pod: &SandboxPod,
-        owner: &Owner,
-    ) -> Result<Outcome, ActionError> {
+    pub async fn delete_owner(&self, pod: &PodRef, owner: &Owner) -> Result<Outcome, ActionError> {
         let resource = self.owner_resource(owner).await?;
         let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), pod.namespace(), &resource);
+            Api::namespaced_with(self.client.clone(), &pod.namespace, &resource);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: Some(owner.uid.clone()),
+                uid: Some(owner.uid.to_string()),
                 resource_version: None,
             }),
             ..DeleteParams::background()
@@ -141,25 +156,25 @@ impl Actions {
     ///
     /// # Errors
     /// Any API error but 404.
-    pub async fn current_pod(&self, pod: &SandboxPod) -> Result<Option<SandboxPod>, kube::Error> {
-        self.pods(pod).get_opt(Self::name(pod)).await
+    pub async fn current_pod(&self, pod: &PodRef) -> Result<Option<SandboxPod>, kube::Error> {
+        self.pods(pod).get_opt(&pod.name).await
     }
 
     async fn owner_resource(&self, owner: &Owner) -> Result<ApiResource, ActionError> {
-        let key = (owner.api_version.clone(), owner.kind.clone());
+        let key = (owner.api_version.to_string(), owner.kind.to_string());
         if let Some(found) = self.cached(&key) {
             return Ok(found);
         }
         let version = owner
             .api_version
             .rsplit_once('/')
-            .map_or(owner.api_version.as_str(), |(_, v)| v);
+            .map_or(&*owner.api_version, |(_, v)| v);
         let gvk = GroupVersionKind::gvk(owner.group(), version, &owner.kind);
         let (resource, _) = discovery::pinned_kind(&self.client, &gvk)
             .await
             .map_err(|source| ActionError::Discovery {
-                kind: owner.kind.clone(),
-                api_version: owner.api_version.clone(),
+                kind: owner.kind.to_string(),
+                api_version: owner.api_version.to_string(),
                 source,
             })?;
         if let Ok(mut cache) = self.owner_resources.lock() {
@@ -180,12 +195,12 @@ impl Actions {
     /// [`Outcome::Stale`].
     pub async fn set_condition(
         &self,
-        pod: &SandboxPod,
+        pod: &PodRef,
         condition_type: &str,
         message: &str,
     ) -> Result<Outcome, kube::Error> {
         let patch = json!({
-            "metadata": {"uid": pod.metadata.uid},
+            "metadata": {"uid": pod.uid.to_string()},
             "status": {"conditions": [{
                 "type": condition_type,
                 "status": "True",
@@ -197,7 +212,7 @@ impl Actions {
         outcome(
             self.pods(pod)
                 .patch_status(
-                    Self::name(pod),
+                    &pod.name,
                     &PatchParams::default(),
                     &Patch::Strategic(&patch),
                 )
@@ -212,18 +227,18 @@ impl Actions {
     /// The apiserver's error, whatever it is.
     pub async fn event(
         &self,
-        pod: &SandboxPod,
+        pod: &PodRef,
         type_: EventType,
         reason: &str,
         action: &str,
         note: &str,
     ) -> Result<(), kube::Error> {
         let now = Timestamp::now();
-        let name = Self::name(pod);
+        let name = &*pod.name;
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some(pod.namespace().to_owned()),
+                namespace: Some(pod.namespace.to_string()),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
@@ -234,8 +249,8 @@ impl Actions {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
                 name: Some(name.to_owned()),
-                namespace: Some(pod.namespace().to_owned()),
-                uid: pod.metadata.uid.clone(),
+                namespace: Some(pod.namespace.to_string()),
+                uid: Some(pod.uid.to_string()),
                 ..ObjectReference::default()
             }),
             reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
@@ -249,7 +264,7 @@ impl Actions {
             ),
             ..Event::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), pod.namespace());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
         api.create(&PostParams::default(), &event).await.map(|_| ())
     }
 }

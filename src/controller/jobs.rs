@@ -6,43 +6,23 @@ use chrono::Utc;
 
 use std::sync::Arc;
 
-use super::actions::{Actions, EventType, Outcome};
+use super::actions::{Actions, EventType, Outcome, PodRef};
+use super::fleet::{Job, Mark, Rules};
 use super::metrics::ControllerMetrics;
-use crate::config::Config;
-use crate::lifecycle::{self, Removal, SandboxPod};
+use crate::lifecycle::{self, PodFacts, Removal};
 
 /// What the loop shares with the tasks it spawns.
 pub struct Shared {
     /// The watch's initial list is the streaming one (`initial_list`).
     pub streaming_list: bool,
-    pub config: Config,
-    pub own_namespace: Option<String>,
-    pub condition_type: String,
+    pub rules: Arc<Rules>,
     pub actions: Actions,
     pub metrics: Arc<ControllerMetrics>,
 }
 
-/// One write (or series of writes) for one pod.
-pub(super) enum Job {
-    Expire { removal: Removal, at: String },
-    Report { message: String },
-    RemoveUnschedulable { removal: Removal },
-    InvalidExpiry { value: String },
-}
-
-/// What a job, once done, must not do again for the same pod.
-#[derive(Clone)]
-pub(super) enum Mark {
-    Expired(String),
-    Reported,
-    RemovedUnschedulable,
-    Invalid(String),
-}
-
 /// Runs one job; `(mark, true)` when it is done (or moot), `false` to retry.
-pub(super) async fn execute(shared: &Shared, pod: &SandboxPod, job: Job) -> (Mark, bool) {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let ns = pod.namespace();
+pub(super) async fn execute(shared: &Shared, pod: &PodRef, job: Job) -> (Mark, bool) {
+    let (ns, name) = (&*pod.namespace, &*pod.name);
     match job {
         Job::Expire { removal, at } => {
             let ok = remove(shared, pod, &removal, Why::Expired(&at)).await;
@@ -55,7 +35,7 @@ pub(super) async fn execute(shared: &Shared, pod: &SandboxPod, job: Job) -> (Mar
         Job::Report { message } => {
             match shared
                 .actions
-                .set_condition(pod, &shared.condition_type, &message)
+                .set_condition(pod, &shared.rules.condition_type, &message)
                 .await
             {
                 Ok(Outcome::Done) => {
@@ -81,7 +61,7 @@ pub(super) async fn execute(shared: &Shared, pod: &SandboxPod, job: Job) -> (Mar
             }
         }
         Job::InvalidExpiry { value } => {
-            let key = &shared.config.keys().expires_at;
+            let key = &shared.rules.config.keys().expires_at;
             let note = format!(
                 "annotation {key} is '{value}', which is not an RFC 3339 time, so the sandbox never expires; set it to a time such as 2026-01-02T03:04:05Z"
             );
@@ -107,9 +87,8 @@ enum Why<'a> {
 }
 
 /// Removes the pod by SPEC 10's owner rules; `false` when a write failed.
-async fn remove(shared: &Shared, pod: &SandboxPod, removal: &Removal, why: Why<'_>) -> bool {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let ns = pod.namespace();
+async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) -> bool {
+    let (ns, name) = (&*pod.namespace, &*pod.name);
     let (reason, cause) = match why {
         Why::Expired(at) => ("SandboxExpired", format!("Sandbox expired at {at}")),
         Why::Unschedulable => (
@@ -216,21 +195,30 @@ async fn remove(shared: &Shared, pod: &SandboxPod, removal: &Removal, why: Why<'
 /// expired by this controller's clock; a pod already gone counts as
 /// expired (deleting its owner is then what is left to do). Deleting an
 /// owner has no precondition on the pod, so this read stands in for one.
-async fn still_expired(shared: &Shared, pod: &SandboxPod) -> Result<bool, kube::Error> {
+async fn still_expired(shared: &Shared, pod: &PodRef) -> Result<bool, kube::Error> {
     let Some(current) = shared.actions.current_pod(pod).await? else {
         return Ok(true);
     };
-    if current.metadata.uid != pod.metadata.uid {
+    if current
+        .metadata
+        .uid
+        .as_deref()
+        .is_none_or(|uid| pod.uid != *uid)
+    {
         return Ok(true);
     }
-    Ok(lifecycle::expiry::plan(&current, &shared.config, Utc::now()).expired)
+    let config = &shared.rules.config;
+    let facts = PodFacts::read(&current, config, &shared.rules.condition_type, &mut |s| {
+        s.into()
+    });
+    Ok(lifecycle::expiry::plan(&facts, config, Utc::now()).expired)
 }
 
 /// An Event that cannot be recorded is logged and counted, not retried: the
 /// removal it describes has happened.
 async fn record(
     shared: &Shared,
-    pod: &SandboxPod,
+    pod: &PodRef,
     type_: EventType,
     reason: &str,
     action: &str,

@@ -6,6 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::memory;
 use crate::server::metrics::{Exposition, Registrar, encode};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,8 +36,10 @@ pub struct ControllerMetrics {
     expired: Family<ActionLabels, Counter>,
     unschedulable: Counter,
     leader: Gauge,
-    watched: Gauge,
+    cached: Gauge,
     timers: Gauge,
+    resident: Gauge,
+    limit: Gauge,
     api_errors: Family<OperationLabels, Counter>,
 }
 
@@ -55,13 +58,21 @@ impl ControllerMetrics {
             "controller_leader",
             "1 while this controller holds the Lease and acts, else 0",
         );
-        let watched = r.add(
-            "controller_watched_pods",
-            "Sandbox pods in the controller's cache (0 on a standby)",
+        let cached = r.add(
+            "controller_cached_pods",
+            "Sandbox pods in the controller's cache (0 on a standby); its memory grows with this",
         );
         let timers = r.add(
             "controller_timers",
             "Wake-ups armed: one per cached sandbox whose expiry (or a retried write) is still ahead (0 on a standby)",
+        );
+        let resident = r.add(
+            "controller_resident_memory_bytes",
+            "Resident memory of this controller process (read at each scrape)",
+        );
+        let limit = r.add(
+            "controller_memory_limit_bytes",
+            "Memory limit of this controller's container (its cgroup), 0 when it has none",
         );
         let api_errors = r.add(
             "controller_api_errors",
@@ -72,8 +83,10 @@ impl ControllerMetrics {
             expired,
             unschedulable,
             leader,
-            watched,
+            cached,
             timers,
+            resident,
+            limit,
             api_errors,
         };
         // Every series exists from the start at 0, so a rate or a test sees
@@ -101,8 +114,8 @@ impl ControllerMetrics {
         self.leader.set(i64::from(leader));
     }
 
-    pub fn set_watched(&self, n: usize) {
-        self.watched.set(i64::try_from(n).unwrap_or(i64::MAX));
+    pub fn set_cached(&self, n: usize) {
+        self.cached.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub fn set_timers(&self, n: usize) {
@@ -118,6 +131,9 @@ impl ControllerMetrics {
 
 impl Exposition for ControllerMetrics {
     fn encode(&self) -> Result<String, std::fmt::Error> {
+        let bytes = |b: Option<u64>| i64::try_from(b.unwrap_or(0)).unwrap_or(i64::MAX);
+        self.resident.set(bytes(memory::resident_bytes()));
+        self.limit.set(bytes(memory::limit_bytes()));
         encode(&self.registry, 2048)
     }
 }
@@ -148,5 +164,12 @@ mod tests {
         assert!(text.contains("sandbox_webhook_platform_unschedulable_total 1"));
         assert!(text.contains("sandbox_webhook_controller_leader 1"));
         assert!(text.contains("sandbox_webhook_controller_timers 3"));
+        assert!(text.contains("sandbox_webhook_controller_cached_pods 0"));
+        let resident = text
+            .lines()
+            .find_map(|l| l.strip_prefix("sandbox_webhook_controller_resident_memory_bytes "))
+            .and_then(|v| v.parse::<i64>().ok());
+        assert!(resident.is_some_and(|r| r > 1 << 20), "{text}");
+        assert!(text.contains("sandbox_webhook_controller_memory_limit_bytes "));
     }
 }

@@ -9,12 +9,15 @@
 
 pub mod actions;
 mod admin;
+pub mod cache;
+pub mod fleet;
 pub mod initial_list;
-mod jobs;
+pub mod jobs;
+mod memory;
 pub(crate) mod metrics;
-mod owners;
 mod resource;
 pub(crate) mod runtime;
+mod timers;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -135,10 +138,8 @@ pub async fn run(
     let streaming = streaming_list(&client, settings.initial_list).await;
     let shared = Arc::new(jobs::Shared {
         streaming_list: streaming,
-        condition_type: lifecycle::condition_type(&config),
+        rules: Arc::new(fleet::Rules::new(config, settings.own_namespace.clone())),
         actions: actions::Actions::new(client.clone(), lease.identity.clone()),
-        own_namespace: settings.own_namespace.clone(),
-        config,
         metrics: Arc::clone(&metrics),
     });
     ready.set(true);

@@ -15,6 +15,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use super::expiry::{ExpiryAction, Removal};
+use super::facts::PodFacts;
 use super::plan::plan;
 use super::pod::SandboxPod;
 use crate::config::Config;
@@ -79,18 +80,17 @@ pub fn diagnose(
     own_namespace: Option<&str>,
     now: DateTime<Utc>,
 ) -> Diagnosis {
-    let plan = plan(pod, config, own_namespace, now);
+    let facts = PodFacts::of(pod, config);
+    let plan = plan(&facts, config, own_namespace, now);
     let keys = config.keys();
-    let ignored = not_watched(pod, config, own_namespace);
+    let ignored = not_watched(&facts, config, own_namespace);
     let expiry = &plan.expiry;
     let timing = if expiry.expired {
         "expires-at passed"
     } else {
         "at expires-at"
     };
-    let manual = pod
-        .label(&keys.manual_cleanup)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let manual = facts.manual_cleanup;
     let expiry_reason = match (&ignored, expiry.action, &expiry.removal) {
         (Some(why), _, _) => why.clone(),
         (None, _, Some(removal)) => format!("{timing}; {}", how(removal)),
@@ -118,7 +118,7 @@ pub fn diagnose(
         None if !reading.has_platform => "no kubernetes.io/os or kubernetes.io/arch in its nodeSelector or required node affinity, so no scheduling failure is about its platform".to_owned(),
         None if reading.unschedulable && config.controller.platform.delete_unschedulable => "Pending, and the scheduler says no node takes its platform: the controller reports it and removes it (controller.platform.deleteUnschedulable)".to_owned(),
         None if reading.unschedulable => "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event".to_owned(),
-        None if !pending(pod) => "not Pending: it was scheduled".to_owned(),
+        None if !facts.pending => "not Pending: it was scheduled".to_owned(),
         None => "Pending, but nothing the scheduler says is about its platform".to_owned(),
     };
     Diagnosis {
@@ -149,9 +149,9 @@ pub fn diagnose(
 
 /// Why the controller does not look at the pod at all, if it does not (the
 /// order of `super::is_watched`).
-fn not_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> Option<String> {
-    let ns = pod.namespace();
-    if pod.label(&config.keys().id).is_none() {
+fn not_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> Option<String> {
+    let ns = &*pod.namespace;
+    if !pod.sandbox {
         Some(format!(
             "not a sandbox: no {} label, so the controller does not watch it",
             config.keys().id
@@ -182,12 +182,4 @@ fn how(removal: &Removal) -> String {
             o.kind, o.name
         ),
     }
-}
-
-/// Pending, or no phase at all (a manifest not yet applied).
-fn pending(pod: &SandboxPod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_ref())
-        .is_none_or(|p| p.as_str() == Some("Pending"))
 }

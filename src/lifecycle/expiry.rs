@@ -1,10 +1,12 @@
 //! When a sandbox expires, and what removing it means (SPEC 10).
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
-use super::pod::SandboxPod;
+use super::facts::{Owner, PodFacts};
+use super::ids::ExpiresAt;
 use crate::config::Config;
 /// The webhook's own reading of `expires-at`, so that the controller removes
 /// a pod at exactly the time the webhook accepted.
@@ -36,53 +38,15 @@ impl ExpiryAction {
     }
 }
 
-/// A pod's controller owner, as its owner reference names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl Owner {
-    fn from_ref(r: &OwnerReference) -> Self {
-        Owner {
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            name: r.name.clone(),
-            uid: r.uid.clone(),
-        }
-    }
-
-    /// The API group: `batch` for `batch/v1`, empty for the core `v1`.
-    #[must_use]
-    pub fn group(&self) -> &str {
-        self.api_version
-            .rsplit_once('/')
-            .map_or("", |(group, _)| group)
-    }
-
-    /// `Kind.group` as `controller.expiry.deleteOwnerKinds` spells it
-    /// (`Kind` alone for the core group).
-    #[must_use]
-    pub fn kind_group(&self) -> String {
-        match self.group() {
-            "" => self.kind.clone(),
-            group => format!("{}.{group}", self.kind),
-        }
-    }
-}
-
 /// How a pod is removed, by SPEC 10's owner rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
     /// No controller owner: delete the pod itself (UID precondition).
     DeletePod,
     /// A controller owner of a configured kind: delete it (Background).
-    DeleteOwner(Owner),
+    DeleteOwner(Arc<Owner>),
     /// Any other controller owner: leave the pod, with a warning Event.
-    LeaveOwned(Owner),
+    LeaveOwned(Arc<Owner>),
 }
 
 impl Removal {
@@ -106,15 +70,9 @@ impl Removal {
     }
 }
 
-pub fn removal(pod: &SandboxPod, config: &Config) -> Removal {
-    let owner = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(Owner::from_ref);
-    match owner {
+#[must_use]
+pub fn removal(pod: &PodFacts, config: &Config) -> Removal {
+    match &pod.owner {
         None => Removal::DeletePod,
         Some(owner) => {
             let kind_group = owner.kind_group();
@@ -124,9 +82,9 @@ pub fn removal(pod: &SandboxPod, config: &Config) -> Removal {
                 .delete_owner_kinds
                 .contains(&kind_group)
             {
-                Removal::DeleteOwner(owner)
+                Removal::DeleteOwner(Arc::clone(owner))
             } else {
-                Removal::LeaveOwned(owner)
+                Removal::LeaveOwned(Arc::clone(owner))
             }
         }
     }
@@ -148,21 +106,18 @@ pub struct ExpiryPlan {
 
 /// `manual-cleanup` wins over everything, then a missing annotation, then an
 /// unparsable one; otherwise the owner rules say how the pod goes.
-pub fn plan(pod: &SandboxPod, config: &Config, now: DateTime<Utc>) -> ExpiryPlan {
-    let keys = config.keys();
-    let raw = pod.annotation(&keys.expires_at);
-    let at = raw.and_then(parse_expires_at);
+#[must_use]
+pub fn plan(pod: &PodFacts, config: &Config, now: DateTime<Utc>) -> ExpiryPlan {
+    let raw = pod.expires_at.as_ref();
+    let at = raw.and_then(ExpiresAt::time);
     let mut plan = ExpiryPlan {
-        expires_at: raw.map(str::to_owned),
+        expires_at: raw.map(ToString::to_string),
         at,
         expired: at.is_some_and(|at| at <= now),
         action: ExpiryAction::None,
         removal: None,
     };
-    let manual = pod
-        .label(&keys.manual_cleanup)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    if manual || raw.is_none() {
+    if pod.manual_cleanup || raw.is_none() {
         return plan;
     }
     if at.is_none() {

@@ -5,14 +5,18 @@
 
 mod diagnose;
 pub(crate) mod expiry;
+mod facts;
+mod ids;
 mod plan;
 pub(crate) mod platform;
 mod pod;
 
 pub use diagnose::{Diagnosis, ExpiryReport, PlatformReport, diagnose};
-pub use expiry::{ExpiryAction, ExpiryPlan, Owner, Removal};
-pub use plan::{Plan, condition_type, is_watched, plan};
-pub use platform::PlatformReading;
+pub use expiry::{ExpiryAction, ExpiryPlan, Removal};
+pub use facts::{Intern, Owner, PodFacts};
+pub use ids::{ExpiresAt, Uid, Version};
+pub use plan::{Plan, is_watched, plan};
+pub use platform::{PlatformReading, condition_type};
 pub use pod::{SandboxPod, SpecFields, StatusFields};
 
 #[cfg(test)]

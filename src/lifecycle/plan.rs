@@ -4,24 +4,16 @@
 use chrono::{DateTime, Utc};
 
 use super::expiry::{self, ExpiryAction, ExpiryPlan};
-use super::platform::{self, PlatformReading};
-use super::pod::SandboxPod;
+use super::facts::PodFacts;
+use super::platform::PlatformReading;
 use crate::config::Config;
 
 /// Whether the controller looks at this pod at all: a sandbox (label
 /// `P/id`) outside the excluded namespaces and the controller's own.
 #[must_use]
-pub fn is_watched(pod: &SandboxPod, config: &Config, own_namespace: Option<&str>) -> bool {
-    let ns = pod.namespace();
-    pod.label(&config.keys().id).is_some()
-        && !config.excluded_namespaces.iter().any(|e| e == ns)
-        && own_namespace != Some(ns)
-}
-
-/// The type of the pod condition the controller sets on a hit.
-#[must_use]
-pub fn condition_type(config: &Config) -> String {
-    format!("{}/PlatformUnschedulable", config.prefix)
+pub fn is_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> bool {
+    let ns = &*pod.namespace;
+    pod.sandbox && !config.excluded_namespaces.iter().any(|e| e == ns) && own_namespace != Some(ns)
 }
 
 /// Everything the controller would decide for one pod at `now`.
@@ -33,14 +25,14 @@ pub struct Plan {
 
 #[must_use]
 pub fn plan(
-    pod: &SandboxPod,
+    pod: &PodFacts,
     config: &Config,
     own_namespace: Option<&str>,
     now: DateTime<Utc>,
 ) -> Plan {
     let watched = is_watched(pod, config, own_namespace);
     let mut expiry = expiry::plan(pod, config, now);
-    let mut platform = platform::read(pod);
+    let mut platform = pod.platform();
     if !watched {
         expiry.action = ExpiryAction::None;
         platform.unschedulable = false;

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::pod::{SandboxPod, StatusFields};
+use crate::config::Config;
 use crate::mutate::unschedulable::{analyze_fields, is_platform_unschedulable_stripped};
 
 /// Reported when a hit carries no message of its own.
@@ -98,12 +99,7 @@ pub fn read(pod: &SandboxPod) -> PlatformReading {
     let (has_platform, has_non_platform) = pod.spec.as_ref().map_or((false, false), |s| {
         analyze_fields(s.node_selector.as_ref(), s.affinity.as_ref())
     });
-    let pending = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_ref())
-        .is_none_or(|p| p.as_str() == Some("Pending"));
-    let message = pending
+    let message = pending(pod)
         .then(|| {
             extract_message(
                 pod.status.as_ref(),
@@ -119,6 +115,20 @@ pub fn read(pod: &SandboxPod) -> PlatformReading {
         unschedulable: message.is_some(),
         message,
     }
+}
+
+/// The type of the pod condition the controller sets on a hit.
+#[must_use]
+pub fn condition_type(config: &Config) -> String {
+    format!("{}/PlatformUnschedulable", config.prefix)
+}
+
+/// Pending, or no phase at all (a manifest not yet applied).
+pub(super) fn pending(pod: &SandboxPod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_ref())
+        .is_none_or(|p| p.as_str() == Some("Pending"))
 }
 
 /// The pod already carries the controller's condition with status `True`

@@ -1,16 +1,21 @@
 //! The pod as the lifecycle decisions see it.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 /// The parts of a Pod the decisions read. The controller's watch decodes pods
-/// straight into this type, so containers and the rest of the status are
-/// skipped by the decoder and never held in memory. The fields the seed
-/// treats dynamically stay untyped.
+/// straight into this type, so containers, the rest of the status and the
+/// metadata no decision reads (`managedFields` above all, often the largest
+/// part of a pod) are skipped by the decoder and never held in memory. The
+/// fields the seed treats dynamically stay untyped.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, remote = "Self")]
 pub struct SandboxPod {
+    /// Only the fields of [`Meta`]; the others stay `None`.
+    #[serde(deserialize_with = "meta")]
     pub metadata: ObjectMeta,
     pub spec: Option<SpecFields>,
     pub status: Option<StatusFields>,
@@ -18,6 +23,36 @@ pub struct SandboxPod {
 
 objects_only! {
     impl<'de> for SandboxPod;
+}
+
+/// The metadata the controller reads: its identity and version (for the
+/// writes' preconditions), deletion, labels, annotations and owners.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Meta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    deletion_timestamp: Option<Time>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = Option::<Meta>::deserialize(d)?.unwrap_or_default();
+    Ok(ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        deletion_timestamp: m.deletion_timestamp,
+        labels: m.labels,
+        annotations: m.annotations,
+        owner_references: m.owner_references,
+        ..ObjectMeta::default()
+    })
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

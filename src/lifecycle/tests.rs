@@ -47,17 +47,32 @@ fn with_owner(
 }
 
 fn action(p: &SandboxPod) -> ExpiryAction {
-    plan(p, &Config::default(), None, now()).expiry.action
+    plan(
+        &PodFacts::of(p, &Config::default()),
+        &Config::default(),
+        None,
+        now(),
+    )
+    .expiry
+    .action
 }
 
 #[test]
 fn expiry_time_and_due() {
     let cfg = Config::default();
-    let past = expiry::plan(&expiring("2026-01-02T03:04:05Z"), &cfg, now());
+    let past = expiry::plan(
+        &PodFacts::of(&expiring("2026-01-02T03:04:05Z"), &cfg),
+        &cfg,
+        now(),
+    );
     assert!(past.expired, "at or before now is expired");
     assert_eq!(past.action, ExpiryAction::DeletePod);
     assert_eq!(past.removal, Some(Removal::DeletePod));
-    let future = expiry::plan(&expiring("2026-01-02T05:04:06+02:00"), &cfg, now());
+    let future = expiry::plan(
+        &PodFacts::of(&expiring("2026-01-02T05:04:06+02:00"), &cfg),
+        &cfg,
+        now(),
+    );
     assert!(!future.expired);
     assert_eq!(future.at, expiry::parse_expires_at("2026-01-02T03:04:06Z"));
     assert_eq!(
@@ -78,7 +93,12 @@ fn never_touched() {
         &json!({format!("{P}/expires-at"): "2020-01-01T00:00:00Z"}),
         &json!({format!("{P}/manual-cleanup"): "true"}),
     );
-    let p = plan(&manual, &Config::default(), None, now());
+    let p = plan(
+        &PodFacts::of(&manual, &Config::default()),
+        &Config::default(),
+        None,
+        now(),
+    );
     assert_eq!(p.expiry.action, ExpiryAction::None);
     assert!(
         p.expiry.expired,
@@ -107,7 +127,12 @@ fn invalid_values() {
         "2026-13-02T00:00:00Z",
         "1767322000",
     ] {
-        let p = plan(&expiring(bad), &Config::default(), None, now());
+        let p = plan(
+            &PodFacts::of(&expiring(bad), &Config::default()),
+            &Config::default(),
+            None,
+            now(),
+        );
         assert_eq!(p.expiry.action, ExpiryAction::Invalid, "{bad:?}");
         assert!(!p.expiry.expired);
         assert_eq!(p.expiry.removal, None);
@@ -124,7 +149,7 @@ fn owner_rules() {
         ("agents.x-k8s.io/v1beta1", "Sandbox"),
     ] {
         let p = plan(
-            &with_owner(e(), api, kind, Some(true)),
+            &PodFacts::of(&with_owner(e(), api, kind, Some(true)), &Config::default()),
             &Config::default(),
             None,
             now(),
@@ -133,9 +158,12 @@ fn owner_rules() {
         let Some(Removal::DeleteOwner(owner)) = p.expiry.removal else {
             panic!("{kind}: {:?}", p.expiry.removal);
         };
-        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), (kind, "ou1"));
+        assert_eq!(
+            (&*owner.kind, owner.uid.to_string().as_str()),
+            (kind, "ou1")
+        );
         // Deleted through the version the reference names.
-        assert_eq!(owner.api_version, api);
+        assert_eq!(&*owner.api_version, api);
     }
     assert_eq!(
         action(&with_owner(e(), "apps/v1", "ReplicaSet", Some(true))),
@@ -160,12 +188,16 @@ fn owner_rules() {
         Config::from_yaml("controller: {expiry: {deleteOwnerKinds: [ReplicaSet.apps]}}").unwrap();
     let rs = with_owner(e(), "apps/v1", "ReplicaSet", Some(true));
     assert_eq!(
-        plan(&rs, &cfg, None, now()).expiry.action,
+        plan(&PodFacts::of(&rs, &cfg), &cfg, None, now())
+            .expiry
+            .action,
         ExpiryAction::DeleteOwner
     );
     let job = with_owner(e(), "batch/v1", "Job", Some(true));
     assert_eq!(
-        plan(&job, &cfg, None, now()).expiry.action,
+        plan(&PodFacts::of(&job, &cfg), &cfg, None, now())
+            .expiry
+            .action,
         ExpiryAction::LeaveOwned
     );
     let core = with_owner(e(), "v1", "ReplicationController", Some(true));
@@ -173,19 +205,21 @@ fn owner_rules() {
         Config::from_yaml("controller: {expiry: {deleteOwnerKinds: [ReplicationController]}}")
             .unwrap();
     assert_eq!(
-        plan(&core, &cfg, None, now()).expiry.action,
+        plan(&PodFacts::of(&core, &cfg), &cfg, None, now())
+            .expiry
+            .action,
         ExpiryAction::DeleteOwner
     );
 }
 
 #[test]
 fn metric_labels() {
-    let o = Owner {
+    let o = std::sync::Arc::new(Owner {
         api_version: "v1".into(),
         kind: "K".into(),
         name: "n".into(),
         uid: "u".into(),
-    };
+    });
     assert_eq!(Removal::DeletePod.metric_label(), "deleted-pod");
     assert_eq!(
         Removal::DeleteOwner(o.clone()).metric_label(),
@@ -198,20 +232,24 @@ fn metric_labels() {
 fn unwatched_pods_get_no_action() {
     let cfg = Config::default();
     let mut p = expiring("2020-01-01T00:00:00Z");
-    assert!(is_watched(&p, &cfg, None));
+    assert!(is_watched(&PodFacts::of(&p, &cfg), &cfg, None));
     assert!(
-        !is_watched(&p, &cfg, Some("team")),
+        !is_watched(&PodFacts::of(&p, &cfg), &cfg, Some("team")),
         "the controller's own namespace"
     );
     p.metadata.namespace = Some("kube-system".into());
     assert_eq!(
-        plan(&p, &cfg, None, now()).expiry.action,
+        plan(&PodFacts::of(&p, &cfg), &cfg, None, now())
+            .expiry
+            .action,
         ExpiryAction::None
     );
     let mut plain = expiring("2020-01-01T00:00:00Z");
     plain.metadata.labels = None;
     assert_eq!(
-        plan(&plain, &cfg, None, now()).expiry.action,
+        plan(&PodFacts::of(&plain, &cfg), &cfg, None, now())
+            .expiry
+            .action,
         ExpiryAction::None
     );
     // A manifest without a namespace is in `default`.

@@ -140,6 +140,7 @@ def case_all():
     check("values-all: PrometheusRule uses seriesSelector and the thresholds",
           rule["metadata"]["namespace"] == "monitoring" and all('job="sandbox-hook"' in e for e in exprs)
           and any("< 21 * 86400" in e for e in exprs) and any(e.endswith("> 0.5") for e in exprs)
+          and any(e.endswith("> 0.9") for e in exprs)
           and any(e.endswith("> 0.01") for e in exprs) and any(e.endswith("> 5") for e in exprs), exprs)
     check("values-all: alertLabels on every alert",
           all(r["labels"].get("team") == "platform" for g in rule["spec"]["groups"] for r in g["rules"]))
@@ -200,8 +201,11 @@ def case_prometheusrule():
             f'{{namespace="{NS}"}}[5m]))) > 1',
         "SandboxWebhookConfigReloadFailing":
             f'min by (namespace, pod) (sandbox_webhook_config_last_reload_success{{namespace="{NS}"}}) == 0',
+        "SandboxWebhookControllerMemoryNearLimit":
+            f'max by (namespace, pod) (sandbox_webhook_controller_resident_memory_bytes{{namespace="{NS}"}}'
+            f' / (sandbox_webhook_controller_memory_limit_bytes{{namespace="{NS}"}} > 0)) > 0.8',
     }
-    check("PrometheusRule: the five alerts", sorted(rules) == sorted(want), sorted(rules))
+    check("PrometheusRule: the six alerts", sorted(rules) == sorted(want), sorted(rules))
     for alert, expr in want.items():
         r = rules.get(alert, {})
         check(f"PrometheusRule: {alert} expression", r.get("expr") == expr, r.get("expr"))
@@ -309,6 +313,9 @@ def case_controller_vap():
 def case_controller_off():
     check("controller.enabled=false renders no controller object", not controller_docs,
           [d["kind"] for d in controller_docs])
+    alerts = [r["alert"] for g in one("PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    check("controller.enabled=false: no alert on the controller's memory",
+          "SandboxWebhookControllerMemoryNearLimit" not in alerts, alerts)
 
 
 CASES = {"controller": case_controller, "controller-vap": case_controller_vap, "controller-off": case_controller_off,

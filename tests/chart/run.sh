@@ -164,7 +164,7 @@ run_test "helm template (the API serves ValidatingAdmissionPolicy)" render "$WOR
     --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
 check_rendered controller-vap "$WORK/vap.yaml" "$NS"
 run_test "helm template (controller.enabled=false)" render "$WORK/no-controller.yaml" "${MODE_HELM[@]}" \
-    --set controller.enabled=false
+    --set controller.enabled=false --set metrics.prometheusRule.enabled=true
 check_rendered controller-off "$WORK/no-controller.yaml" "$NS"
 run_test "helm template (mode certManager)" render "$WORK/cm.yaml" "${MODE_CM[@]}"
 check_rendered certManager "$WORK/cm.yaml" "$NS"

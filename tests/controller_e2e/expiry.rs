@@ -9,7 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use sandbox_webhook::controller::actions::{Actions, Outcome};
+use sandbox_webhook::controller::actions::{Actions, Outcome, PodRef};
 use sandbox_webhook::lifecycle::SandboxPod;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -307,6 +307,7 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
         .get("same")
         .await?;
     recreate(&pods, "same").await?;
+    let stale = PodRef::of(&stale).ok_or("the pod read back has no name or UID")?;
     let outcome = Actions::new(env.client.clone(), "e2e".into())
         .delete_pod(&stale)
         .await?;

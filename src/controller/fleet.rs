@@ -1,0 +1,391 @@
+//! The leader's state between events: the cache of sandbox pods, a timer
+//! per pending expiry, what has been done for each pod, and the writes
+//! decided but not yet started. It does no I/O: [`super::runtime`] feeds it
+//! the watch's events, the timers that fire and the writes that end, and
+//! starts the writes it decides.
+//!
+//! Every decision is `crate::lifecycle::plan` on the cached facts at that
+//! moment. A timer only names a pod; when it fires the pod is read from the
+//! cache again, so a renewal, a deletion or a recreated pod in between is
+//! seen, and the apiserver checks the UID of every write besides.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kube::runtime::watcher::Event;
+
+use super::actions::PodRef;
+use super::cache::{Cache, Cached, PodKey, key_of};
+use super::timers::Timers;
+use crate::config::Config;
+use crate::lifecycle::{self, ExpiryAction, Removal, SandboxPod, Uid, Version};
+
+/// A failed write is retried after this, doubling up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// The longest the loop sleeps before it reads the wall clock again, so a
+/// clock step forward (a resumed VM, NTP) delays no removal by more.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// What the decisions are made with, fixed for the controller's life.
+pub struct Rules {
+    pub config: Config,
+    /// The controller's own namespace, ignored like the excluded ones.
+    pub own_namespace: Option<String>,
+    /// The type of the controller's pod condition.
+    pub condition_type: String,
+}
+
+impl Rules {
+    #[must_use]
+    pub fn new(config: Config, own_namespace: Option<String>) -> Self {
+        Rules {
+            condition_type: lifecycle::condition_type(&config),
+            config,
+            own_namespace,
+        }
+    }
+}
+
+/// The loop's bookkeeping for one cached pod.
+#[derive(Default)]
+pub struct Work {
+    /// When its timer is armed for (Unix milliseconds).
+    timer: Option<i64>,
+    /// Only for pods a write was made or decided for.
+    handled: Option<Box<Handled>>,
+}
+
+/// What has been done for a pod already.
+#[derive(Default)]
+struct Handled {
+    /// The `expires-at` value the expiry was carried out for.
+    expired: Option<String>,
+    /// The invalid `expires-at` value the warning was recorded for.
+    invalid: Option<String>,
+    reported: bool,
+    removed_unschedulable: bool,
+    retry: Option<Duration>,
+}
+
+/// One write (or series of writes) for one pod.
+#[derive(Debug)]
+pub enum Job {
+    Expire { removal: Removal, at: String },
+    Report { message: String },
+    RemoveUnschedulable { removal: Removal },
+    InvalidExpiry { value: String },
+}
+
+/// What a job, once done, must not do again for the same pod.
+#[derive(Debug, Clone)]
+pub enum Mark {
+    Expired(String),
+    Reported,
+    RemovedUnschedulable,
+    Invalid(String),
+}
+
+/// A write to start, for the pod it names.
+pub struct Start {
+    pub key: PodKey,
+    pub pod: PodRef,
+    pub job: Job,
+}
+
+/// What a finished write reports back.
+pub struct Done {
+    pub key: PodKey,
+    pub uid: Uid,
+    pub mark: Mark,
+    /// `false`: the write failed and is retried.
+    pub ok: bool,
+    /// The pod's `resourceVersion` the write was decided on.
+    pub version: Option<Version>,
+}
+
+pub struct Fleet {
+    rules: Arc<Rules>,
+    cache: Cache<Work>,
+    timers: Timers,
+    /// The pods (by UID) a write is running for; they are decided again
+    /// when it ends.
+    in_flight: HashSet<Uid>,
+    started: Vec<Start>,
+}
+
+impl Fleet {
+    #[must_use]
+    pub fn new(rules: Arc<Rules>) -> Self {
+        Fleet {
+            rules,
+            cache: Cache::default(),
+            timers: Timers::default(),
+            in_flight: HashSet::new(),
+            started: Vec::new(),
+        }
+    }
+
+    /// Sandbox pods in the cache.
+    #[must_use]
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Timers armed.
+    #[must_use]
+    pub fn timers(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// The writes decided since the last call, for the caller to start;
+    /// each one's [`Done`] goes to [`Fleet::finished`].
+    pub fn take_started(&mut self) -> Vec<Start> {
+        std::mem::take(&mut self.started)
+    }
+
+    /// The next pod whose timer fires, taken out of the timers (the
+    /// caller passes it to [`Fleet::on_timer`]); pending while none is
+    /// armed. Cancel-safe: a pod is taken only when the future returns it.
+    pub async fn next_due(&mut self) -> PodKey {
+        loop {
+            let now = Utc::now().timestamp_millis();
+            if let Some(key) = self.timers.pop_due(now) {
+                return key;
+            }
+            let Some(at) = self.timers.next_at() else {
+                return std::future::pending().await;
+            };
+            let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+            tokio::time::sleep(wait.min(MAX_SLEEP)).await;
+        }
+    }
+
+    /// A timer fired.
+    pub fn on_timer(&mut self, key: &PodKey) {
+        if let Some(cached) = self.cache.get_mut(key) {
+            cached.work.timer = None;
+            self.evaluate(key);
+        }
+    }
+
+    pub fn on_event(&mut self, event: Event<SandboxPod>) {
+        match event {
+            Event::Apply(pod) | Event::InitApply(pod) => {
+                let rules = &self.rules;
+                let Some(applied) = self.cache.apply(&pod, &rules.config, &rules.condition_type)
+                else {
+                    return;
+                };
+                if let Some(old) = applied.replaced {
+                    self.drop_work(&applied.key, old);
+                }
+                self.evaluate(&applied.key);
+            }
+            Event::Delete(pod) => {
+                if let Some(key) = key_of(&pod)
+                    && let Some(cached) = self.cache.remove(&key)
+                {
+                    self.gone(&key, *cached);
+                }
+            }
+            Event::Init => self.cache.begin_relist(),
+            // Pods deleted while the watch was down have no Delete event.
+            Event::InitDone => {
+                for (key, cached) in self.cache.end_relist() {
+                    self.gone(&key, *cached);
+                }
+                self.cache.sweep();
+            }
+        }
+    }
+
+    /// `key` left the cache: its timer goes, and the pods that waited for
+    /// it to expire (the same owner) may go now.
+    fn gone(&mut self, key: &PodKey, cached: Cached<Work>) {
+        let owner = cached.facts.owner.clone();
+        self.drop_work(key, cached.work);
+        if let Some(owner) = owner {
+            let waiting: Vec<PodKey> = self.cache.siblings(&owner.uid, key).cloned().collect();
+            for sibling in &waiting {
+                self.evaluate(sibling);
+            }
+        }
+    }
+
+    fn drop_work(&mut self, key: &PodKey, work: Work) {
+        if let Some(at) = work.timer {
+            self.timers.disarm(key, at);
+        }
+    }
+
+    fn cancel(&mut self, key: &PodKey) {
+        if let Some(at) = self.cache.get_mut(key).and_then(|c| c.work.timer.take()) {
+            self.timers.disarm(key, at);
+        }
+    }
+
+    /// Wakes for `key` at `at` (wall clock); an earlier timer for the same
+    /// pod is replaced.
+    fn schedule(&mut self, key: &PodKey, at: DateTime<Utc>) {
+        let Some(cached) = self.cache.get_mut(key) else {
+            return;
+        };
+        let at = at.timestamp_millis();
+        if cached.work.timer == Some(at) {
+            return;
+        }
+        if let Some(old) = cached.work.timer.replace(at) {
+            self.timers.disarm(key, old);
+        }
+        self.timers.arm(key.clone(), at);
+    }
+
+    fn start(&mut self, key: &PodKey, job: Job) {
+        let Some(cached) = self.cache.get(key) else {
+            return;
+        };
+        self.in_flight.insert(cached.uid.clone());
+        let pod = PodRef {
+            namespace: Arc::clone(&key.namespace),
+            name: Arc::clone(&key.name),
+            uid: cached.uid.clone(),
+            resource_version: cached.resource_version.clone(),
+        };
+        self.started.push(Start {
+            key: key.clone(),
+            pod,
+            job,
+        });
+    }
+
+    fn evaluate(&mut self, key: &PodKey) {
+        let Some(cached) = self.cache.get(key) else {
+            return;
+        };
+        if cached.facts.deleting {
+            self.cancel(key);
+            return;
+        }
+        // The write's end decides again.
+        if self.in_flight.contains(&cached.uid) {
+            return;
+        }
+        let rules = Arc::clone(&self.rules);
+        let now = Utc::now();
+        let plan = lifecycle::plan(
+            &cached.facts,
+            &rules.config,
+            rules.own_namespace.as_deref(),
+            now,
+        );
+        let handled = cached.work.handled.as_deref();
+        let expired_done = handled.and_then(|h| h.expired.clone());
+        let invalid_done = handled.and_then(|h| h.invalid.clone());
+
+        if plan.platform.unschedulable {
+            let reported = handled.is_some_and(|h| h.reported) || cached.facts.reported;
+            if !reported {
+                let message = plan.platform.message.unwrap_or_default();
+                self.start(key, Job::Report { message });
+                return;
+            }
+            let removed = handled.is_some_and(|h| h.removed_unschedulable);
+            let removal = lifecycle::expiry::removal(&cached.facts, &rules.config);
+            if let Some(cached) = self.cache.get_mut(key) {
+                cached.work.handled.get_or_insert_default().reported = true;
+            }
+            if rules.config.controller.platform.delete_unschedulable && !removed {
+                self.start(key, Job::RemoveUnschedulable { removal });
+                return;
+            }
+        }
+
+        let expiry = plan.expiry;
+        match (expiry.action, expiry.removal, expiry.at) {
+            (ExpiryAction::Invalid, _, _) => {
+                self.cancel(key);
+                let value = expiry.expires_at.unwrap_or_default();
+                if invalid_done.as_ref() != Some(&value) {
+                    self.start(key, Job::InvalidExpiry { value });
+                }
+            }
+            (_, Some(removal), Some(at)) => {
+                let value = expiry.expires_at.unwrap_or_default();
+                // Deleting an owner deletes all its pods: not before the
+                // last of them is due (never early, issue 21).
+                let due = match &removal {
+                    Removal::DeleteOwner(owner) => self.last_sibling_expiry(key, &owner.uid, at),
+                    _ => at,
+                };
+                if !expiry.expired || due > Utc::now() {
+                    self.schedule(key, due);
+                } else if expired_done.as_ref() != Some(&value) {
+                    self.cancel(key);
+                    self.start(key, Job::Expire { removal, at: value });
+                }
+            }
+            _ => self.cancel(key),
+        }
+    }
+
+    /// The latest expiry among `key` (due at `at`) and the other cached
+    /// pods of `owner` that will be removed at an expiry of their own; pods
+    /// that never expire (manual cleanup, none, invalid) and pods being
+    /// deleted do not hold the owner.
+    fn last_sibling_expiry(&self, key: &PodKey, owner: &Uid, at: DateTime<Utc>) -> DateTime<Utc> {
+        let now = Utc::now();
+        self.cache
+            .siblings(owner, key)
+            .filter_map(|k| self.cache.get(k))
+            .filter(|c| !c.facts.deleting)
+            .filter_map(|c| {
+                let plan = lifecycle::expiry::plan(&c.facts, &self.rules.config, now);
+                plan.removal.and(plan.at)
+            })
+            .fold(at, DateTime::max)
+    }
+
+    /// A write ended.
+    pub fn finished(&mut self, done: Done) {
+        self.in_flight.remove(&done.uid);
+        let Some(cached) = self.cache.get_mut(&done.key) else {
+            return;
+        };
+        if cached.uid != done.uid {
+            // Another pod of the same name now: decided on its own.
+            self.evaluate(&done.key);
+            return;
+        }
+        let newer = cached.resource_version != done.version;
+        let handled = cached.work.handled.get_or_insert_default();
+        if done.ok {
+            handled.retry = None;
+            match done.mark {
+                Mark::Expired(v) => handled.expired = Some(v),
+                Mark::Invalid(v) => handled.invalid = Some(v),
+                Mark::Reported => handled.reported = true,
+                Mark::RemovedUnschedulable => handled.removed_unschedulable = true,
+            }
+            self.evaluate(&done.key);
+        } else if newer {
+            // The cache has a newer version (a renewal that failed the
+            // delete's precondition, say): decide again on it at once.
+            self.evaluate(&done.key);
+        } else {
+            let delay = handled
+                .retry
+                .map_or(FIRST_RETRY, |d| (d * 2).min(MAX_RETRY));
+            handled.retry = Some(delay);
+            let at = Utc::now() + chrono::TimeDelta::from_std(delay).unwrap_or_default();
+            self.cancel(&done.key);
+            self.schedule(&done.key, at);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "fleet_tests.rs"]
+mod tests;

@@ -1,0 +1,268 @@
+//! The leader's decisions over time, without an apiserver: events in,
+//! timers and writes out.
+
+use chrono::{SecondsFormat, TimeDelta};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn fleet() -> Fleet {
+    Fleet::new(Arc::new(Rules::new(Config::default(), None)))
+}
+
+fn key(name: &str) -> PodKey {
+    PodKey {
+        namespace: Arc::from("team"),
+        name: Arc::from(name),
+    }
+}
+
+fn in_seconds(s: i64) -> String {
+    (Utc::now() + TimeDelta::seconds(s)).to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A sandbox pod; `owner` is the UID of its controller `Job`.
+fn pod(name: &str, uid: &str, expires_at: Option<&str>, owner: Option<&str>) -> SandboxPod {
+    let annotations = expires_at.map(|at| json!({"opensandbox.io/expires-at": at}));
+    let owners = owner.map(|uid| {
+        json!([{"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{uid}"), "uid": uid, "controller": true}])
+    });
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "team", "uid": uid, "resourceVersion": "1",
+                     "labels": {"opensandbox.io/id": name}, "annotations": annotations,
+                     "ownerReferences": owners},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap()
+}
+
+fn with(mut pod: SandboxPod, patch: &Value) -> SandboxPod {
+    let mut value = json!({
+        "metadata": serde_json::to_value(&pod.metadata).unwrap(),
+    });
+    json_patch::merge(&mut value, patch);
+    pod.metadata = serde_json::from_value(value["metadata"].take()).unwrap();
+    pod
+}
+
+fn started(fleet: &mut Fleet) -> Vec<(String, String)> {
+    fleet
+        .take_started()
+        .into_iter()
+        .map(|s| (s.key.name.to_string(), format!("{:?}", s.job)))
+        .collect()
+}
+
+fn done(start: &Start, ok: bool) -> Done {
+    let mark = match &start.job {
+        Job::Expire { at, .. } => Mark::Expired(at.clone()),
+        Job::Report { .. } => Mark::Reported,
+        Job::RemoveUnschedulable { .. } => Mark::RemovedUnschedulable,
+        Job::InvalidExpiry { value } => Mark::Invalid(value.clone()),
+    };
+    Done {
+        key: start.key.clone(),
+        uid: start.pod.uid.clone(),
+        mark,
+        ok,
+        version: start.pod.resource_version.clone(),
+    }
+}
+
+#[tokio::test]
+async fn a_due_pod_is_removed_once_and_a_future_one_waits() {
+    let mut f = fleet();
+    let past = in_seconds(-1);
+    f.on_event(Event::Apply(pod("due", "u1", Some(&past), None)));
+    f.on_event(Event::Apply(pod(
+        "later",
+        "u2",
+        Some(&in_seconds(3600)),
+        None,
+    )));
+    f.on_event(Event::Apply(pod("never", "u3", None, None)));
+    let mut starts = f.take_started();
+    assert_eq!(starts.len(), 1, "only the due pod");
+    let start = starts.remove(0);
+    assert_eq!(&*start.key.name, "due");
+    assert!(matches!(&start.job, Job::Expire { removal: Removal::DeletePod, at } if *at == past));
+    assert_eq!(start.pod.uid.to_string(), "u1");
+    assert_eq!(
+        (f.cached(), f.timers()),
+        (3, 1),
+        "a timer for the later one"
+    );
+    // An update while the delete is in flight starts nothing more.
+    f.on_event(Event::Apply(pod("due", "u1", Some(&past), None)));
+    assert!(started(&mut f).is_empty());
+    // Done: not again for the same value, even when the pod is seen again.
+    f.finished(done(&start, true));
+    f.on_event(Event::Apply(pod("due", "u1", Some(&past), None)));
+    assert!(started(&mut f).is_empty());
+    // Being deleted: nothing, and a deleted pod leaves the cache.
+    let deleting = with(
+        pod("later", "u2", Some(&in_seconds(3600)), None),
+        &json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+    );
+    f.on_event(Event::Apply(deleting));
+    assert_eq!(f.timers(), 0, "its timer is cancelled");
+    f.on_event(Event::Delete(pod("later", "u2", None, None)));
+    assert_eq!(f.cached(), 2);
+}
+
+#[tokio::test]
+async fn a_failed_write_is_retried_later_unless_the_pod_changed() {
+    let mut f = fleet();
+    f.on_event(Event::Apply(pod("p", "u1", Some(&in_seconds(-1)), None)));
+    let start = f.take_started().remove(0);
+    f.finished(done(&start, false));
+    assert!(started(&mut f).is_empty(), "not at once");
+    assert_eq!(f.timers(), 1, "a retry is armed");
+    let key = tokio::time::timeout(Duration::from_secs(5), f.next_due())
+        .await
+        .expect("the retry fires within its backoff");
+    assert_eq!(key, self::key("p"));
+    f.on_timer(&key);
+    let again = f.take_started();
+    assert_eq!(again.len(), 1, "retried");
+    // The cache saw a newer version in the meantime: decided on it at once.
+    f.on_event(Event::Apply(with(
+        pod("p", "u1", Some(&in_seconds(3600)), None),
+        &json!({"metadata": {"resourceVersion": "2"}}),
+    )));
+    f.finished(done(&again[0], false));
+    assert!(started(&mut f).is_empty(), "renewed: nothing to do now");
+    assert_eq!(f.timers(), 1, "the new expiry is armed");
+}
+
+#[tokio::test]
+async fn a_recreated_pod_is_its_own() {
+    let mut f = fleet();
+    f.on_event(Event::Apply(pod(
+        "same",
+        "old",
+        Some(&in_seconds(60)),
+        None,
+    )));
+    assert_eq!(f.timers(), 1);
+    // Deleted and created again between two events: the old timer goes
+    // with the old pod; the new one has no expiry.
+    f.on_event(Event::Apply(pod("same", "new", None, None)));
+    assert_eq!((f.cached(), f.timers()), (1, 0));
+    // A write decided for the old UID ending does not mark the new pod,
+    // which is decided on its own account.
+    f.on_event(Event::Apply(pod("x", "x1", Some(&in_seconds(-1)), None)));
+    let old = f.take_started().remove(0);
+    f.on_event(Event::Apply(pod("x", "x2", Some(&in_seconds(-1)), None)));
+    let new = f.take_started();
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].pod.uid.to_string(), "x2");
+    f.finished(done(&old, true));
+    assert!(started(&mut f).is_empty(), "x2's own write is in flight");
+    f.finished(done(&new[0], false));
+    assert_eq!(f.timers(), 1, "x2's retry is its own");
+}
+
+#[tokio::test]
+async fn an_owner_goes_with_its_last_pod() {
+    let mut f = fleet();
+    let config = Config::default();
+    assert!(
+        config
+            .controller
+            .expiry
+            .delete_owner_kinds
+            .contains(&"Job.batch".to_owned())
+    );
+    f.on_event(Event::Apply(pod(
+        "b",
+        "ub",
+        Some(&in_seconds(3600)),
+        Some("j1"),
+    )));
+    f.on_event(Event::Apply(pod(
+        "a",
+        "ua",
+        Some(&in_seconds(-1)),
+        Some("j1"),
+    )));
+    assert!(
+        started(&mut f).is_empty(),
+        "a waits for b: deleting the Job deletes both"
+    );
+    assert_eq!(f.timers(), 2);
+    // b goes (deleted by someone else): a's owner may go now.
+    f.on_event(Event::Delete(pod("b", "ub", None, Some("j1"))));
+    let starts = f.take_started();
+    assert_eq!(starts.len(), 1);
+    assert!(
+        matches!(&starts[0].job, Job::Expire { removal: Removal::DeleteOwner(o), .. } if o.uid == *"j1")
+    );
+}
+
+#[tokio::test]
+async fn a_relist_forgets_the_pods_it_did_not_bring() {
+    let mut f = fleet();
+    f.on_event(Event::Apply(pod(
+        "kept",
+        "u1",
+        Some(&in_seconds(60)),
+        Some("j1"),
+    )));
+    f.on_event(Event::Apply(pod(
+        "gone",
+        "u2",
+        Some(&in_seconds(60)),
+        Some("j1"),
+    )));
+    f.on_event(Event::Init);
+    f.on_event(Event::InitApply(pod(
+        "kept",
+        "u1",
+        Some(&in_seconds(60)),
+        Some("j1"),
+    )));
+    f.on_event(Event::InitApply(pod("new", "u3", None, None)));
+    assert_eq!(f.cached(), 3, "the cache keeps serving during the relist");
+    f.on_event(Event::InitDone);
+    assert_eq!((f.cached(), f.timers()), (2, 1));
+    let mut names: Vec<String> = f.cache.iter().map(|(k, _)| k.name.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["kept", "new"]);
+}
+
+#[tokio::test]
+async fn any_expiry_time_is_a_timer() {
+    let mut f = fleet();
+    // tokio-util's DelayQueue panicked beyond about two years.
+    f.on_event(Event::Apply(pod(
+        "far",
+        "u1",
+        Some("2100-01-01T00:00:00Z"),
+        None,
+    )));
+    f.on_event(Event::Apply(pod("bad", "u2", Some("someday"), None)));
+    assert_eq!(f.timers(), 1);
+    let starts = started(&mut f);
+    assert_eq!(starts.len(), 1);
+    assert!(starts[0].1.contains("InvalidExpiry"), "{starts:?}");
+}
+
+#[tokio::test]
+async fn an_unschedulable_pod_is_reported_once() {
+    let mut f = fleet();
+    let mut p = pod("p", "u1", None, None);
+    p.spec =
+        serde_json::from_value(json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}})).unwrap();
+    p.status = serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+    }]}))
+    .unwrap();
+    f.on_event(Event::Apply(p.clone()));
+    let start = f.take_started().remove(0);
+    assert!(matches!(&start.job, Job::Report { message } if message.starts_with("0/3 nodes")));
+    f.finished(done(&start, true));
+    f.on_event(Event::Apply(p));
+    assert!(started(&mut f).is_empty());
+}
