@@ -9,9 +9,11 @@
 pub mod attack;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod context;
 pub mod events;
 pub mod https;
+pub mod load;
 pub mod metrics;
 pub mod pods;
 pub mod processes;

@@ -42,9 +42,13 @@ pub enum Plane {
     /// no scheduler, no controller-manager, no nodes.
     Bare,
     /// The whole product (`cluster.sh up`): every control-plane component,
-    /// kwok nodes, this binary's webhook and controller on the host, and the
-    /// chart's objects calling them.
+    /// kwok nodes, the real node, this binary's webhook and controller on the
+    /// host, and the chart's objects calling them.
     Up,
+    /// Every control-plane component, kwok nodes and the real node (a
+    /// kubelet with containerd, `cluster.sh start --node`), and nothing of
+    /// the product: the suite installs it.
+    Node,
 }
 
 /// The control plane; stopped on drop, by PID.
@@ -58,6 +62,7 @@ impl Cluster {
         match plane {
             Plane::Bare => command.args(["start", "--bare"]),
             Plane::Up => command.arg("up").env("SANDBOX_WEBHOOK", BIN),
+            Plane::Node => command.args(["start", "--node"]),
         };
         let status = command.arg(&dir).stdout(Stdio::null()).status()?;
         // Constructed before the check so a half-started plane is stopped too.
@@ -67,6 +72,11 @@ impl Cluster {
             format!("cluster.sh {plane:?} failed: {status}"),
         )?;
         Ok(cluster)
+    }
+
+    /// Where the control plane keeps its state (`cluster.sh stop DIR`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn kubeconfig(&self) -> PathBuf {

@@ -125,7 +125,10 @@ pub fn main<E>(
             "{suite}: starting kube-apiserver and etcd (tests/e2e/cluster.sh start --bare)"
         ),
         Plane::Up => println!(
-            "{suite}: starting the whole control plane, the webhook and the controller (tests/e2e/cluster.sh up)"
+            "{suite}: starting the whole control plane, the real node, the webhook and the controller (tests/e2e/cluster.sh up)"
+        ),
+        Plane::Node => println!(
+            "{suite}: starting the whole control plane and the real node (tests/e2e/cluster.sh start --node)"
         ),
     }
     let cluster = match Cluster::start(work.join("cluster"), plane) {
