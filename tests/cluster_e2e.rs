@@ -47,11 +47,7 @@ suite::scenarios![
 /// Runs one scenario and deletes its namespace; the failure, if any.
 async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
     let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
-    match (failure, env.clean_up(name).await) {
-        (None, Ok(())) => None,
-        (None, Err(e)) => Some(format!("cleaning up: {e}")),
-        (Some(f), _) => Some(f),
-    }
+    suite::after(failure, "cleaning up", env.clean_up(name).await)
 }
 
 fn main() -> ExitCode {

@@ -16,20 +16,17 @@ use serde_json::{Value, json};
 
 pub use crate::common::P;
 pub use crate::common::cluster::wait_for;
-use crate::common::cluster::{create_namespace, delete_namespace, run};
+use crate::common::cluster::{delete_namespace, run, scenario_namespace};
 use crate::common::metrics::Metrics;
 pub use crate::common::pods::{annotation, init_names};
-pub use crate::common::processes::{BIN, Cluster, Result, check, repo};
+pub use crate::common::processes::{BIN, Cluster, Result, Vars, check, repo};
 use crate::common::wire;
-
-/// Namespaces of this suite carry this label, with the scenario as value.
-pub const SCOPE_LABEL: &str = "sandbox-webhook-e2e/scenario";
 
 pub struct Env {
     pub client: Client,
     pub work: PathBuf,
     /// `cluster.env` of `cluster.sh up`.
-    pub vars: HashMap<String, String>,
+    pub vars: Vars,
 }
 
 pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
@@ -42,10 +39,7 @@ pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
 
 impl Env {
     pub fn var(&self, key: &str) -> Result<&str> {
-        self.vars
-            .get(key)
-            .map(String::as_str)
-            .ok_or_else(|| format!("cluster.env has no {key}").into())
+        self.vars.get(key)
     }
 
     pub fn pods(&self, ns: &str) -> Api<Pod> {
@@ -57,12 +51,7 @@ impl Env {
     /// refuses pods before the controller-manager has made it.
     pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
         let name = namespace_name(id);
-        let mut all = serde_json::Map::new();
-        all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
-        for (k, v) in labels {
-            all.insert((*k).into(), json!(v));
-        }
-        create_namespace(&self.client, &name, all).await?;
+        scenario_namespace(&self.client, &name, id, labels).await?;
         Ok(name)
     }
 

@@ -164,14 +164,7 @@ async fn load_and_roll(env: &Env, ns: &str, proxy: &Proxy, old: Vec<Replica>) ->
         tally.refused.len(),
         proxy.refused()
     );
-    check(
-        tally.refused.is_empty(),
-        format!(
-            "{} creates refused, first: {:?}",
-            tally.refused.len(),
-            tally.refused.first()
-        ),
-    )?;
+    tally.none_refused()?;
     check(
         total == (RATE * SECONDS) as usize,
         format!("{total} creates made"),

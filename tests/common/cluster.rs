@@ -54,6 +54,26 @@ pub async fn wait_for<T>(
     }
 }
 
+/// Namespaces of the whole-cluster suites carry this label, with the
+/// scenario as value.
+pub const SCOPE_LABEL: &str = "sandbox-webhook-e2e/scenario";
+
+/// Creates scenario `id`'s namespace `name`, labelled [`SCOPE_LABEL`]`=id`
+/// (`_` as `-`) and with `labels`; see [`create_namespace`].
+pub async fn scenario_namespace(
+    client: &Client,
+    name: &str,
+    id: &str,
+    labels: &[(&str, &str)],
+) -> Result<()> {
+    let mut all = Map::new();
+    all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
+    for (k, v) in labels {
+        all.insert((*k).into(), json!(v));
+    }
+    create_namespace(client, name, all).await
+}
+
 /// Creates namespace `name` with `labels`, and returns once its `default`
 /// `ServiceAccount` exists: the `ServiceAccount` admission plugin refuses
 /// pods before the controller-manager has made it.

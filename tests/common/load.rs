@@ -24,6 +24,18 @@ impl Tally {
     pub fn total(&self) -> usize {
         self.ok + self.refused.len()
     }
+
+    /// `Err` with the count and the first refusal unless none was refused.
+    pub fn none_refused(&self) -> Result<()> {
+        super::processes::check(
+            self.refused.is_empty(),
+            format!(
+                "{} creates refused, first: {:?}",
+                self.refused.len(),
+                self.refused.first()
+            ),
+        )
+    }
 }
 
 /// A running load; [`Load::finish`] or [`Load::stop`] gives its tally.

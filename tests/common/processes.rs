@@ -84,13 +84,14 @@ impl Cluster {
     }
 
     /// `cluster.env`: what `cluster.sh` started, where (`NAME=VALUE` lines).
-    pub fn vars(&self) -> Result<std::collections::HashMap<String, String>> {
+    pub fn vars(&self) -> Result<Vars> {
         let text = std::fs::read_to_string(self.dir.join("cluster.env"))?;
-        Ok(text
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect())
+        Ok(Vars(
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        ))
     }
 
     /// A client of the admin user.
@@ -109,6 +110,19 @@ impl Drop for Cluster {
             .arg(&self.dir)
             .stdout(Stdio::null())
             .status();
+    }
+}
+
+/// The variables of a `cluster.env`.
+pub struct Vars(std::collections::HashMap<String, String>);
+
+impl Vars {
+    /// The value of `key`; an error naming it when `cluster.env` has none.
+    pub fn get(&self, key: &str) -> Result<&str> {
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| format!("cluster.env has no {key}").into())
     }
 }
 

@@ -86,6 +86,16 @@ pub async fn outcome(scenario: impl Future<Output = Result<()>>) -> Option<Strin
     }
 }
 
+/// A scenario's failure, else that of what restores the suite after it
+/// (`what` names that in the message).
+pub fn after(failure: Option<String>, what: &str, restored: Result<()>) -> Option<String> {
+    match (failure, restored) {
+        (None, Ok(())) => None,
+        (None, Err(e)) => Some(format!("{what}: {e}")),
+        (Some(f), _) => Some(f),
+    }
+}
+
 /// The whole main: picks the scenarios, starts the `plane` in a
 /// fresh work directory, makes the suite's environment with `setup`, runs
 /// each scenario with `run_one` (which returns its failure, if any), stops

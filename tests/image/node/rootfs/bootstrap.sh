@@ -10,6 +10,7 @@ echo "bootstrap.sh: starting $EXECD in the background, then: $*"
 "$EXECD" &
 EXECD_PID=$!
 CMD_PID=""
+# shellcheck disable=SC2329 # invoked by the traps below
 stop() {
 	kill "-$1" "$CMD_PID" "$EXECD_PID" 2>/dev/null || true
 	wait "$CMD_PID" 2>/dev/null || true
