@@ -141,10 +141,15 @@ pub fn main<E>(
             "{suite}: starting the whole control plane and the real node (tests/e2e/cluster.sh start --node)"
         ),
     }
+    let started = Instant::now();
     let cluster = match Cluster::start(work.join("cluster"), plane) {
         Ok(c) => c,
         Err(e) => return could_not_start(suite, &format!("cannot start the control plane: {e}")),
     };
+    println!(
+        "{suite}: control plane up in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     let results = runtime.block_on(async {
         let mut env = match setup(&work, &cluster).await {
             Ok(env) => env,
@@ -168,7 +173,13 @@ pub fn main<E>(
         }
         results
     });
+    let stopping = Instant::now();
     drop(cluster);
+    println!(
+        "{suite}: control plane stopped in {:.1}s; {:.1}s in all",
+        stopping.elapsed().as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     finish(suite, &results, &work)
 }
 

@@ -15,6 +15,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 CLUSTER_DIR="${1:?usage: webhook-image.sh CLUSTER_DIR}"
 cd "$ROOT"
 
+# Run from a test (cargo test --test node_e2e), this inherits the variables
+# cargo sets for the test binary (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...).
+# Build scripts fingerprint some of them (ring's reruns when
+# CARGO_MANIFEST_DIR changes), so passing them on would rebuild the release
+# binary and its dependencies that ./test.sh's image step has just built.
+for var in $(compgen -e); do
+    case "$var" in
+        CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_NAME | CARGO_BIN_* | CARGO_PRIMARY_PACKAGE | \
+            CARGO_TARGET_TMPDIR | CARGO_RUSTC_CURRENT_DIR) unset "$var" ;;
+    esac
+done
 BIN="$(bench/flavours.sh path)"
 VERSION="$("$BIN" --version | awk '{print $2}')"
 APP_VERSION="$(awk '$1 == "appVersion:" { gsub(/"/, "", $2); print $2 }' charts/sandbox-webhook/Chart.yaml)"
