@@ -302,7 +302,8 @@ start_plane() {
     need_tools
     build_control_plane
     [[ "$mode" == bare ]] || build_kwok
-    [[ "$mode" != node ]] || build_node
+    # With the real node, helm too: it is there to install the chart on.
+    if [[ "$mode" == node ]]; then build_node; build_helm; fi
 
     rm -rf "$d/etcd-data"
     rm -f "$d/kubeconfig" "$d/cluster.env" "$d"/*.log

@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
+use serde_json::json;
 
 use crate::common::pods::{SandboxPod, annotation};
-use crate::harness::{Env, P, Result, check, lines_with, logged};
+use crate::harness::{Env, P, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, has_capability, http_get, pod_ip};
 
 /// What the sandbox's main command reports, once, then it sleeps.
@@ -53,6 +54,7 @@ pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> 
 
     execd_answers(env, &ns, "policed")?;
     egress_works(env, &ns, &p)?;
+    egress_needs_net_admin(env, &ns).await?;
 
     // SPEC 3 as issue 32 completes it (the id in the env, the optional copies).
     let mut missing = Vec::new();
@@ -232,6 +234,56 @@ fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
     Ok(())
 }
 
+/// The control: the same egress image without NET_ADMIN (a plain pod, not
+/// a sandbox, so the webhook leaves it alone) fails at once, loudly.
+async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
+    let on_node = env.on_node_values()?;
+    let pod = SandboxPod::new("no-net-admin")
+        .not_a_sandbox()
+        .image(env.var("EGRESS_IMAGE")?)
+        .command(&["/egress"])
+        .main_field(
+            "env",
+            json!([{"name": "OPENSANDBOX_EGRESS_TOKEN", "value": "t"}]),
+        )
+        .main_field(
+            "securityContext",
+            json!({"capabilities": {"drop": ["ALL"]}}),
+        )
+        .spec_field("nodeSelector", on_node["nodeSelector"].clone())
+        .spec_field("tolerations", on_node["tolerations"].clone())
+        .spec_field("restartPolicy", json!("Never"));
+    let pods = env.pods(ns);
+    pods.create(&PostParams::default(), &pod.pod()).await?;
+    let code = wait_for(
+        "the egress image without NET_ADMIN to exit",
+        Duration::from_secs(60),
+        async || {
+            let p = pods.get("no-net-admin").await?;
+            Ok(p.status
+                .and_then(|s| s.container_statuses)
+                .and_then(|cs| cs.into_iter().next())
+                .and_then(|c| c.state?.terminated)
+                .map(|t| t.exit_code))
+        },
+    )
+    .await?;
+    let log = env.logs(ns, "no-net-admin", "app")?;
+    logged(
+        &log,
+        "FATAL: setting the MTU of lo needs NET_ADMIN",
+        "the egress image without NET_ADMIN",
+    )?;
+    check(
+        code == 1,
+        format!("the egress image without NET_ADMIN exited {code}"),
+    )?;
+    println!(
+        "    control: the egress image without NET_ADMIN exits 1 (FATAL: setting the MTU of lo needs NET_ADMIN)"
+    );
+    Ok(())
+}
+
 pub(crate) async fn restricted_sandbox_runs(env: &Env, id: &str) -> Result<()> {
     let ns = env
         .namespace(id, &[("pod-security.kubernetes.io/enforce", "restricted")])
@@ -240,12 +292,12 @@ pub(crate) async fn restricted_sandbox_runs(env: &Env, id: &str) -> Result<()> {
         .sandbox("restricted", REPORT)?
         .spec_field(
             "securityContext",
-            serde_json::json!({"runAsNonRoot": true, "runAsUser": 1000, "runAsGroup": 1000,
+            json!({"runAsNonRoot": true, "runAsUser": 1000, "runAsGroup": 1000,
                                "seccompProfile": {"type": "RuntimeDefault"}}),
         )
         .main_field(
             "securityContext",
-            serde_json::json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}),
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}),
         );
     let (_, main) = run(env, &ns, &sandbox).await?;
     let cap = main_capabilities(&main)?;
