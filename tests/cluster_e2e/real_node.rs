@@ -37,7 +37,18 @@ pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) ->
         node.as_deref() == Some(env.var("NODE_NAME")?),
         format!("hello runs on {node:?}"),
     )?;
-    let log = env.kubectl(&["logs", "-n", &ns, "hello", "-c", "sandbox"], "")?;
+    // Ready as soon as it started: its command may not have written yet.
+    let mut log = String::new();
+    let said = wait_for(
+        "the README's pod to log its line",
+        Duration::from_secs(30),
+        async || {
+            log = env.kubectl(&["logs", "-n", &ns, "hello", "-c", "sandbox"], "")?;
+            Ok(log.contains("execd is").then_some(()))
+        },
+    )
+    .await;
+    said.map_err(|e| format!("{e}; its log:\n{log}"))?;
     for needle in [
         "bootstrap.sh: starting /opt/opensandbox/execd in the background",
         "runs, execd is /opt/opensandbox/execd",

@@ -220,6 +220,29 @@ impl Env {
     pub fn logs(&self, ns: &str, name: &str, container: &str) -> Result<String> {
         self.kubectl(&["logs", "-n", ns, name, "-c", container])
     }
+
+    /// [`Env::logs`] once they have a line containing `needle`: a container
+    /// without a readiness probe is Ready as soon as it started, before its
+    /// command has written anything.
+    pub async fn logs_with(
+        &self,
+        ns: &str,
+        name: &str,
+        container: &str,
+        needle: &str,
+    ) -> Result<String> {
+        let mut last = String::new();
+        let found = wait_for(
+            &format!("a line with {needle:?} in the log of {ns}/{name}/{container}"),
+            Duration::from_secs(30),
+            async || {
+                last = self.logs(ns, name, container)?;
+                Ok(last.contains(needle).then(|| last.clone()))
+            },
+        )
+        .await;
+        found.map_err(|e| format!("{e}; the log:\n{last}").into())
+    }
 }
 
 /// Runs `command`; its stdout, or an error with its stderr.

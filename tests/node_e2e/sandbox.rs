@@ -96,8 +96,9 @@ async fn run(env: &Env, ns: &str, sandbox: &SandboxPod) -> Result<(Pod, String)>
     env.pods(ns).create(&PostParams::default(), &pod).await?;
     let p = env.ready(ns, &name, Duration::from_secs(60)).await?;
     installer_completed(&p)?;
-    let main = env.logs(ns, &name, "sandbox")?;
-    logged(&main, "sandbox: reported", "the main container's log")?;
+    let main = env
+        .logs_with(ns, &name, "sandbox", "sandbox: reported")
+        .await?;
     logged(
         &main,
         "bootstrap.sh: starting /opt/opensandbox/execd in the background, then: sh -c",
