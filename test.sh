@@ -7,19 +7,27 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Each step prints what the one before it took, so a run says what each part costs.
-t0=$SECONDS step_start=$SECONDS step_name=""
+t0=$SECONDS step_start=$SECONDS step_name="" step_key=""
 # The free disk is printed too: a clean clone's run writes about 8.5 GB of
 # build output (debug, release, fuzz and the benchmark's flavours).
 free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
-step_done() { [[ -z "$step_name" ]] || printf '== %s: %ds (%s GB free)\n' "$step_name" "$((SECONDS - step_start))" "$(free_gb)"; }
-step() { step_done; step_name="$*" step_start=$SECONDS; printf '\n== %s\n' "$*"; }
+declare -A took=()
+step_done() {
+    [[ -z "$step_name" ]] && return
+    took[$step_key]=$((SECONDS - step_start))
+    printf '== %s: %ds (%s GB free)\n' "$step_name" "${took[$step_key]}" "$(free_gb)"
+}
+# step KEY DESCRIPTION: KEY names the step in the cost summary at the end.
+step() { step_done; step_key="$1" step_name="$2" step_start=$SECONDS; printf '\n== %s\n' "$2"; }
 
-step "tools"
+step tools "tools"
 # Debian packages the scripts use; installed only when missing, from the
 # package lists already there when that works. podman and runc run the image
-# (tests/image/run.sh).
+# (tests/image/run.sh) and the real node's containers, with the CNI plugins
+# (tests/e2e/cluster.sh).
 missing=()
 for tool in curl openssl python3 podman runc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+[[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
 if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
@@ -27,34 +35,46 @@ if ((${#missing[@]})); then
 fi
 command -v go >/dev/null || { echo "go is required to build the e2e control plane" >&2; exit 1; }
 
-step "the control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok) and helm from the Go module proxy (cached)"
+step node-build "the real node: containerd (Go module proxy), its stand-in programs and images (podman, busybox-static) (cached)"
+tests/e2e/cluster.sh build-node
+step plane-build "the control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, the kubelet, kwok) and helm from the Go module proxy (cached)"
 tests/e2e/cluster.sh build >/dev/null
 
-step "cargo fmt --check"
+step fmt "cargo fmt --check"
 cargo fmt --all -- --check
-step "cargo clippy"
+step clippy "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
-step "cargo test (unit, golden, properties, server, cli, e2e, controller e2e, the whole cluster)"
+# node_e2e is not among --all-targets' tests (test = false: it has a step below).
+cargo clippy --test node_e2e --locked -- -D warnings
+step test "cargo test (unit, golden, properties, server, cli, e2e, controller e2e, the whole cluster)"
 cargo test --locked --all-targets
-step "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
+step fixtures "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
 cargo run --locked --quiet -- test tests/fixtures | grep -v '^ok '
 
-step "Helm chart: lint, template, schema, hadolint, shellcheck"
+step chart "Helm chart: lint, template, schema, hadolint, shellcheck"
 tests/chart/run.sh
-step "Helm chart: server-side dry-run and helm install against a real apiserver"
+step dryrun "Helm chart: server-side dry-run and helm install against a real apiserver"
 tests/chart/dryrun.sh
-step "Helm chart: out-of-cluster install pointing at the local binary"
+step install "Helm chart: out-of-cluster install pointing at the local binary"
 tests/chart/install.sh
 
-step "Fuzzing: cargo-fuzz, 60 s over both targets; corpus replayed in release (10 ms bar)"
+step fuzz "Fuzzing: cargo-fuzz, 60 s over both targets; corpus replayed in release (10 ms bar)"
 fuzz/run.sh
 
-step "Benchmarks: smoke run (release builds, TLS load, RSS, flavours; fails on errors, never on speed)"
+step bench "Benchmarks: smoke run (release builds, TLS load, RSS, flavours; fails on errors, never on speed)"
 CARGO_TARGET_DIR=target bench/run.sh --smoke
 
-step "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
+step image "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
 CARGO_TARGET_DIR=target tests/image/run.sh
+
+step node "The product on a real node: helm install of the image, sandboxes running, expiry, rollout and rotation (cargo test --test node_e2e)"
+CARGO_TARGET_DIR=target cargo test --locked --test node_e2e
 
 step_done
 echo
+# What the real node costs: its build (containerd, stand-ins, images; the
+# kubelet is compiled inside the Kubernetes build above, a re-link when the
+# build cache holds the rest) and its suite (plane and node start, image
+# import, helm install, the scenarios, teardown).
+echo "test.sh: the real node took ${took[node-build]}s to build (0-1 s when cached) and its suite ${took[node]}s"
 echo "test.sh: all green in $((SECONDS - t0))s"

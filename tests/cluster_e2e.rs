@@ -1,10 +1,12 @@
 //! The whole product on a whole control plane (`tests/e2e/cluster.sh up`):
 //! etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
-//! nodes (3 linux/amd64, 2 linux/arm64, 1 tainted windows/amd64); this
-//! binary's webhook and controller on the host; the chart's own objects
-//! (rendered by `helm template`) wiring them in. Pods are written by the
-//! controller-manager, bound by the scheduler, run and removed by kwok, so
-//! nothing here writes a status field by hand.
+//! nodes (3 linux/amd64, 2 linux/arm64, 1 tainted windows/amd64), and the
+//! real node (a kubelet with containerd, tainted: only the README's sandbox
+//! goes there); this binary's webhook and controller on the host; the
+//! chart's own objects (rendered by `helm template`) wiring them in. Pods
+//! are written by the controller-manager, bound by the scheduler, run and
+//! removed by kwok or the kubelet, so nothing here writes a status field by
+//! hand.
 //!
 //! Each scenario has its own namespace, `e2e-cl-<name>`, deleted (and waited
 //! for) after it, so they pass in any order (`tests/common/suite.rs`: name
@@ -19,6 +21,8 @@ mod harness;
 mod nodes;
 #[path = "cluster_e2e/platform.rs"]
 mod platform;
+#[path = "cluster_e2e/real_node.rs"]
+mod real_node;
 #[path = "cluster_e2e/rollout.rs"]
 mod rollout;
 #[path = "cluster_e2e/workloads.rs"]
@@ -37,16 +41,13 @@ suite::scenarios![
     expiry::expiry_follows_owners,
     nodes::deleted_node_takes_its_timers,
     rollout::rollout_under_load_refuses_nothing,
+    real_node::readme_sandbox_runs_on_the_real_node,
 ];
 
 /// Runs one scenario and deletes its namespace; the failure, if any.
 async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
     let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
-    match (failure, env.clean_up(name).await) {
-        (None, Ok(())) => None,
-        (None, Err(e)) => Some(format!("cleaning up: {e}")),
-        (Some(f), _) => Some(f),
-    }
+    suite::after(failure, "cleaning up", env.clean_up(name).await)
 }
 
 fn main() -> ExitCode {

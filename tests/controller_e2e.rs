@@ -183,11 +183,7 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
 /// Runs one scenario and restores the replicas; the failure message, if any.
 async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
     let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
-    match (failure, env.restore().await) {
-        (None, Ok(())) => None,
-        (None, Err(e)) => Some(format!("restoring the replicas: {e}")),
-        (Some(f), _) => Some(f),
-    }
+    suite::after(failure, "restoring the replicas", env.restore().await)
 }
 
 fn main() -> ExitCode {

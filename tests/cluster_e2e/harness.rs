@@ -4,30 +4,29 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 
 pub use crate::common::P;
+pub use crate::common::cluster::wait_for;
+use crate::common::cluster::{delete_namespace, run, scenario_namespace};
 use crate::common::metrics::Metrics;
-pub use crate::common::pods::annotation;
-pub use crate::common::processes::{BIN, Cluster, Result, check, repo};
+pub use crate::common::pods::{annotation, init_names};
+pub use crate::common::processes::{BIN, Cluster, Result, Vars, check, repo};
 use crate::common::wire;
-
-/// Namespaces of this suite carry this label, with the scenario as value.
-pub const SCOPE_LABEL: &str = "sandbox-webhook-e2e/scenario";
 
 pub struct Env {
     pub client: Client,
     pub work: PathBuf,
     /// `cluster.env` of `cluster.sh up`.
-    pub vars: HashMap<String, String>,
+    pub vars: Vars,
 }
 
 pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
@@ -40,10 +39,7 @@ pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
 
 impl Env {
     pub fn var(&self, key: &str) -> Result<&str> {
-        self.vars
-            .get(key)
-            .map(String::as_str)
-            .ok_or_else(|| format!("cluster.env has no {key}").into())
+        self.vars.get(key)
     }
 
     pub fn pods(&self, ns: &str) -> Api<Pod> {
@@ -55,42 +51,14 @@ impl Env {
     /// refuses pods before the controller-manager has made it.
     pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
         let name = namespace_name(id);
-        let mut all = serde_json::Map::new();
-        all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
-        for (k, v) in labels {
-            all.insert((*k).into(), json!(v));
-        }
-        let ns: Namespace = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": all},
-        }))?;
-        Api::<Namespace>::all(self.client.clone())
-            .create(&PostParams::default(), &ns)
-            .await?;
-        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &name);
-        wait_for(
-            "its default ServiceAccount",
-            Duration::from_secs(30),
-            async || Ok(sas.get_opt("default").await?.map(|_| ())),
-        )
-        .await?;
+        scenario_namespace(&self.client, &name, id, labels).await?;
         Ok(name)
     }
 
     /// Deletes the scenario's namespace and waits until it is gone: the
     /// namespace controller removes what is in it, kwok the pods.
     pub async fn clean_up(&self, id: &str) -> Result<()> {
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        let name = namespace_name(id);
-        if api.get_opt(&name).await?.is_none() {
-            return Ok(());
-        }
-        api.delete(&name, &DeleteParams::default()).await?;
-        wait_for(
-            &format!("namespace {name} to finish terminating"),
-            Duration::from_secs(90),
-            async || Ok(api.get_opt(&name).await?.is_none().then_some(())),
-        )
-        .await
+        delete_namespace(&self.client, &namespace_name(id), Duration::from_secs(90)).await
     }
 
     pub fn webhook_metrics(&self) -> Result<Metrics> {
@@ -174,46 +142,6 @@ fn metrics(admin: &str) -> Result<Metrics> {
     Ok(Metrics::parse(&body))
 }
 
-fn run(command: &mut Command, stdin: &str) -> Result<String> {
-    use std::io::Write;
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut pipe) = child.stdin.take() {
-        pipe.write_all(stdin.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    check(
-        out.status.success(),
-        format!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )?;
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-/// Polls `probe` every 100 ms until it gives `Some`, for at most `timeout`.
-pub async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl AsyncFnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(found) = probe().await? {
-            return Ok(found);
-        }
-        check(
-            Instant::now() < deadline,
-            format!("waited {timeout:?} for {what}"),
-        )?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// RFC 3339, whole seconds, UTC: what the webhook writes.
 pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -246,15 +174,6 @@ pub fn sandbox_pod(name: &str, annotations: &Value, spec: &Value) -> Result<Pod>
     pod["kind"] = json!("Pod");
     pod["metadata"]["name"] = json!(name);
     Ok(serde_json::from_value(pod)?)
-}
-
-/// The names of a pod's init containers, in order.
-pub fn init_names(p: &Pod) -> Vec<&str> {
-    p.spec
-        .iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .map(|c| c.name.as_str())
-        .collect()
 }
 
 /// The service-account token volume the apiserver's ServiceAccount

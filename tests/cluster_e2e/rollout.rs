@@ -7,13 +7,12 @@
 //! refused.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
-use tokio::sync::Mutex;
 
+use crate::common::load::Load;
 use crate::common::processes::{Daemon, free_port};
 use crate::common::proxy::{Backend, Proxy};
 use crate::harness::{Env, Result, admissions, check, sandbox_pod, wait_for};
@@ -71,13 +70,6 @@ impl Replica {
     }
 }
 
-/// What the load saw.
-#[derive(Default)]
-struct Tally {
-    ok: usize,
-    refused: Vec<String>,
-}
-
 pub(crate) async fn rollout_under_load_refuses_nothing(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[(LABEL, "true")]).await?;
     let proxy = Proxy::start()?;
@@ -133,9 +125,12 @@ async fn load_and_roll(env: &Env, ns: &str, proxy: &Proxy, old: Vec<Replica>) ->
     )
     .await?;
 
-    let tally = Arc::new(Mutex::new(Tally::default()));
     let started = Instant::now();
-    let load = tokio::spawn(generate(pods.clone(), Arc::clone(&tally)));
+    // The pods carry a scheduling gate so that the scheduler leaves them alone.
+    let gate = json!({"schedulingGates": [{"name": "sandbox-webhook-e2e/hold"}]});
+    let load = Load::start(pods.clone(), RATE, Some(RATE * SECONDS), move |i| {
+        sandbox_pod(&format!("load-{i}"), &json!({}), &gate)
+    });
     let mut new = Vec::new();
     let mut exits = Vec::new();
     let mut served_old = 0;
@@ -161,23 +156,15 @@ async fn load_and_roll(env: &Env, ns: &str, proxy: &Proxy, old: Vec<Replica>) ->
         exits.push(status);
         new.push(fresh);
     }
-    load.await??;
-    let tally = tally.lock().await;
-    let total = tally.ok + tally.refused.len();
+    let tally = load.finish().await?;
+    let total = tally.total();
     println!(
         "    {total} sandbox creates at {RATE}/s over {SECONDS} s: {} admitted, {} refused; proxy found no ready replica {} times",
         tally.ok,
         tally.refused.len(),
         proxy.refused()
     );
-    check(
-        tally.refused.is_empty(),
-        format!(
-            "{} creates refused, first: {:?}",
-            tally.refused.len(),
-            tally.refused.first()
-        ),
-    )?;
+    tally.none_refused()?;
     check(
         total == (RATE * SECONDS) as usize,
         format!("{total} creates made"),
@@ -193,32 +180,4 @@ async fn load_and_roll(env: &Env, ns: &str, proxy: &Proxy, old: Vec<Replica>) ->
         "    reviews mutated: {served_old} by the old replicas when they got SIGTERM, {served_new} by the new ones"
     );
     check(served_new > 0, "the new replicas served no review")
-}
-
-/// `RATE` sandbox creates a second for `SECONDS`, each on its own task;
-/// the pods carry a scheduling gate so that the scheduler leaves them alone.
-async fn generate(
-    pods: Api<k8s_openapi::api::core::v1::Pod>,
-    tally: Arc<Mutex<Tally>>,
-) -> Result<()> {
-    let gate = json!({"schedulingGates": [{"name": "sandbox-webhook-e2e/hold"}]});
-    let mut tick = tokio::time::interval(Duration::from_secs(1) / RATE);
-    let mut tasks = Vec::new();
-    for i in 0..RATE * SECONDS {
-        tick.tick().await;
-        let pod = sandbox_pod(&format!("load-{i}"), &json!({}), &gate)?;
-        let (pods, tally) = (pods.clone(), Arc::clone(&tally));
-        tasks.push(tokio::spawn(async move {
-            let result = pods.create(&PostParams::default(), &pod).await;
-            let mut tally = tally.lock().await;
-            match result {
-                Ok(_) => tally.ok += 1,
-                Err(e) => tally.refused.push(e.to_string()),
-            }
-        }));
-    }
-    for task in tasks {
-        task.await?;
-    }
-    Ok(())
 }

@@ -112,3 +112,12 @@ pub fn annotation<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Opti
         .get(key)
         .map(String::as_str)
 }
+
+/// The names of a pod's init containers, in order.
+pub fn init_names(p: &k8s_openapi::api::core::v1::Pod) -> Vec<&str> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .map(|c| c.name.as_str())
+        .collect()
+}

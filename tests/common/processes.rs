@@ -44,9 +44,13 @@ pub enum Plane {
     /// no scheduler, no controller-manager, no nodes.
     Bare,
     /// The whole product (`cluster.sh up`): every control-plane component,
-    /// kwok nodes, this binary's webhook and controller on the host, and the
-    /// chart's objects calling them.
+    /// kwok nodes, the real node, this binary's webhook and controller on the
+    /// host, and the chart's objects calling them.
     Up,
+    /// Every control-plane component, kwok nodes and the real node (a
+    /// kubelet with containerd, `cluster.sh start --node`), and nothing of
+    /// the product: the suite installs it.
+    Node,
 }
 
 /// The control plane; stopped on drop, by PID, or by its janitor when this
@@ -65,6 +69,7 @@ impl Cluster {
         match plane {
             Plane::Bare => command.args(["start", "--bare"]),
             Plane::Up => command.arg("up").env("SANDBOX_WEBHOOK", BIN),
+            Plane::Node => command.args(["start", "--node"]),
         };
         let status = command.arg(&dir).stdout(Stdio::null()).status()?;
         // Constructed before the check so a half-started plane is stopped too.
@@ -76,18 +81,24 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Where the control plane keeps its state (`cluster.sh stop DIR`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
     }
 
     /// `cluster.env`: what `cluster.sh` started, where (`NAME=VALUE` lines).
-    pub fn vars(&self) -> Result<std::collections::HashMap<String, String>> {
+    pub fn vars(&self) -> Result<Vars> {
         let text = std::fs::read_to_string(self.dir.join("cluster.env"))?;
-        Ok(text
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect())
+        Ok(Vars(
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        ))
     }
 
     /// A client of the admin user.
@@ -96,6 +107,19 @@ impl Cluster {
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
         Ok(Client::try_from(config)?)
+    }
+}
+
+/// The variables of a `cluster.env`.
+pub struct Vars(std::collections::HashMap<String, String>);
+
+impl Vars {
+    /// The value of `key`; an error naming it when `cluster.env` has none.
+    pub fn get(&self, key: &str) -> Result<&str> {
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| format!("cluster.env has no {key}").into())
     }
 }
 

@@ -86,6 +86,16 @@ pub async fn outcome(scenario: impl Future<Output = Result<()>>) -> Option<Strin
     }
 }
 
+/// A scenario's failure, else that of what restores the suite after it
+/// (`what` names that in the message).
+pub fn after(failure: Option<String>, what: &str, restored: Result<()>) -> Option<String> {
+    match (failure, restored) {
+        (None, Ok(())) => None,
+        (None, Err(e)) => Some(format!("{what}: {e}")),
+        (Some(f), _) => Some(f),
+    }
+}
+
 /// The whole main: picks the scenarios, starts the `plane` in a
 /// fresh work directory, makes the suite's environment with `setup`, runs
 /// each scenario with `run_one` (which returns its failure, if any), stops
@@ -125,13 +135,21 @@ pub fn main<E>(
             "{suite}: starting kube-apiserver and etcd (tests/e2e/cluster.sh start --bare)"
         ),
         Plane::Up => println!(
-            "{suite}: starting the whole control plane, the webhook and the controller (tests/e2e/cluster.sh up)"
+            "{suite}: starting the whole control plane, the real node, the webhook and the controller (tests/e2e/cluster.sh up)"
+        ),
+        Plane::Node => println!(
+            "{suite}: starting the whole control plane and the real node (tests/e2e/cluster.sh start --node)"
         ),
     }
+    let started = Instant::now();
     let cluster = match Cluster::start(work.join("cluster"), plane) {
         Ok(c) => c,
         Err(e) => return could_not_start(suite, &format!("cannot start the control plane: {e}")),
     };
+    println!(
+        "{suite}: control plane up in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     let results = runtime.block_on(async {
         let mut env = match setup(&work, &cluster).await {
             Ok(env) => env,
@@ -155,7 +173,13 @@ pub fn main<E>(
         }
         results
     });
+    let stopping = Instant::now();
     drop(cluster);
+    println!(
+        "{suite}: control plane stopped in {:.1}s; {:.1}s in all",
+        stopping.elapsed().as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     finish(suite, &results, &work)
 }
 

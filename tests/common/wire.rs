@@ -121,12 +121,21 @@ pub async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Res
 /// A blocking plain-HTTP GET of `path` on `host` (`127.0.0.1:PORT`, an
 /// admin port) on a fresh connection; the status and the body.
 pub fn get(host: &str, path: &str) -> Result<(u16, String), Error> {
+    get_with(host, path, &[])
+}
+
+/// [`get`] with extra request `headers`.
+pub fn get_with(host: &str, path: &str, headers: &[(&str, &str)]) -> Result<(u16, String), Error> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(host)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
     )?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;

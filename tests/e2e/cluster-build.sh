@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Part of tests/e2e/cluster.sh (sourced there, not run): building etcd, the
-# Kubernetes control plane (kube-apiserver, kube-scheduler,
-# kube-controller-manager, kubectl), kwok and helm from the Go module proxy
-# into the cache, one build lock per target. Uses cluster.sh's paths,
-# versions, log and die.
+# Kubernetes binaries (kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl, kubelet), kwok, helm, containerd and the
+# real node's stand-in programs from the Go module proxy into the cache, one
+# build lock per target. Uses cluster.sh's paths, versions, log and die.
 
 # go_build OUT MODULE_DIR LDFLAGS PACKAGE...: build the PACKAGEs inside
 # MODULE_DIR in one `go build`. With one package OUT is the binary; with
@@ -52,14 +52,17 @@ with_build_lock() {
 # The Kubernetes binaries `start` runs, all present.
 kube_bins_present() {
     local b
-    for b in "$KUBE_APISERVER_BIN" "$KUBE_SCHEDULER_BIN" "$KUBE_CONTROLLER_MANAGER_BIN" "$KUBECTL_BIN"; do
+    for b in "$KUBE_APISERVER_BIN" "$KUBE_SCHEDULER_BIN" "$KUBE_CONTROLLER_MANAGER_BIN" "$KUBECTL_BIN" \
+        "$KUBELET_BIN"; do
         [[ -x "$b" ]] || return 1
     done
 }
 
-# etcd, and the four Kubernetes binaries in one `go build`: they share most
-# of their packages, so the scheduler, controller-manager and kubectl cost
-# little beyond the apiserver's compile.
+# etcd, and the five Kubernetes binaries in one `go build`: they share most
+# of their packages, so the scheduler, controller-manager, kubectl and the
+# kubelet cost little beyond the apiserver's compile. A cache from before the
+# kubelet was added is rebuilt whole (a re-link, with the build cache warm),
+# so the five always come from one build with one stamp.
 build_control_plane_locked() {
     local t0=$SECONDS built=0
     if [[ ! -x "$ETCD_BIN" ]]; then
@@ -80,7 +83,8 @@ build_control_plane_locked() {
             k8s.io/kubernetes/cmd/kube-apiserver \
             k8s.io/kubernetes/cmd/kube-scheduler \
             k8s.io/kubernetes/cmd/kube-controller-manager \
-            k8s.io/kubernetes/cmd/kubectl
+            k8s.io/kubernetes/cmd/kubectl \
+            k8s.io/kubernetes/cmd/kubelet
         built=1
     fi
     if (( built )); then
@@ -148,15 +152,62 @@ build_helm() {
     with_build_lock helm build_helm_locked
 }
 
+# containerd, its runc shim and ctr: the real node's runtime (one `go build`,
+# stamped like containerd's Makefile). The build tags leave out the
+# snapshotters the node does not use (it runs overlayfs) and tracing.
+build_containerd_locked() {
+    containerd_present && return 0
+    GOFLAGS="${GOFLAGS:-} -tags=no_btrfs,no_devmapper,no_zfs,no_tracing" \
+        go_build "$CONTAINERD_BIN_DIR" "$MOD_DIR/containerd" \
+        "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+        github.com/containerd/containerd/v2/cmd/containerd \
+        github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+        github.com/containerd/containerd/v2/cmd/ctr
+}
+
+containerd_present() {
+    local b
+    for b in containerd containerd-shim-runc-v2 ctr; do [[ -x "$CONTAINERD_BIN_DIR/$b" ]] || return 1; done
+}
+
+build_containerd() {
+    containerd_present && return 0
+    need_go
+    with_build_lock containerd build_containerd_locked
+}
+
+# The stand-in programs of the real node's images (tests/image/node: pause,
+# execd, egress; the Go standard library only), cached under the hash of
+# their sources, so an edit rebuilds them.
+standins_dir() {
+    local hash
+    hash="$(cd "$STANDIN_SRC" && find . -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)"
+    printf '%s\n' "$BIN_DIR/standins-$hash"
+}
+
+build_standins_locked() {
+    local out
+    out="$(standins_dir)"
+    [[ -x "$out/egress" ]] && return 0
+    go_build "$out" "$STANDIN_SRC" "" ./pause ./execd ./egress
+}
+
+build_standins() {
+    [[ -x "$(standins_dir)/egress" ]] && return 0
+    need_go
+    with_build_lock standins build_standins_locked
+}
+
 cmd_build() {
     local t0=$SECONDS
     build_control_plane
     build_kwok
     build_helm
+    build_node
     log "build: all binaries in $BIN_DIR ($((SECONDS - t0))s)"
-    printf 'KUBE_APISERVER=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\nKUBECTL=%s\nETCD=%s\nKWOK=%s\nHELM=%s\n' \
+    printf 'KUBE_APISERVER=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\nKUBECTL=%s\nKUBELET=%s\nETCD=%s\nKWOK=%s\nHELM=%s\nCONTAINERD=%s\n' \
         "$KUBE_APISERVER_BIN" "$KUBE_SCHEDULER_BIN" "$KUBE_CONTROLLER_MANAGER_BIN" "$KUBECTL_BIN" \
-        "$ETCD_BIN" "$KWOK_BIN" "$HELM_BIN"
+        "$KUBELET_BIN" "$ETCD_BIN" "$KWOK_BIN" "$HELM_BIN" "$CONTAINERD_BIN_DIR/containerd"
 }
 
 cmd_helm() {

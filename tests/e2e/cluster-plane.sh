@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Part of tests/e2e/cluster.sh (sourced there, not run): the rest of a whole
 # control plane once etcd and kube-apiserver answer: kube-controller-manager,
-# kube-scheduler, kwok and its fake nodes. Uses cluster.sh's paths, log, die,
-# pick_ports, wait_for, api_curl and STARTED_PIDS.
+# kube-scheduler, kwok and its fake nodes; and `smoke`. Uses cluster.sh's
+# paths, log, die, pick_ports, wait_for, api_curl and STARTED_PIDS.
 #
 # Nodes: CLUSTER_NODES lists `os/arch=count` groups (default
 # "linux/amd64=3 linux/arm64=2 windows/amd64=1"); each node has
@@ -165,4 +165,66 @@ start_rest_of_plane() {
     PLANE_PORTS="KUBE_CONTROLLER_MANAGER_PORT=$cm_port
 KUBE_SCHEDULER_PORT=$sched_port
 KWOK_PORT=$kwok_port"
+}
+
+# ---------------------------------------------------------------------------
+# smoke: exercise a started control plane with plain REST calls
+# ---------------------------------------------------------------------------
+cmd_smoke() {
+    local d="${1:?usage: cluster.sh smoke DIR}"
+    d="$(cd "$d" && pwd)"
+    [[ -f "$d/cluster.env" ]] || die "no control plane in $d (run: $0 start $d)"
+    local url
+    url="$(sed -n 's/^KUBE_APISERVER_URL=//p' "$d/cluster.env")"
+    local suffix="$$-$RANDOM"
+    local json=(-H 'Content-Type: application/json')
+
+    namespaces_exist "$d" "$url" || die "namespaces default/kube-system missing"
+    log "ok: namespaces default and kube-system exist"
+
+    local pod="smoke-$suffix"
+    api_curl "$d" "$url/api/v1/namespaces/default/pods" -X POST "${json[@]}" -d @- >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod"},
+ "spec":{"containers":[{"name":"c","image":"busybox"}]}}
+EOF
+    grep -q "\"name\": *\"$pod\"" <<<"$(api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod")" \
+        || die "pod $pod not readable"
+    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod" -X DELETE \
+        "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
+    log "ok: created, read and deleted pod default/$pod"
+
+    local ns="smoke-$suffix" out
+    out="$(api_curl "$d" "$url/api/v1/namespaces" -X POST "${json[@]}" \
+        -d "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$ns\"}}")"
+    grep -q "\"kubernetes.io/metadata.name\": *\"$ns\"" <<<"$out" \
+        || die "namespace $ns lacks the kubernetes.io/metadata.name label"
+    log "ok: created namespace $ns (label kubernetes.io/metadata.name set; without a"
+    log "    controller-manager a deleted namespace stays Terminating, so it is left in place)"
+
+    local mwc="smoke-$suffix"
+    api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations" \
+        -X POST "${json[@]}" -d @- >/dev/null <<EOF
+{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration",
+ "metadata":{"name":"$mwc"},
+ "webhooks":[{"name":"smoke.sandbox-webhook.test",
+   "clientConfig":{"url":"https://127.0.0.1:1/mutate"},
+   "rules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["pods"]}],
+   "failurePolicy":"Ignore","sideEffects":"None","admissionReviewVersions":["v1"],"timeoutSeconds":2}]}
+EOF
+    # With failurePolicy Ignore an unreachable webhook must not block pod creation.
+    local pod2="smoke2-$suffix"
+    api_curl "$d" "$url/api/v1/namespaces/default/pods" -X POST "${json[@]}" -d @- >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod2"},
+ "spec":{"containers":[{"name":"c","image":"busybox"}]}}
+EOF
+    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod2" -X DELETE \
+        "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
+    api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$mwc" \
+        -X DELETE >/dev/null
+    if api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$mwc" \
+        >/dev/null 2>&1; then
+        die "MutatingWebhookConfiguration $mwc still present after delete"
+    fi
+    log "ok: MutatingWebhookConfiguration $mwc created (failurePolicy Ignore, pod create passed) and deleted"
+    log "smoke test passed"
 }

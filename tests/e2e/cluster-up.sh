@@ -48,20 +48,28 @@ webhook_active() {
 }
 
 cmd_up() {
+    local mode=node
+    if [[ "${1:-}" == --no-node ]]; then mode=whole; shift; fi
     begin_start "${1:-$(default_dir)}"
     local d="$START_DIR"
     build_helm
     local bin
     bin="$(webhook_binary)"
-    start_plane "$d" 0
+    start_plane "$d" "$mode"
 
     local kubectl=("$KUBECTL_BIN" --kubeconfig="$d/kubeconfig")
     local helm=("$HELM_BIN" template "$RELEASE" "$CHART_DIR" --namespace "$RELEASE_NS")
     "${kubectl[@]}" create namespace "$RELEASE_NS" >/dev/null
 
+    # With the real node, sandboxes get its stand-in execd and egress images
+    # (no registry serves the real ones here), so that they run there.
+    local images=()
+    if [[ "$mode" == node ]]; then
+        images=(--set "config.execd.image=$(node_image execd)" --set "config.egress.image=$(node_image egress)")
+    fi
     # The configuration files, as the chart ships them (its ConfigMaps), and
     # the renewal policy (rendered only where the API serves it).
-    "${helm[@]}" --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy \
+    "${helm[@]}" "${images[@]}" --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy \
         --show-only templates/configmap.yaml \
         --show-only templates/controller-configmap.yaml \
         --show-only templates/controller-renewal-policy.yaml >"$d/chart-static.yaml"
@@ -106,7 +114,7 @@ CONTROLLER_ADMIN=127.0.0.1:$ctl_admin
 CONTROLLER_CONFIG=$d/controller-config.yaml
 EOF
     START_OK=1
-    log "up: webhook and controller running; try:"
+    log "up: webhook and controller running; try (README, \"The whole product on a local cluster\"):"
     log "  eval \"\$($0 env${1:+ $d})\""
     log "  kubectl run demo --image=busybox:1.36 -l opensandbox.io/id=demo \\"
     log "      --annotations=opensandbox.io/platform=linux/arm64 --command -- sleep 3600"

@@ -1,0 +1,114 @@
+//! What the suites on a whole cluster share: running the cluster's own
+//! tools (kubectl, helm, ctr), waiting on what its controllers do, and one
+//! namespace per scenario, waited for at both ends.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Map, Value, json};
+
+use super::processes::{Result, check};
+
+/// Runs `command` with `stdin` piped in; its stdout, or an error with its
+/// stderr when it fails.
+pub fn run(command: &mut Command, stdin: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(stdin.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    check(
+        out.status.success(),
+        format!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )?;
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Polls `probe` every 100 ms until it gives `Some`, for at most `timeout`.
+pub async fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = probe().await? {
+            return Ok(found);
+        }
+        check(
+            Instant::now() < deadline,
+            format!("waited {timeout:?} for {what}"),
+        )?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Namespaces of the whole-cluster suites carry this label, with the
+/// scenario as value.
+pub const SCOPE_LABEL: &str = "sandbox-webhook-e2e/scenario";
+
+/// Creates scenario `id`'s namespace `name`, labelled [`SCOPE_LABEL`]`=id`
+/// (`_` as `-`) and with `labels`; see [`create_namespace`].
+pub async fn scenario_namespace(
+    client: &Client,
+    name: &str,
+    id: &str,
+    labels: &[(&str, &str)],
+) -> Result<()> {
+    let mut all = Map::new();
+    all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
+    for (k, v) in labels {
+        all.insert((*k).into(), json!(v));
+    }
+    create_namespace(client, name, all).await
+}
+
+/// Creates namespace `name` with `labels`, and returns once its `default`
+/// `ServiceAccount` exists: the `ServiceAccount` admission plugin refuses
+/// pods before the controller-manager has made it.
+pub async fn create_namespace(
+    client: &Client,
+    name: &str,
+    labels: Map<String, Value>,
+) -> Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels},
+    }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    wait_for(
+        &format!("the default ServiceAccount of {name}"),
+        Duration::from_secs(30),
+        async || Ok(sas.get_opt("default").await?.map(|_| ())),
+    )
+    .await
+}
+
+/// Deletes namespace `name` (when it exists) and waits until it is gone:
+/// the namespace controller removes what is in it, the nodes the pods.
+pub async fn delete_namespace(client: &Client, name: &str, timeout: Duration) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(name).await?.is_none() {
+        return Ok(());
+    }
+    api.delete(name, &DeleteParams::default()).await?;
+    wait_for(
+        &format!("namespace {name} to finish terminating"),
+        timeout,
+        async || Ok(api.get_opt(name).await?.is_none().then_some(())),
+    )
+    .await
+}

@@ -1,0 +1,314 @@
+//! Scenario 2: sandboxes run. What the webhook injected (SPEC 3 and 4) is
+//! seen working on the real node, from the inside (the main container's
+//! log, `kubectl exec`), from the sidecar's own log, from the kubelet's
+//! probe and from the host over the bridge:
+//! - with a network policy: the installer completes; execd answers inside
+//!   the pod; the main command ran under bootstrap.sh with `EXECD` and
+//!   `OPENSANDBOX_ID`, without NET_ADMIN, with IPv6 disabled in the pod's
+//!   network namespace; the installer's optional copies (bwrap, the session
+//!   gate) are there; the egress sidecar is Ready through its probe with the
+//!   token header and its NET_ADMIN operation took effect;
+//! - in a Pod Security `restricted` namespace, without a policy: it runs.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::common::pods::{SandboxPod, annotation};
+use crate::harness::{Env, P, Result, check, lines_with, logged, wait_for};
+use crate::node::{NET_ADMIN, has_capability, http_get, pod_ip};
+
+/// What the sandbox's main command reports, once, then it sleeps.
+const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
+    echo \"sandbox: $(grep CapEff /proc/self/status)\"; \
+    echo \"sandbox: disable_ipv6=$(cat /proc/sys/net/ipv6/conf/all/disable_ipv6 2>&1)\"; \
+    ls /opt/opensandbox | sed 's/^/sandbox: installed /'; \
+    echo sandbox: reported; exec sleep 3600";
+
+const POLICY: &str =
+    r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"example.com"}]}"#;
+
+pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> {
+    let ns = env
+        .namespace(id, &[("pod-security.kubernetes.io/enforce", "privileged")])
+        .await?;
+    let sandbox = env
+        .sandbox("policed", REPORT)?
+        .annotation("network-policy", POLICY);
+    let (p, main) = run(env, &ns, &sandbox).await?;
+    let cap = main_capabilities(&main)?;
+    check(
+        !has_capability(&cap, NET_ADMIN)?,
+        format!("the main container has NET_ADMIN (CapEff {cap})"),
+    )?;
+    logged(
+        &main,
+        "sandbox: disable_ipv6=1",
+        "IPv6 disabled in the pod's network namespace",
+    )?;
+    println!(
+        "    main: ran under bootstrap.sh, EXECD set, CapEff {cap} (no NET_ADMIN), disable_ipv6=1"
+    );
+
+    execd_answers(env, &ns, "policed")?;
+    egress_works(env, &ns, &p)?;
+    egress_needs_net_admin(env, &ns).await?;
+
+    // SPEC 3 as issue 32 completes it (the id in the env, the optional copies).
+    let mut missing = Vec::new();
+    let want_id = format!("sandbox: env OPENSANDBOX_ID={}", "policed");
+    for (needle, what) in [
+        (
+            want_id.as_str(),
+            "OPENSANDBOX_ID in the main container's env (SPEC 3)",
+        ),
+        (
+            "sandbox: installed bwrap",
+            "the installer's copy of bwrap (SPEC 3)",
+        ),
+        (
+            "sandbox: installed opensandbox-session-gate",
+            "the installer's copy of the session gate (SPEC 3)",
+        ),
+    ] {
+        if logged(&main, needle, what).is_err() {
+            missing.push(what);
+        }
+    }
+    check(
+        missing.is_empty(),
+        format!(
+            "missing: {}; the main container saw: {:?}",
+            missing.join(", "),
+            lines_with(&main, "sandbox: ")
+        ),
+    )
+}
+
+/// Creates `sandbox` in `ns` and waits until it is Ready; the pod and its
+/// main container's log, which shows the installer completed and the
+/// command ran under bootstrap.sh with `EXECD` set.
+async fn run(env: &Env, ns: &str, sandbox: &SandboxPod) -> Result<(Pod, String)> {
+    let pod = sandbox.pod();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    env.pods(ns).create(&PostParams::default(), &pod).await?;
+    let p = env.ready(ns, &name, Duration::from_secs(60)).await?;
+    installer_completed(&p)?;
+    let main = env
+        .logs_with(ns, &name, "sandbox", "sandbox: reported")
+        .await?;
+    logged(
+        &main,
+        "bootstrap.sh: starting /opt/opensandbox/execd in the background, then: sh -c",
+        "bootstrap.sh wrapping the main command",
+    )?;
+    logged(
+        &main,
+        "sandbox: env EXECD=/opt/opensandbox/execd",
+        "EXECD in the main container's env",
+    )?;
+    Ok((p, main))
+}
+
+/// The installer init container ran to completion.
+fn installer_completed(p: &Pod) -> Result<()> {
+    let installer = p
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "execd-installer"))
+        .ok_or("no status of execd-installer")?;
+    let done = installer.state.as_ref().and_then(|s| s.terminated.as_ref());
+    check(
+        done.is_some_and(|t| t.exit_code == 0 && t.reason.as_deref() == Some("Completed")),
+        format!("execd-installer did not complete: {:?}", installer.state),
+    )
+}
+
+/// The hex CapEff the main command printed.
+fn main_capabilities(log: &str) -> Result<String> {
+    log.lines()
+        .find_map(|l| l.strip_prefix("sandbox: CapEff:"))
+        .map(|v| v.trim().to_owned())
+        .ok_or_else(|| "the main container printed no CapEff".into())
+}
+
+/// execd answers on 44772 inside the pod (through `kubectl exec`, which the
+/// kubelet authorizes by the apiserver's client certificate).
+fn execd_answers(env: &Env, ns: &str, pod: &str) -> Result<()> {
+    let out = env.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        pod,
+        "-c",
+        "sandbox",
+        "--",
+        "wget",
+        "-qO-",
+        "http://127.0.0.1:44772/ping",
+    ])?;
+    check(
+        out.contains("\"status\":\"pong\""),
+        format!("execd answered {out:?}"),
+    )?;
+    println!(
+        "    execd answered inside the pod (kubectl exec ... wget 127.0.0.1:44772/ping): {}",
+        out.trim()
+    );
+    Ok(())
+}
+
+/// The sidecar is Ready through its probe (token header), refuses the
+/// probe path without the token, did its NET_ADMIN operation (the main
+/// container sees the MTU it set), and has NET_ADMIN itself.
+fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
+    let name = p.metadata.name.as_deref().unwrap_or("?");
+    let egress = p
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "egress"))
+        .ok_or("no status of the egress sidecar")?;
+    check(egress.ready, "the egress sidecar is not Ready")?;
+    let log = env.logs(ns, name, "egress")?;
+    logged(
+        &log,
+        "healthz: 200",
+        "the sidecar answering the kubelet's probe",
+    )?;
+    logged(&log, "(\"kube-probe/", "the kubelet's probe")?;
+    logged(
+        &log,
+        "NET_ADMIN: set the MTU of lo to 65520",
+        "the sidecar's NET_ADMIN operation",
+    )?;
+    logged(&log, "NET_ADMIN=yes", "NET_ADMIN in the sidecar's CapEff")?;
+    logged(
+        &log,
+        "env OPENSANDBOX_EGRESS_RULES=",
+        "the policy in the sidecar's env",
+    )?;
+
+    let token =
+        annotation(p, &format!("{P}/egress-auth-token")).ok_or("no egress token annotation")?;
+    let ip = pod_ip(p)?;
+    let (without, _) = http_get(&ip, 18080, "/healthz", &[])?;
+    let (wrong, _) = http_get(
+        &ip,
+        18080,
+        "/healthz",
+        &[("OPENSANDBOX-EGRESS-AUTH", "not-the-token")],
+    )?;
+    let (with, _) = http_get(
+        &ip,
+        18080,
+        "/healthz",
+        &[("OPENSANDBOX-EGRESS-AUTH", token)],
+    )?;
+    check(
+        (without, wrong, with) == (401, 401, 200),
+        format!(
+            "{ip}:18080/healthz answered {without} without the token, {wrong} with a wrong one, {with} with it"
+        ),
+    )?;
+    let mtu = env.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        name,
+        "-c",
+        "sandbox",
+        "--",
+        "cat",
+        "/sys/class/net/lo/mtu",
+    ])?;
+    check(
+        mtu.trim() == "65520",
+        format!("the main container sees lo's MTU {}", mtu.trim()),
+    )?;
+    println!(
+        "    egress: Ready through the probe with its token (host: 401 without it, 200 with it at {ip}:18080); NET_ADMIN set lo's MTU to 65520, seen from the main container"
+    );
+    Ok(())
+}
+
+/// The control: the same egress image without NET_ADMIN (a plain pod, not
+/// a sandbox, so the webhook leaves it alone) fails at once, loudly.
+async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
+    let on_node = env.on_node_values()?;
+    let pod = SandboxPod::new("no-net-admin")
+        .not_a_sandbox()
+        .image(env.var("EGRESS_IMAGE")?)
+        .command(&["/egress"])
+        .main_field(
+            "env",
+            json!([{"name": "OPENSANDBOX_EGRESS_TOKEN", "value": "t"}]),
+        )
+        .main_field(
+            "securityContext",
+            json!({"capabilities": {"drop": ["ALL"]}}),
+        )
+        .spec_field("nodeSelector", on_node["nodeSelector"].clone())
+        .spec_field("tolerations", on_node["tolerations"].clone())
+        .spec_field("restartPolicy", json!("Never"));
+    let pods = env.pods(ns);
+    pods.create(&PostParams::default(), &pod.pod()).await?;
+    let code = wait_for(
+        "the egress image without NET_ADMIN to exit",
+        Duration::from_secs(60),
+        async || {
+            let p = pods.get("no-net-admin").await?;
+            Ok(p.status
+                .and_then(|s| s.container_statuses)
+                .and_then(|cs| cs.into_iter().next())
+                .and_then(|c| c.state?.terminated)
+                .map(|t| t.exit_code))
+        },
+    )
+    .await?;
+    let log = env.logs(ns, "no-net-admin", "app")?;
+    logged(
+        &log,
+        "FATAL: setting the MTU of lo needs NET_ADMIN",
+        "the egress image without NET_ADMIN",
+    )?;
+    check(
+        code == 1,
+        format!("the egress image without NET_ADMIN exited {code}"),
+    )?;
+    println!(
+        "    control: the egress image without NET_ADMIN exits 1 (FATAL: setting the MTU of lo needs NET_ADMIN)"
+    );
+    Ok(())
+}
+
+pub(crate) async fn restricted_sandbox_runs(env: &Env, id: &str) -> Result<()> {
+    let ns = env
+        .namespace(id, &[("pod-security.kubernetes.io/enforce", "restricted")])
+        .await?;
+    let sandbox = env
+        .sandbox("restricted", REPORT)?
+        .spec_field(
+            "securityContext",
+            json!({"runAsNonRoot": true, "runAsUser": 1000, "runAsGroup": 1000,
+                               "seccompProfile": {"type": "RuntimeDefault"}}),
+        )
+        .main_field(
+            "securityContext",
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}),
+        );
+    let (_, main) = run(env, &ns, &sandbox).await?;
+    let cap = main_capabilities(&main)?;
+    check(
+        cap == "0000000000000000",
+        format!("the restricted sandbox has capabilities {cap}"),
+    )?;
+    execd_answers(env, &ns, "restricted")?;
+    println!(
+        "    restricted namespace: admitted with injection, Running and Ready, no capabilities, execd answers"
+    );
+    Ok(())
+}
