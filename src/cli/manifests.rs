@@ -1,8 +1,8 @@
-//! `inject`: manifests in, as repositories keep them (SPEC 11): one Pod,
-//! several YAML documents, a `List`, workloads whose pod template is
-//! injected as `istioctl kube-inject` does, from files, directories or
-//! standard input. The reading and injecting is [`crate::manifest`]'s; this
-//! is what is printed, and where.
+//! `inject`: manifests in, as repositories keep them (contract:
+//! manifest.inputs): one Pod, several YAML documents, a `List`, workloads whose
+//! pod template is injected as `istioctl kube-inject` does, from files,
+//! directories or standard input. The reading and injecting is
+//! [`crate::manifest`]'s; this is what is printed, and where.
 //!
 //! An object the webhook does not change is written back as the text it was
 //! read from, comments and key order included, with the `---` line it had

@@ -1,4 +1,4 @@
-//! The webhook's configuration file (SPEC section 8).
+//! The webhook's configuration file (contract: config.defaults).
 //!
 //! Strict: every field is optional, but a field that is there must be right.
 //! `null` only where the defaults show it, images and quantities checked

@@ -315,7 +315,8 @@ impl Fleet {
             (_, Some(removal), Some(at)) => {
                 let value = expiry.expires_at.unwrap_or_default();
                 // Deleting an owner deletes all its pods: not before the
-                // last of them is due (never early, issue 21).
+                // last of them is due (never early; contract:
+                // controller.expiry-delete-owner).
                 let due = match &removal {
                     Removal::DeleteOwner(owner) => self.last_sibling_expiry(key, &owner.uid, at),
                     _ => at,

@@ -1,7 +1,7 @@
 //! `diagnose`'s JSON: what the controller does with one pod, when and why,
 //! from the same [`super::plan()`] the controller acts on.
 //!
-//! SPEC 10 fixes `expiry.{expiresAt, expired, action}` and
+//! The contract (diagnose.json) fixes `expiry.{expiresAt, expired, action}` and
 //! `platform.{hasPlatform, hasNonPlatform, unschedulable, message}`; scripts
 //! may read them, so they stay. Besides them: `pod`; `expiry.at` (when the
 //! action is due) and `expiry.reason`; `platform.hasPlatformConstraints` and
@@ -52,9 +52,11 @@ pub struct ExpiryReport {
     reason = "a JSON report: each flag is one documented output field"
 )]
 pub struct PlatformReport {
-    /// SPEC 10's name for `hasPlatformConstraints`.
+    /// The older name for `hasPlatformConstraints` (contract:
+    /// diagnose.platform).
     pub has_platform: bool,
-    /// SPEC 10's name for `hasNonPlatformConstraints`.
+    /// The older name for `hasNonPlatformConstraints` (contract:
+    /// diagnose.platform).
     pub has_non_platform: bool,
     /// `kubernetes.io/os` or `kubernetes.io/arch` in the nodeSelector or
     /// the required node affinity (what the webhook wrote for the platform

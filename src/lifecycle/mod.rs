@@ -1,7 +1,7 @@
-//! The lifecycle controller's decisions (SPEC 10): a pod, the configuration
-//! and the clock in; what to do with it out. Nothing here does I/O:
-//! `crate::controller` is the thin Kubernetes layer around these functions,
-//! and `sandbox-webhook diagnose` prints the same decisions.
+//! The lifecycle controller's decisions (contract: diagnose.same-plan): a pod,
+//! the configuration and the clock in; what to do with it out. Nothing here
+//! does I/O: `crate::controller` is the thin Kubernetes layer around these
+//! functions, and `sandbox-webhook diagnose` prints the same decisions.
 
 mod diagnose;
 pub(crate) mod expiry;

@@ -1,6 +1,7 @@
-//! Reading a pod's scheduling failure (SPEC 10): OpenSandbox's per-pod
-//! reading (`_extract_platform_unschedulable_message_from_pod`) around the
-//! seed classifier of `crate::mutate::unschedulable`.
+//! Reading a pod's scheduling failure (contract: controller.platform-reading):
+//! OpenSandbox's per-pod reading
+//! (`_extract_platform_unschedulable_message_from_pod`) around the seed
+//! classifier of `crate::mutate::unschedulable`.
 
 use serde_json::Value;
 

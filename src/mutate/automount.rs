@@ -1,6 +1,6 @@
-//! `spec.automountServiceAccountToken` (SPEC 3.5): a sandbox runs untrusted
-//! code, so a pod that does not set the field gets `false`
-//! (`pod.automountServiceAccountToken: false`, the default).
+//! `spec.automountServiceAccountToken` (contract: execd.service-account-token):
+//! a sandbox runs untrusted code, so a pod that does not set the field gets
+//! `false` (`pod.automountServiceAccountToken: false`, the default).
 //!
 //! The field alone is not enough at admission: the apiserver's
 //! ServiceAccount admission runs before mutating webhooks, and has already

@@ -1,5 +1,5 @@
-//! The egress-control sidecar (SPEC 4.2), added only when the pod carries a
-//! network policy.
+//! The egress-control sidecar (contract: egress.container), added only when the
+//! pod carries a network policy.
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -49,7 +49,7 @@ pub(crate) fn check_privileges(
 }
 
 /// The sidecar needs the iptables nat table; a runtime without it (gVisor)
-/// would leave the pod never ready (SPEC 4.2).
+/// would leave the pod never ready (contract: egress.runtime-class).
 pub(crate) fn check_runtime(spec: &SpecView<'_>, config: &Config) -> Result<(), Denial> {
     match spec.runtime_class_name.as_deref() {
         Some(runtime)
@@ -387,8 +387,8 @@ mod tests {
             .iter()
             .map(|e| e["name"].as_str().unwrap())
             .collect();
-        // SPEC 4.2's order; the pod's MITM setting is the credential
-        // proxy's already.
+        // The contract's order (egress.env-order); the pod's MITM setting is
+        // the credential proxy's already.
         assert_eq!(
             names,
             [

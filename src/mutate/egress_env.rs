@@ -1,8 +1,8 @@
-//! The `<prefix>/egress-env` annotation (SPEC 4.3): extra environment for
-//! the egress sidecar, from upstream OpenSandbox's allowlist only. The
-//! sidecar holds `NET_ADMIN` and the pod's egress rules, so a pod may tune
-//! it (log level, timeouts, the MITM proxy's extra ports) but never set
-//! what the webhook sets (`RULES`, `MODE`, `TOKEN`, `SANDBOX_ID`) or
+//! The `<prefix>/egress-env` annotation (contract: egress.extra-env-allowlist):
+//! extra environment for the egress sidecar, from upstream OpenSandbox's
+//! allowlist only. The sidecar holds `NET_ADMIN` and the pod's egress rules, so
+//! a pod may tune it (log level, timeouts, the MITM proxy's extra ports) but
+//! never set what the webhook sets (`RULES`, `MODE`, `TOKEN`, `SANDBOX_ID`) or
 //! anything else it reads.
 
 use serde_json::{Map, Value};
@@ -11,7 +11,8 @@ use super::quote::clip;
 use crate::json_error::quoted;
 
 /// What a pod may set, after `OPENSANDBOX_EGRESS_` (upstream's
-/// `ALLOWED_EGRESS_ENV_VARS` as SPEC 4.3 fixes it).
+/// `ALLOWED_EGRESS_ENV_VARS` as the contract fixes it:
+/// egress.extra-env-allowlist).
 pub(crate) const ALLOWED: [&str; 10] = [
     "OPENSANDBOX_EGRESS_LOG_LEVEL",
     "OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT",
@@ -46,7 +47,8 @@ impl EgressEnv {
     }
 
     /// `MITMPROXY_TRANSPARENT` is `"true"`: the main container learns that
-    /// its traffic is intercepted too (SPEC 3.3).
+    /// its traffic is intercepted too (contract: execd.env-mitm,
+    /// egress.extra-env-transparent).
     pub fn transparent(&self) -> bool {
         self.get(TRANSPARENT) == Some("true")
     }

@@ -1,5 +1,6 @@
-//! execd injection (SPEC 3): the shared binary volume and the installer
-//! init container (the main container's changes are `sandbox`'s).
+//! execd injection (contract: execd.volume, execd.installer): the shared binary
+//! volume and the installer init container (the main container's changes are
+//! `sandbox`'s).
 
 use std::sync::LazyLock;
 
@@ -36,8 +37,8 @@ macro_rules! install_script {
         )
     };
 }
-/// The install script (SPEC 3.2), as upstream OpenSandbox's current server
-/// writes it.
+/// The install script (contract: execd.install-script), as upstream
+/// OpenSandbox's current server writes it.
 const INSTALL_SCRIPT: &str = install_script!();
 /// The sidecar filters IPv4 only; switching IPv6 off in the pod's network
 /// namespace closes the bypass. A namespace without IPv6 has no such file
@@ -98,9 +99,10 @@ pub(crate) struct Installer<'a> {
     security_context: InstallerSecurity,
 }
 
-/// The installer's `securityContext` (SPEC 3): privileged only to switch
-/// IPv6 off; otherwise as locked down as Pod Security `restricted` asks, so
-/// a restricted-compliant sandbox stays compliant after injection.
+/// The installer's `securityContext` (contract: execd.ipv6-guard,
+/// execd.installer-security): privileged only to switch IPv6 off; otherwise as
+/// locked down as Pod Security `restricted` asks, so a restricted-compliant
+/// sandbox stays compliant after injection.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum InstallerSecurity {
@@ -255,7 +257,7 @@ mod tests {
         }
     }
 
-    /// SPEC 3.2's script, verbatim.
+    /// The contract's script, verbatim (contract: execd.install-script).
     #[test]
     fn the_install_script_is_specs() {
         assert_eq!(

@@ -1,4 +1,5 @@
-//! The `<prefix>/expires-at` annotation (SPEC 6): an RFC 3339 time.
+//! The `<prefix>/expires-at` annotation (contract: intent.expires-at-format):
+//! an RFC 3339 time.
 
 use chrono::{DateTime, Utc};
 

@@ -1,4 +1,5 @@
-//! The sandbox's lifetime becomes an expiry annotation (SPEC 6).
+//! The sandbox's lifetime becomes an expiry annotation (contract:
+//! expiry.timeout).
 
 use chrono::{DateTime, Datelike, SecondsFormat, TimeDelta, Utc};
 

@@ -1,6 +1,7 @@
-//! What the pod asks for, read from its `<prefix>/*` annotations (SPEC 2).
-//! Every annotation is validated up front: a malformed value is a denial,
-//! never silently ignored, even when another annotation makes it moot.
+//! What the pod asks for, read from its `<prefix>/*` annotations (contract:
+//! intent.malformed-denied). Every annotation is validated up front: a
+//! malformed value is a denial, never silently ignored, even when another
+//! annotation makes it moot.
 
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
@@ -47,8 +48,8 @@ impl Intent {
     }
 
     /// Whether the main container is told that its traffic is intercepted
-    /// (SPEC 3.3): with the credential proxy, or an egress-env that turns
-    /// the transparent MITM proxy on.
+    /// (contract: execd.env-mitm): with the credential proxy, or an egress-env
+    /// that turns the transparent MITM proxy on.
     pub fn transparent_mitm(&self) -> bool {
         self.credential_proxy || self.egress_env.as_ref().is_some_and(EgressEnv::transparent)
     }
@@ -241,7 +242,8 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
 }
 
 /// `<prefix>/egress-env` and what the credential proxy asks of the
-/// sidecar's settings (SPEC 4.2, 4.3): both configure a sidecar, so both
+/// sidecar's settings (contract: intent.credential-proxy-needs-policy,
+/// egress.extra-env-needs-policy): both configure a sidecar, so both
 /// need a policy, and a credential proxy needs `dns+nft` and certificate
 /// checks.
 fn read_sidecar_env(

@@ -11,7 +11,7 @@ pub(crate) const BIN_MOUNT: &str = "/opt/opensandbox";
 pub(crate) const MITM_ENV: &str = "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT";
 /// The main container's command starts with it once execd is injected.
 pub(crate) const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
-/// The emptyDir under execd's isolated sessions (SPEC 3.6).
+/// The emptyDir under execd's isolated sessions (contract: execd.isolation).
 pub(crate) const ISOLATION_VOLUME: &str = "isolation-upper";
 pub(crate) const ISOLATION_MOUNT: &str = "/var/lib/execd/isolation";
 /// The service-account token volume the apiserver's ServiceAccount
@@ -109,7 +109,7 @@ pub(crate) fn same_dir(path: &str, dir: &str) -> bool {
 /// A rooted path that cleaning leaves as it is: no `//`, no segment that
 /// starts with `.` (so no `.` or `..`), no trailing `/`. Nearly every mount
 /// path is one, and is then compared as it is, in one pass over its bytes
-/// (issue 31's cleaning cost 12k instructions of a 10 KB review before).
+/// (a cleaning pass cost 12k instructions of a 10 KB review before).
 fn is_clean(path: &str) -> bool {
     let bytes = path.as_bytes();
     if bytes.first() != Some(&b'/') || (bytes.len() > 1 && bytes.last() == Some(&b'/')) {

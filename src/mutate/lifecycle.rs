@@ -1,8 +1,9 @@
-//! The `<prefix>/lifecycle` annotation (SPEC 2, 3.3): execd's lifecycle
-//! hooks, handed to execd as `OPENSANDBOX_LIFECYCLE`. SPEC fixes the
-//! transport (the object as compact JSON, keys in their given order, `null`
-//! members dropped); the shape is upstream OpenSandbox's
-//! `SandboxLifecycle` (`server/opensandbox_server/api/schema.py`):
+//! The `<prefix>/lifecycle` annotation (contract: intent.lifecycle,
+//! execd.env-lifecycle): execd's lifecycle hooks, handed to execd as
+//! `OPENSANDBOX_LIFECYCLE`. The contract fixes the transport (the object as
+//! compact JSON, keys in their given order, `null` members dropped); the shape
+//! is upstream OpenSandbox's `SandboxLifecycle`
+//! (`server/opensandbox_server/api/schema.py`):
 //!
 //! ```text
 //! {"preStart": {"command": [..], "timeoutSeconds": 1..300},
@@ -14,8 +15,8 @@
 //! names unique. execd refuses anything else at start, which would leave
 //! the sandbox without execd; refused here, it is a sentence at admission.
 //! Upstream trims a periodic hook's name and schedule; the values are
-//! passed on as written (SPEC: the object as given), and only checked
-//! trimmed.
+//! passed on as written (contract: execd.env-lifecycle, the object as given),
+//! and only checked trimmed.
 
 use serde_json::{Map, Value};
 

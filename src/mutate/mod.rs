@@ -188,7 +188,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 }
 
 /// Upstream allows it for compatibility and logs that it is deprecated
-/// (SPEC 4.2: admitted with a warning).
+/// (admitted with a warning; contract: warning.credential-proxy-allow).
 const CREDENTIAL_PROXY_ALLOW: &str = "credential proxy with defaultAction allow: a credential-bound host may be reached around it; use deny";
 
 /// What execd and, with a network policy, the egress sidecar still need:

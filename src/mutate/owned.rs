@@ -1,7 +1,7 @@
-//! The names the webhook injects under (SPEC 3, 4.2), as a pod already
-//! holds them: where each is, and whether it looks like the webhook's own
-//! (which `layout` then checks to be exactly that) or is someone else's
-//! container under a reserved name (a denial).
+//! The names the webhook injects under (contract: execd.installer-present,
+//! egress.present), as a pod already holds them: where each is, and whether it
+//! looks like the webhook's own (which `layout` then checks to be exactly that)
+//! or is someone else's container under a reserved name (a denial).
 //!
 //! "Looks like" is the mark each injected container carries for what it
 //! does: the installer mounts the binary volume where execd expects it,

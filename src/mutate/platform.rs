@@ -1,4 +1,4 @@
-//! The requested platform becomes a nodeSelector (SPEC 5).
+//! The requested platform becomes a nodeSelector (contract: platform.merge).
 //!
 //! A port of the `OpenSandbox` seed's `apply_platform_node_selector`,
 //! `ensure_platform_compatible_with_affinity` and
@@ -112,7 +112,7 @@ impl Platform {
     }
 
     /// The node labels this platform pins, in the order they are checked.
-    /// Windows pods pin only the architecture (SPEC 5).
+    /// Windows pods pin only the architecture (contract: platform.windows).
     pub fn requested(&self) -> Vec<(&'static str, &'static str)> {
         match self.os {
             Os::Linux => vec![(OS_KEY, self.os_name), (ARCH_KEY, self.arch)],

@@ -6,7 +6,8 @@
 //! kubelet would refuse to start them, with a `runAsUser` they would start
 //! and fail. So where the pod asks for a non-root user, each of them says
 //! for itself that it runs as root, and the admission warns; a pod that asks
-//! nothing gets exactly the securityContext SPEC 3 and 4 give.
+//! nothing gets exactly the securityContext the contract gives
+//! (contract: execd.installer-run-as, egress.run-as).
 
 use serde::Serialize;
 

@@ -1,6 +1,6 @@
 //! Whether a container or volume the pod holds under one of the webhook's
-//! names is exactly what the webhook injects now (issue 31: verify, don't
-//! trust, what looks injected).
+//! names is exactly what the webhook injects now (verify, don't trust,
+//! what looks injected).
 //!
 //! "Exactly" is field by field, every field: one the webhook does not set
 //! (`command`, `envFrom`, `lifecycle`, an extra mount or env var) is as

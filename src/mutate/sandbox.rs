@@ -1,9 +1,9 @@
-//! The sandbox (main) container's changes (SPEC 3.3, 3.6): its command
-//! wrapped by bootstrap.sh, its env, its mounts, and its securityContext
-//! (`NET_ADMIN` dropped with a network policy; `SYS_ADMIN` and unconfined
-//! seccomp and AppArmor for isolated sessions). Each is decided from what
-//! the container already has, so a second pass over the webhook's own
-//! output plans nothing.
+//! The sandbox (main) container's changes (contract: execd.command-wrap,
+//! execd.isolation): its command wrapped by bootstrap.sh, its env, its mounts,
+//! and its securityContext (`NET_ADMIN` dropped with a network policy;
+//! `SYS_ADMIN` and unconfined seccomp and AppArmor for isolated sessions). Each
+//! is decided from what the container already has, so a second pass over the
+//! webhook's own output plans nothing.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -134,7 +134,8 @@ fn command_change<'a>(
     }
 }
 
-/// The variables the main container lacks, in SPEC 3.3's order; one it
+/// The variables the main container lacks, in the contract's order
+/// (contract: execd.env-order); one it
 /// already has is never overwritten (but `OPENSANDBOX_ID`, see `plan`).
 fn env<'a>(c: &ContainerView<'_>, intent: &'a Intent, config: &Config) -> Vec<EnvVar<'a>> {
     let mut env = Vec::with_capacity(5);

@@ -1,5 +1,6 @@
-//! The egress token (SPEC 4.2): the rule a `<prefix>/egress-auth-token`
-//! annotation must follow, and where a token comes from when the pod has none.
+//! The egress token (contract: egress.token, intent.egress-auth-token): the
+//! rule a `<prefix>/egress-auth-token` annotation must follow, and where a
+//! token comes from when the pod has none.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -1,14 +1,15 @@
 //! Which known annotation name a key under the prefix was likely meant to
-//! be (SPEC 11's did-you-mean). A pod may carry tens of thousands of
-//! annotation keys, all chosen by its author, so the check runs in a few
-//! operations per key for anything that is no typo: a name too long for any
-//! known one, or one whose letters are too far from each known name's, is
-//! ruled out before any edit distance is counted, and the distance itself
-//! stops as soon as it exceeds what is allowed (issue 24: 60,000 keys under
-//! the prefix took 94 times as long as 60,000 keys outside it).
+//! be (the did-you-mean; contract: warning.unknown-annotation). A pod may carry
+//! tens of thousands of annotation keys, all chosen by its author, so the check
+//! runs in a few operations per key for anything that is no typo: a name too
+//! long for any known one, or one whose letters are too far from each known
+//! name's, is ruled out before any edit distance is counted, and the distance
+//! itself stops as soon as it exceeds what is allowed (contract:
+//! warning.typo-cost; 60,000 keys under the prefix took 94 times as long as
+//! 60,000 keys outside it).
 
 /// The names after `<prefix>/` that the webhook and its controller read
-/// (SPEC 2, 6, 10), as `config::Keys` spells them.
+/// (contract: intent.known-names), as `config::Keys` spells them.
 pub const KNOWN: [&str; 15] = [
     "id",
     "inject",

@@ -1,4 +1,5 @@
-//! Is a Pending sandbox stuck because no node offers its platform? (SPEC 10)
+//! Is a Pending sandbox stuck because no node offers its platform? (contract:
+//! controller.platform-classifier, controller.platform-constraints)
 //!
 //! An exact port of OpenSandbox's `is_unschedulable_reason`,
 //! `has_platform_constraints_in_pod_spec`,
@@ -149,7 +150,8 @@ pub fn is_platform_unschedulable(
 /// kube-scheduler always appends the postscript (`... preemption: 0/3 nodes
 /// are available: 3 Preemption is not helpful for scheduling.`), and two of
 /// the seed's transient phrases match it, so the seed as written never fires
-/// against a current scheduler. This is SPEC 10's one deliberate deviation;
+/// against a current scheduler. This is the contract's one deliberate deviation
+/// (contract: controller.platform-postscript);
 /// the seed functions above stay exact.
 pub fn without_preemption_postscript(message: &str) -> &str {
     // ASCII lower-casing keeps byte offsets, so the index is valid in

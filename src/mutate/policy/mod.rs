@@ -1,5 +1,6 @@
-//! The `<prefix>/network-policy` annotation (SPEC 4.1): parsed strictly and
-//! passed to the sidecar in a normalized, compact form.
+//! The `<prefix>/network-policy` annotation (contract: policy.shape,
+//! policy.normalized): parsed strictly and passed to the sidecar in a
+//! normalized, compact form.
 //!
 //! The annotation is read in one pass into a borrowed document that accepts
 //! any JSON (`doc::PolicyDoc`), and its shape is checked afterwards. That

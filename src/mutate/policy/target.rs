@@ -1,8 +1,8 @@
 //! What a policy target may be, and what it looks like: an FQDN, a `*.`
-//! wildcard, an IP or a CIDR (SPEC 4.1), else refused; a URL or `host:port`
-//! where a host name was meant is kept, for a warning. Checked as the
-//! policy is parsed, so that `mistakes` can warn without reading the
-//! targets again.
+//! wildcard, an IP or a CIDR (contract: policy.target-grammar,
+//! warning.policy-target), else refused; a URL or `host:port` where a host name
+//! was meant is kept, for a warning. Checked as the policy is parsed, so that
+//! `mistakes` can warn without reading the targets again.
 //!
 //! The targets reach the egress sidecar, which runs with `NET_ADMIN`, in
 //! its environment as they were written: a target that is none of these
