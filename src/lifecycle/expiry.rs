@@ -11,7 +11,7 @@ use super::ids::ExpiresAt;
 use crate::config::Config;
 /// The webhook's own reading of `expires-at`, so that the controller removes
 /// a pod at exactly the time the webhook accepted.
-pub(crate) use crate::mutate::expires_at::parse_expires_at;
+pub(crate) use crate::mutate::intent::expires_at::parse_expires_at;
 
 /// What happens to the pod when it is expired (`diagnose`'s `action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

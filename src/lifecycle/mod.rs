@@ -10,6 +10,7 @@ mod ids;
 mod plan;
 pub(crate) mod platform;
 mod pod;
+mod unschedulable;
 
 pub use diagnose::{Diagnosis, ExpiryReport, PlatformReport, diagnose};
 pub use expiry::{ExpiryAction, ExpiryPlan, Removal};

@@ -7,10 +7,10 @@ use thiserror::Error;
 use crate::config::EgressMode;
 
 use super::intent::IntentError;
-use super::platform::PlatformError;
-use super::policy::PolicyError;
+use super::intent::platform::PlatformError;
+use super::intent::policy::PolicyError;
+use super::intent::token::TokenError;
 use super::quote::clip;
-use super::token::TokenError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]

@@ -9,9 +9,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::context::Context;
 use super::intent::Intent;
-use super::pod::PodView;
-use super::policy::{Address, address};
-use super::typo::misspelled;
+use super::intent::policy::{Address, address};
+use super::intent::typo::misspelled;
+use super::read::pod::PodView;
 
 /// What `kubectl` shows of a warning in full (contract: warning.length).
 const MAX_WARNING: usize = 120;

@@ -3,7 +3,7 @@
 //! name, used as the metric label and in logs, and one sentence.
 
 use super::context::Context;
-use super::pod::PodView;
+use super::read::pod::PodView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SkipReason {

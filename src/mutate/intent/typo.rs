@@ -116,7 +116,7 @@ const BY_LENGTH: [u16; ROW] = {
 /// be: same letters in another case, or a small typo. `None` for a known
 /// key, a key outside the prefix, or one too far from every known name
 /// (other tools put their own keys under `opensandbox.io/` too).
-pub(super) fn misspelled(key: &str, prefix: &str) -> Option<&'static str> {
+pub(crate) fn misspelled(key: &str, prefix: &str) -> Option<&'static str> {
     let name = under_prefix(key, prefix)?;
     if name.len() > LONGEST + 2 {
         return None;

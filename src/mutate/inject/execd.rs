@@ -10,12 +10,12 @@ use serde_json::value::RawValue;
 
 use crate::config::Config;
 
-use super::denial::Denial;
-use super::intent::Intent;
-use super::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, ISOLATION_VOLUME, Mount};
 use super::owned;
-use super::pod::SpecView;
 use super::run_as::{PodUser, RunAs};
+use crate::mutate::denial::Denial;
+use crate::mutate::intent::Intent;
+use crate::mutate::read::k8s::{BIN, BIN_MOUNT, BIN_VOLUME, ISOLATION_VOLUME, Mount};
+use crate::mutate::read::pod::SpecView;
 
 macro_rules! install_script {
     () => {

@@ -3,20 +3,27 @@
 //! malformed value is a denial, never silently ignored, even when another
 //! annotation makes it moot.
 
+pub(crate) mod egress_env;
+pub(crate) mod expires_at;
+pub(crate) mod lifecycle;
+pub(crate) mod platform;
+pub(crate) mod policy;
+pub(crate) mod token;
+pub(crate) mod typo;
+
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
 use crate::config::{Config, EgressMode};
 use crate::duration::DurationError;
 
-use super::egress_env::{self, EgressEnv};
-use super::expires_at::parse_expires_at;
-use super::lifecycle;
-use super::platform::{Platform, PlatformError};
-use super::pod::PodView;
-use super::policy::{self, NetworkPolicy, PolicyError};
-use super::quote::clip;
-use super::token::is_egress_token;
+use self::egress_env::EgressEnv;
+use self::expires_at::parse_expires_at;
+use self::platform::{Platform, PlatformError};
+use self::policy::{NetworkPolicy, PolicyError};
+use self::token::is_egress_token;
+use crate::mutate::quote::clip;
+use crate::mutate::read::pod::PodView;
 
 #[derive(Debug, Default)]
 pub(crate) struct Intent {

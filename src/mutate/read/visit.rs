@@ -80,14 +80,14 @@ macro_rules! deserialize_by_visitor {
 /// [`deserialize_by_visitor!`].
 macro_rules! objects_only {
     (impl<'de $(, $param:tt)*> for $ty:ty $(where [$($bound:tt)+])?;) => {
-        impl<'de $(, $param)*> $crate::mutate::visit::FromObject<'de> for $ty $(where $($bound)+)? {
+        impl<'de $(, $param)*> $crate::mutate::read::visit::FromObject<'de> for $ty $(where $($bound)+)? {
             fn from_map<A: serde::de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
                 <$ty>::deserialize(serde::de::value::MapAccessDeserializer::new(map))
             }
         }
         impl<'de $(, $param)*> serde::Deserialize<'de> for $ty $(where $($bound)+)? {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                d.deserialize_map($crate::mutate::visit::ObjectVisitor(std::marker::PhantomData))
+                d.deserialize_map($crate::mutate::read::visit::ObjectVisitor(std::marker::PhantomData))
             }
         }
     };

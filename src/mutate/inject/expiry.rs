@@ -5,10 +5,10 @@ use chrono::{DateTime, Datelike, SecondsFormat, TimeDelta, Utc};
 
 use crate::config::MIN_TIMEOUT_SECONDS;
 
-use super::context::Context;
-use super::denial::Denial;
-use super::intent::{Intent, decode_string};
-use super::pod::PodView;
+use crate::mutate::context::Context;
+use crate::mutate::denial::Denial;
+use crate::mutate::intent::{Intent, decode_string};
+use crate::mutate::read::pod::PodView;
 
 /// What the pod's expiry metadata should become.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,8 +17,8 @@ use crate::config::Config;
 
 use super::layout::Layout;
 use super::owned::{List, Owned};
-use super::patch::PatchBuilder;
-use super::pod::SpecView;
+use crate::mutate::patch::PatchBuilder;
+use crate::mutate::read::pod::SpecView;
 
 /// What the pod's token setting still needs.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -122,7 +122,7 @@ impl Automount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mutate::pod::PodView;
+    use crate::mutate::read::pod::PodView;
 
     fn plan_for(spec: &str, config: &Config) -> Automount {
         let raw = format!(r#"{{"spec":{spec}}}"#);

@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::pod::SpecView;
+use crate::mutate::read::pod::SpecView;
 
 /// The user an installer that needs no privilege runs as when the pod asks
 /// for a non-root user without naming one: the image's own user may be
@@ -95,7 +95,7 @@ pub(crate) fn warning(sidecar: bool, installer: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mutate::pod::PodView;
+    use crate::mutate::read::pod::PodView;
     use serde_json::json;
 
     fn user(sc: &serde_json::Value) -> PodUser {

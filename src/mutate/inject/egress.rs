@@ -6,14 +6,14 @@ use serde_json::Value;
 
 use crate::config::{Config, EgressMode};
 
-use super::context::Context;
-use super::denial::Denial;
-use super::egress_env;
-use super::intent::Intent;
-use super::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
 use super::owned::{At, EGRESS, List, Owned};
-use super::pod::{ContainerView, SpecView};
 use super::run_as::{PodUser, RunAs};
+use crate::mutate::context::Context;
+use crate::mutate::denial::Denial;
+use crate::mutate::intent::Intent;
+use crate::mutate::intent::egress_env;
+use crate::mutate::read::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
+use crate::mutate::read::pod::{ContainerView, SpecView};
 
 const RULES_ENV: &str = KnownEnv::EgressRules.name();
 const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";

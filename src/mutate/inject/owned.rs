@@ -10,9 +10,9 @@
 //! container of the pod's own that happens to use the name; replacing it
 //! would silently drop it, so it is refused instead.
 
-use super::denial::Denial;
-use super::k8s::KnownEnv;
-use super::pod::{ContainerView, SpecView};
+use crate::mutate::denial::Denial;
+use crate::mutate::read::k8s::KnownEnv;
+use crate::mutate::read::pod::{ContainerView, SpecView};
 
 /// The installer init container's name.
 pub(crate) const INSTALLER: &str = "execd-installer";
@@ -122,7 +122,7 @@ fn once<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), Denial> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mutate::pod::PodView;
+    use crate::mutate::read::pod::PodView;
 
     fn find_in(spec: &str) -> Result<Owned, Denial> {
         let raw = format!(r#"{{"spec":{spec}}}"#);

@@ -14,8 +14,8 @@ mod target;
 use serde::Serialize;
 use thiserror::Error;
 
-use super::quote::clip;
 use crate::json_error::quoted;
+use crate::mutate::quote::clip;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
 
 use target::acceptable;

@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::quote::clip;
 use crate::json_error::quoted;
+use crate::mutate::quote::clip;
 
 /// What a pod may set, after `OPENSANDBOX_EGRESS_` (upstream's
 /// `ALLOWED_EGRESS_ENV_VARS` as the contract fixes it:

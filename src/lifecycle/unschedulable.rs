@@ -19,7 +19,7 @@
 
 use serde_json::Value;
 
-use super::platform::{ARCH_KEY, OS_KEY};
+use crate::mutate::intent::platform::{ARCH_KEY, OS_KEY};
 
 /// The seed's transient-capacity phrases, in its order: a message with one of
 /// them is about capacity, which may free up, not about the platform.

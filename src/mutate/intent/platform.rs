@@ -12,9 +12,9 @@
 use serde_json::value::RawValue;
 use thiserror::Error;
 
-use super::affinity;
-use super::pod::NodeSelector;
-use super::quote::clip;
+use crate::mutate::quote::clip;
+use crate::mutate::read::affinity;
+use crate::mutate::read::pod::NodeSelector;
 
 pub(crate) const OS_KEY: &str = "kubernetes.io/os";
 pub(crate) const ARCH_KEY: &str = "kubernetes.io/arch";

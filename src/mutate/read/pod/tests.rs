@@ -1,7 +1,7 @@
 //! The pod view's readers.
 
 use super::*;
-use crate::mutate::lists::VolumeAt;
+use crate::mutate::read::lists::VolumeAt;
 
 #[test]
 fn borrows_what_it_can_and_reads_escapes() {

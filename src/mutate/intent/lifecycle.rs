@@ -20,8 +20,8 @@
 
 use serde_json::{Map, Value};
 
-use super::quote::clip;
 use crate::json_error::quoted;
+use crate::mutate::quote::clip;
 
 /// The longest a hook may run, in seconds (upstream's bound).
 const MAX_TIMEOUT: u64 = 300;

@@ -24,14 +24,14 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::denial::Denial;
 use super::egress::Sidecar;
 use super::execd::{EmptyDirVolume, Installer};
-use super::lists::VolumeAt;
 use super::owned::{At, EGRESS, INSTALLER, List, Owned};
-use super::patch::PatchBuilder;
-use super::pod::{PodView, SpecView};
 use super::same::{self, Difference};
+use crate::mutate::denial::Denial;
+use crate::mutate::patch::PatchBuilder;
+use crate::mutate::read::lists::VolumeAt;
+use crate::mutate::read::pod::{PodView, SpecView};
 
 /// What the pod's lists still need.
 #[derive(Debug)]
