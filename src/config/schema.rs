@@ -9,6 +9,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::controller::ControllerConfig;
+use super::keys::Keys;
 
 pub const DEFAULT_PREFIX: &str = "opensandbox.io";
 pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.0.22";
@@ -179,49 +180,6 @@ pub struct PodConfig {
 pub struct ExpiryConfig {
     pub default_timeout_seconds: Option<u64>,
     pub max_timeout_seconds: Option<u64>,
-}
-
-/// `<prefix>/<name>` for every annotation and label the webhook reads or writes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Keys {
-    pub id: String,
-    pub inject: String,
-    pub platform: String,
-    pub timeout: String,
-    pub expires_at: String,
-    pub network_policy: String,
-    pub egress_mode: String,
-    pub credential_proxy: String,
-    pub entrypoint: String,
-    pub main_container: String,
-    pub egress_auth_token: String,
-    pub manual_cleanup: String,
-    pub egress_env: String,
-    pub execd_isolation: String,
-    pub lifecycle: String,
-}
-
-impl Keys {
-    pub(super) fn new(prefix: &str) -> Self {
-        let k = |name: &str| format!("{prefix}/{name}");
-        Keys {
-            id: k("id"),
-            inject: k("inject"),
-            platform: k("platform"),
-            timeout: k("timeout"),
-            expires_at: k("expires-at"),
-            network_policy: k("network-policy"),
-            egress_mode: k("egress-mode"),
-            credential_proxy: k("credential-proxy"),
-            entrypoint: k("entrypoint"),
-            main_container: k("main-container"),
-            egress_auth_token: k("egress-auth-token"),
-            manual_cleanup: k("manual-cleanup"),
-            egress_env: k("egress-env"),
-            execd_isolation: k("execd-isolation"),
-            lifecycle: k("lifecycle"),
-        }
-    }
 }
 
 impl Default for Config {

@@ -9,24 +9,9 @@
 //! 60,000 keys outside it).
 
 /// The names after `<prefix>/` that the webhook and its controller read
-/// (contract: intent.known-names), as `config::Keys` spells them.
-pub const KNOWN: [&str; 15] = [
-    "id",
-    "inject",
-    "platform",
-    "timeout",
-    "expires-at",
-    "network-policy",
-    "egress-mode",
-    "credential-proxy",
-    "entrypoint",
-    "main-container",
-    "egress-auth-token",
-    "manual-cleanup",
-    "egress-env",
-    "execd-isolation",
-    "lifecycle",
-];
+/// (contract: intent.known-names), from the one list `config::Keys` is
+/// made of.
+pub use crate::config::ANNOTATION_NAMES as KNOWN;
 
 /// The longest known name; a name longer than this plus the most typos
 /// allowed is no typo of any.
