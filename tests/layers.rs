@@ -53,11 +53,11 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "mutate/read",
+        "mutate::read",
         &["visit k8s raw", "lists", "pod", "affinity", "mod"],
     ),
     (
-        "mutate/intent",
+        "mutate::intent",
         &[
             "typo",
             "platform policy expires_at token egress_env lifecycle",
@@ -65,7 +65,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "mutate/inject",
+        "mutate::inject",
         &[
             "same run_as",
             "owned",
