@@ -60,7 +60,7 @@ Output: one JSON object per pod (a JSON array of them unless the input is one Po
 pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
     match run(args) {
         Ok(text) => super::io::write_stdout(text.as_bytes()),
-        Err(e) => super::exit::error(e),
+        Err(e) => super::exit::fail(e),
     }
 }
 

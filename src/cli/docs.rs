@@ -38,7 +38,7 @@ pub fn man(args: &ManArgs, mut cmd: clap::Command) -> ExitCode {
     cmd.build();
     for sub in &args.command {
         let Some(found) = cmd.find_subcommand(sub) else {
-            return exit::error(format!("no such command: {name} {sub}"));
+            return exit::fail(format!("no such command: {name} {sub}"));
         };
         name = format!("{name}-{sub}");
         cmd = found.clone().name(name.clone());
@@ -48,7 +48,7 @@ pub fn man(args: &ManArgs, mut cmd: clap::Command) -> ExitCode {
     }
     let mut out = Vec::new();
     if let Err(e) = clap_mangen::Man::new(cmd).render(&mut out) {
-        return exit::error(format!("cannot render the man page: {e}"));
+        return exit::fail(format!("cannot render the man page: {e}"));
     }
     super::io::write_stdout(&out)
 }

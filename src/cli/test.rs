@@ -34,7 +34,7 @@ pub struct TestArgs {
 pub fn test(args: &TestArgs) -> ExitCode {
     let config = match super::args::load_config(args.config.as_deref()) {
         Ok(config) => config,
-        Err(e) => return exit::error(e),
+        Err(e) => return exit::fail(e),
     };
     let options = Options {
         config,
@@ -43,12 +43,12 @@ pub fn test(args: &TestArgs) -> ExitCode {
     };
     let results = match fixtures::run(&args.dir, &options) {
         Ok(results) => results,
-        Err(e) => return exit::error(e),
+        Err(e) => return exit::fail(e),
     };
     let suite = args.dir.display().to_string();
     match fixtures::render(&results, &suite, args.output) {
         Ok(report) => print!("{report}"),
-        Err(e) => return exit::error(format!("cannot write the report: {e}")),
+        Err(e) => return exit::fail(format!("cannot write the report: {e}")),
     }
     if fixtures::all_passed(&results) {
         exit::OK

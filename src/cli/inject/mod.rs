@@ -9,14 +9,48 @@
 //! (or none). A changed object is written by [`yaml`] (or as JSON, for a
 //! JSON input), in its own key order, with ambiguous strings quoted.
 
+mod views;
+
 use std::process::ExitCode;
 
 use serde_json::Value;
 
+use std::path::PathBuf;
+
+use super::args::DecisionArgs;
+use super::exit;
 use super::io::{Source, write_stdout};
-use super::views::{self, InjectOutput};
-use super::{exit, offline::InjectArgs};
 use crate::manifest::{self, Entry, Injector, Judged, NoteKind, Outcome, Parsed, Syntax, yaml};
+use views::{Color, InjectOutput};
+
+#[derive(Debug, clap::Args)]
+pub struct InjectArgs {
+    /// A manifest (YAML or JSON: a Pod, workloads, a List, several
+    /// documents), a directory of them (.yaml, .yml, .json), or `-` for
+    /// standard input; repeat it for several.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f and their subdirectories.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// What to print: the manifests as read (changed objects rewritten),
+    /// every object as YAML or JSON, the JSON patch of the one object, or
+    /// a unified diff per file of the input and what -o manifest writes
+    /// (exit 1 when there are changes, as `kubectl diff`).
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: InjectOutput,
+    /// Colour the diff of -o diff: auto (when standard output is a
+    /// terminal and `NO_COLOR` is not set), always or never.
+    #[arg(long, value_enum, default_value_t, value_name = "WHEN")]
+    pub color: Color,
+    /// Leave out the notes on standard error (a Pod or template skipped,
+    /// an object passed through, the token left out of a template);
+    /// warnings and denials are still printed.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+}
 
 /// One input after injection.
 struct Written<'s> {
@@ -31,11 +65,11 @@ struct Written<'s> {
 pub fn inject(args: &InjectArgs) -> ExitCode {
     let config = match args.decision.load_config() {
         Ok(config) => config,
-        Err(e) => return exit::error(e),
+        Err(e) => return exit::fail(e),
     };
     let sources = match super::io::sources(&args.files, args.recursive) {
         Ok(sources) => sources,
-        Err(e) => return exit::error(e),
+        Err(e) => return exit::fail(e),
     };
     let parsed: Vec<Parsed<'_>> = match sources
         .iter()
@@ -43,7 +77,7 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
         .collect::<Result<_, _>>()
     {
         Ok(parsed) => parsed,
-        Err(e) => return exit::error(e),
+        Err(e) => return exit::fail(e),
     };
     let tokens = args.decision.tokens();
     let ctx = args.decision.context(&config, tokens.as_ref());
@@ -76,7 +110,7 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
                 code
             }
         }
-        Err(e) => exit::error(e),
+        Err(e) => exit::fail(e),
     }
 }
 

@@ -1,5 +1,5 @@
-//! `inject` and `review`: the mutation core without a server. `inject`'s
-//! work is in `super::manifests`.
+//! `review`: an `AdmissionReview` answered by the mutation core without a
+//! server, exactly as the server would answer it.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,38 +7,8 @@ use std::process::ExitCode;
 use super::args::DecisionArgs;
 use super::exit;
 use super::io::{read_input, write_stdout};
-use super::views::{Color, InjectOutput};
 use crate::config::Config;
-use exit::error as fail;
-
-#[derive(Debug, clap::Args)]
-pub struct InjectArgs {
-    /// A manifest (YAML or JSON: a Pod, workloads, a List, several
-    /// documents), a directory of them (.yaml, .yml, .json), or `-` for
-    /// standard input; repeat it for several.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
-    pub files: Vec<PathBuf>,
-    /// Read the directories given with -f and their subdirectories.
-    #[arg(short = 'R', long)]
-    pub recursive: bool,
-    /// What to print: the manifests as read (changed objects rewritten),
-    /// every object as YAML or JSON, the JSON patch of the one object, or
-    /// a unified diff per file of the input and what -o manifest writes
-    /// (exit 1 when there are changes, as `kubectl diff`).
-    #[arg(short = 'o', long, value_enum, default_value_t)]
-    pub output: InjectOutput,
-    /// Colour the diff of -o diff: auto (when standard output is a
-    /// terminal and `NO_COLOR` is not set), always or never.
-    #[arg(long, value_enum, default_value_t, value_name = "WHEN")]
-    pub color: Color,
-    /// Leave out the notes on standard error (a Pod or template skipped,
-    /// an object passed through, the token left out of a template);
-    /// warnings and denials are still printed.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
-    #[command(flatten)]
-    pub decision: DecisionArgs,
-}
+use exit::fail;
 
 #[derive(Debug, clap::Args)]
 pub struct ReviewArgs {
