@@ -23,6 +23,12 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 pub use args::DecisionArgs;
 
+/// `docs/cli.md`'s text: [`docs::markdown`] of the whole command line.
+#[must_use]
+pub fn markdown() -> String {
+    docs::markdown(&Args::command())
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sandbox-webhook",
@@ -60,6 +66,9 @@ pub enum Command {
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff), e.g. `sandbox-webhook man | man -l -`.
     Man(docs::ManArgs),
+    /// Print the command-line reference in Markdown, as docs/cli.md keeps
+    /// it: `sandbox-webhook docs > docs/cli.md`.
+    Docs(docs::DocsArgs),
 }
 
 /// The environment the long-running commands read besides their flags.
@@ -78,6 +87,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Config(a) => config::config(a),
         Command::Completions(a) => docs::completions(&a, Args::command()),
         Command::Man(a) => docs::man(&a, Args::command()),
+        Command::Docs(a) => docs::docs(&a, &Args::command()),
         Command::Test(a) => test::test(&a),
     }
 }
