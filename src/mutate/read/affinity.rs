@@ -59,18 +59,8 @@ enum Terms {
 /// no constraint.
 struct Path<'p, 'r>(&'p [&'static str], Requested<'r>);
 
-impl<'de> DeserializeSeed<'de> for Path<'_, '_> {
-    type Value = Terms;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Terms, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Path<'_, '_> {
-    type Value = Terms;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+seed_by_visitor! {
+    impl for Path<'_, '_>, value Terms, expecting "any JSON value";
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Terms, A::Error> {
         let (step, rest) = match self.0 {
             [step, rest @ ..] => (*step, rest),
@@ -97,18 +87,8 @@ impl<'de> Visitor<'de> for Path<'_, '_> {
 /// `nodeSelectorTerms`: OR-ed; only object terms count.
 struct TermList<'r>(Requested<'r>);
 
-impl<'de> DeserializeSeed<'de> for TermList<'_> {
-    type Value = Terms;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Terms, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for TermList<'_> {
-    type Value = Terms;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+seed_by_visitor! {
+    impl for TermList<'_>, value Terms, expecting "any JSON value";
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Terms, A::Error> {
         let mut any = false;
         let mut satisfiable = false;
@@ -140,18 +120,8 @@ impl<'de> Visitor<'de> for TermList<'_> {
 /// of expressions is satisfiable.
 struct Term<'r>(Requested<'r>);
 
-impl<'de> DeserializeSeed<'de> for Term<'_> {
-    type Value = Option<bool>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<bool>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Term<'_> {
-    type Value = Option<bool>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+seed_by_visitor! {
+    impl for Term<'_>, value Option<bool>, expecting "any JSON value";
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<bool>, A::Error> {
         let mut satisfiable = true;
         while let Some(Text(key)) = map.next_key()? {
@@ -173,18 +143,8 @@ impl<'de> Visitor<'de> for Term<'_> {
 /// out; not a list counts as no expressions.
 struct Expressions<'r>(Requested<'r>);
 
-impl<'de> DeserializeSeed<'de> for Expressions<'_> {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Expressions<'_> {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+seed_by_visitor! {
+    impl for Expressions<'_>, value bool, expecting "any JSON value";
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
         let mut holds = true;
         while let Some(allowed) = seq.next_element_seed(Expression(self.0))? {
@@ -209,18 +169,8 @@ impl<'de> Visitor<'de> for Expressions<'_> {
 /// through (anything but an object does).
 struct Expression<'r>(Requested<'r>);
 
-impl<'de> DeserializeSeed<'de> for Expression<'_> {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Expression<'_> {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+seed_by_visitor! {
+    impl for Expression<'_>, value bool, expecting "any JSON value";
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         let (mut key, mut operator, mut listed) = (None, None, 0u8);
         while let Some(Text(field)) = map.next_key()? {
@@ -254,18 +204,8 @@ impl<'de> Visitor<'de> for Expression<'_> {
 /// `requested[i]`; not a list holds nothing.
 struct Listed<'r>(Requested<'r>);
 
-impl<'de> DeserializeSeed<'de> for Listed<'_> {
-    type Value = u8;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u8, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Listed<'_> {
-    type Value = u8;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+seed_by_visitor! {
+    impl for Listed<'_>, value u8, expecting "any JSON value";
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u8, A::Error> {
         let mut listed = 0;
         while let Some(MaybeText(value)) = seq.next_element()? {

@@ -70,6 +70,30 @@ macro_rules! deserialize_by_visitor {
     };
 }
 
+/// A `DeserializeSeed` that reads any JSON value through itself, and
+/// that `Visitor`, made of the given methods: the scaffolding of the
+/// seeded readers of `affinity`, which carry the requested labels down.
+macro_rules! seed_by_visitor {
+    (
+        impl for $ty:ty, value $value:ty, expecting $expecting:literal;
+        $($method:item)*
+    ) => {
+        impl<'de> serde::de::DeserializeSeed<'de> for $ty {
+            type Value = $value;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<$value, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+        impl<'de> serde::de::Visitor<'de> for $ty {
+            type Value = $value;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str($expecting)
+            }
+            $($method)*
+        }
+    };
+}
+
 /// `impl Deserialize for $ty` that takes a JSON object only, through the
 /// reader serde derives for it with `#[serde(remote = "Self")]` (an
 /// inherent `deserialize`, which [`FromObject`] calls). serde's derived
