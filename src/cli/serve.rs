@@ -115,7 +115,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     settings.config_path = args.config;
     settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
     settings.tuning = tuning;
-    settings.log_lines_dropped = logging.dropped.clone();
+    settings.log_lines_dropped.clone_from(&logging.dropped);
     if args.null_handler {
         tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
         settings.handler = Handler::Null;

@@ -158,7 +158,7 @@ impl Fleet {
                     return;
                 };
                 if let Some(old) = applied.replaced {
-                    self.drop_work(&applied.key, old);
+                    self.drop_work(&applied.key, &old);
                 }
                 self.evaluate(&applied.key);
             }
@@ -166,14 +166,14 @@ impl Fleet {
                 if let Some(key) = key_of(&pod)
                     && let Some(cached) = self.cache.remove(&key)
                 {
-                    self.gone(&key, *cached);
+                    self.gone(&key, &cached);
                 }
             }
             Event::Init => self.cache.begin_relist(),
             // Pods deleted while the watch was down have no Delete event.
             Event::InitDone => {
                 for (key, cached) in self.cache.end_relist() {
-                    self.gone(&key, *cached);
+                    self.gone(&key, &cached);
                 }
                 self.cache.sweep();
             }
@@ -182,9 +182,9 @@ impl Fleet {
 
     /// `key` left the cache: its timer goes, and the pods that waited for
     /// it to expire (the same owner) may go now.
-    fn gone(&mut self, key: &PodKey, cached: Cached<Work>) {
+    fn gone(&mut self, key: &PodKey, cached: &Cached<Work>) {
         let owner = cached.facts.owner.clone();
-        self.drop_work(key, cached.work);
+        self.drop_work(key, &cached.work);
         if let Some(owner) = owner {
             let waiting: Vec<PodKey> = self.cache.siblings(&owner.uid, key).cloned().collect();
             for sibling in &waiting {
@@ -193,7 +193,7 @@ impl Fleet {
         }
     }
 
-    fn drop_work(&mut self, key: &PodKey, work: Work) {
+    fn drop_work(&mut self, key: &PodKey, work: &Work) {
         if let Some(at) = work.timer {
             self.timers.disarm(key, at);
         }

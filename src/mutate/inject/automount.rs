@@ -3,7 +3,7 @@
 //! `false` (`pod.automountServiceAccountToken: false`, the default).
 //!
 //! The field alone is not enough at admission: the apiserver's
-//! ServiceAccount admission runs before mutating webhooks, and has already
+//! `ServiceAccount` admission runs before mutating webhooks, and has already
 //! added the token's projected volume (`kube-api-access-xxxxx`) and a
 //! read-only mount of it to every container and init container. So when the
 //! webhook sets `false`, it also takes that volume and its mounts out again,
@@ -70,11 +70,11 @@ fn removal(spec: &SpecView<'_>) -> Option<Removal> {
         (List::Main, spec.containers()),
     ] {
         for (index, c) in containers.iter().enumerate() {
-            let Some(m) = c.volume_mounts.as_ref().filter(|m| m.token_mounts > 0) else {
+            let Some(m) = c.volume_mounts.as_ref().filter(|m| m.token_count > 0) else {
                 continue;
             };
             match &m.token {
-                Some((at, mounted)) if m.token_mounts == 1 && mounted == name => {
+                Some((at, mounted)) if m.token_count == 1 && mounted == name => {
                     mounts.push((list, index, *at));
                 }
                 _ => return None,

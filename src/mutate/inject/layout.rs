@@ -92,6 +92,10 @@ pub(crate) struct Wanted<'w, 'a> {
 
 /// The layout `pod` needs, given what it holds (`owned`) and what the
 /// webhook injects (`wanted`).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one decision over three lists whose warnings must come in pod order; split, each part would need all the others' findings"
+)]
 pub(crate) fn plan<'a>(
     pod: &PodView<'a>,
     owned: Owned,
@@ -414,11 +418,11 @@ impl Layout<'_> {
                     .chain(native.map(Item::Sidecar))
                     .chain(others.iter().map(|raw| Item::Raw(raw)))
                     .collect();
-                let path = ["spec", "initContainers"];
+                let field = ["spec", "initContainers"];
                 if spec.init_containers.is_some() {
-                    patch.replace(&path, &list);
+                    patch.replace(&field, &list);
                 } else {
-                    patch.add(&path, &list);
+                    patch.add(&field, &list);
                 }
             }
         }

@@ -16,10 +16,10 @@
 //! - `protocol: TCP` on a port; `timeoutSeconds: 1`, `successThreshold: 1`
 //!   and `httpGet.scheme: HTTP` on the readiness probe;
 //! - `resources`: anything when the configuration sets none (the apiserver
-//!   writes `{}`, a LimitRange fills in its defaults); otherwise every
+//!   writes `{}`, a `LimitRange` fills in its defaults); otherwise every
 //!   quantity the configuration sets, compared as a quantity (the apiserver
 //!   writes `1500m` for `1.5`), with more allowed beside them (requests
-//!   defaulted from limits, LimitRange defaults);
+//!   defaulted from limits, `LimitRange` defaults);
 //! - the service-account token mount the apiserver adds to every container
 //!   of a pod that mounts the token (`kube-api-access-*` at
 //!   `/var/run/secrets/kubernetes.io/serviceaccount`, read-only).
@@ -241,7 +241,7 @@ mod tests {
                 c["env"]
                     .as_array_mut()
                     .unwrap()
-                    .push(json!({"name": "OPENSANDBOX_EGRESS_POLICY_FILE", "value": "/x"}))
+                    .push(json!({"name": "OPENSANDBOX_EGRESS_POLICY_FILE", "value": "/x"}));
             },
             "env",
         );

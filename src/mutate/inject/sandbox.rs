@@ -16,7 +16,7 @@ use crate::mutate::patch::PatchBuilder;
 use crate::mutate::read::k8s::{
     BIN, BOOTSTRAP, EnvVar, ISOLATION, KnownEnv, Mount, same_capability,
 };
-use crate::mutate::read::lists::{CapabilitiesView, Command};
+use crate::mutate::read::lists::{CapabilitiesView, Command, ProfileView};
 use crate::mutate::read::pod::{ContainerView, PodView};
 
 const EXECD_PATH: &str = "/opt/opensandbox/execd";
@@ -186,11 +186,11 @@ fn security(pod: &PodView<'_>, main: usize, c: &ContainerView<'_>, intent: &Inte
         seccomp: isolation
             && !sc
                 .and_then(|s| s.seccomp_profile.as_ref())
-                .is_some_and(|p| p.unconfined()),
+                .is_some_and(ProfileView::unconfined),
         app_armor: isolation
             && !sc
                 .and_then(|s| s.app_armor_profile.as_ref())
-                .is_some_and(|p| p.unconfined()),
+                .is_some_and(ProfileView::unconfined),
         has: (
             sc.is_some(),
             caps.is_some(),

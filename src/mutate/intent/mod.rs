@@ -14,7 +14,7 @@ pub(crate) mod typo;
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
-use crate::config::{Config, EgressMode};
+use crate::config::{Config, EgressMode, Keys};
 use crate::duration::DurationError;
 
 use self::egress_env::EgressEnv;
@@ -176,31 +176,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
         }
     }
 
-    if let Some(value) = get(&keys.entrypoint)? {
-        let entrypoint: Vec<String> = serde_json::from_str(&value).map_err(|_| {
-            malformed(
-                &keys.entrypoint,
-                "is not a JSON array of strings; use a value such as [\"python\", \"app.py\"]",
-            )
-        })?;
-        if entrypoint.is_empty() {
-            return Err(malformed(
-                &keys.entrypoint,
-                "is an empty array; give the command to run, such as [\"python\", \"app.py\"]",
-            ));
-        }
-        intent.entrypoint = Some(entrypoint);
-    }
-
-    if let Some(value) = get(&keys.main_container)? {
-        if value.trim().is_empty() {
-            return Err(malformed(
-                &keys.main_container,
-                "is empty; name a container of spec.containers",
-            ));
-        }
-        intent.main_container = Some(value.trim().to_owned());
-    }
+    read_command(&mut intent, &get, keys)?;
 
     intent.sandbox_id = match pod.label(&keys.id).map(decode_string) {
         Some(Ok(Some(id))) => id,
@@ -246,6 +222,41 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     }
 
     Ok(Some(intent))
+}
+
+/// `<prefix>/entrypoint` and `<prefix>/main-container`: what runs, and in
+/// which container.
+fn read_command(
+    intent: &mut Intent,
+    get: &impl Fn(&str) -> Result<Option<String>, IntentError>,
+    keys: &Keys,
+) -> Result<(), IntentError> {
+    if let Some(value) = get(&keys.entrypoint)? {
+        let entrypoint: Vec<String> = serde_json::from_str(&value).map_err(|_| {
+            malformed(
+                &keys.entrypoint,
+                "is not a JSON array of strings; use a value such as [\"python\", \"app.py\"]",
+            )
+        })?;
+        if entrypoint.is_empty() {
+            return Err(malformed(
+                &keys.entrypoint,
+                "is an empty array; give the command to run, such as [\"python\", \"app.py\"]",
+            ));
+        }
+        intent.entrypoint = Some(entrypoint);
+    }
+
+    if let Some(value) = get(&keys.main_container)? {
+        if value.trim().is_empty() {
+            return Err(malformed(
+                &keys.main_container,
+                "is empty; name a container of spec.containers",
+            ));
+        }
+        intent.main_container = Some(value.trim().to_owned());
+    }
+    Ok(())
 }
 
 /// `<prefix>/egress-env` and what the credential proxy asks of the

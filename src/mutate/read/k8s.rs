@@ -14,7 +14,7 @@ pub(crate) const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
 /// The emptyDir under execd's isolated sessions (contract: execd.isolation).
 pub(crate) const ISOLATION_VOLUME: &str = "isolation-upper";
 pub(crate) const ISOLATION_MOUNT: &str = "/var/lib/execd/isolation";
-/// The service-account token volume the apiserver's ServiceAccount
+/// The service-account token volume the apiserver's `ServiceAccount`
 /// admission adds to a pod that mounts its token (`kube-api-access-` and
 /// five random characters).
 pub(crate) const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";

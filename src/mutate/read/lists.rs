@@ -183,7 +183,7 @@ pub struct Mounts<'a> {
     /// The mounts of a service-account token volume (`kube-api-access-*`):
     /// the first one's index and volume name, and how many there are.
     pub token: Option<(usize, Cow<'a, str>)>,
-    pub token_mounts: u8,
+    pub token_count: u8,
     len: usize,
 }
 
@@ -195,7 +195,7 @@ summary_of_list!(Mounts<'a>, 'a; MountView<'de>, |mounts, m| {
             mounts.bin_path_taken_by = Some(m.name);
         }
     } else if m.name.starts_with(TOKEN_VOLUME_PREFIX) {
-        mounts.token_mounts = mounts.token_mounts.saturating_add(1);
+        mounts.token_count = mounts.token_count.saturating_add(1);
         if mounts.token.is_none() {
             mounts.token = Some((mounts.len, m.name));
         }

@@ -108,7 +108,7 @@ fn malformed_items_are_refused() {
 #[test]
 fn arrays_are_not_objects() {
     for (raw, path) in [
-        (r#"[]"#, ""),
+        (r"[]", ""),
         (r#"{"metadata":[]}"#, "metadata"),
         (r#"{"spec":[[{"name":"a"}]]}"#, "spec"),
         (
