@@ -39,8 +39,18 @@ fn unschedulable() -> Value {
                "status": "False", "reason": "Unschedulable", "message": SCHEDULER_MESSAGE}]}})
 }
 
+/// [`decide`] at [`now`], with `siblings` the other pods of its owner.
+fn decide_among(
+    pod: &PodFacts,
+    config: &Config,
+    history: &History,
+    siblings: &[&PodFacts],
+) -> Decision {
+    decide(pod, config, None, history, siblings.iter().copied(), now())
+}
+
 fn decide_alone(pod: &PodFacts, config: &Config, history: &History) -> Decision {
-    decide(pod, config, None, history, std::iter::empty(), now())
+    decide_among(pod, config, history, &[])
 }
 
 #[test]
@@ -110,14 +120,7 @@ fn an_owner_waits_for_its_last_due_pod() {
     let config = Config::default();
     let due = facts(Some(&at(-10)), Some("j1"), &json!({}), &config);
     let later = facts(Some(&at(600)), Some("j1"), &json!({}), &config);
-    let wait = decide(
-        &due,
-        &config,
-        None,
-        &History::default(),
-        [&later].into_iter(),
-        now(),
-    );
+    let wait = decide_among(&due, &config, &History::default(), &[&later]);
     assert_eq!(
         wait.action,
         Action::WakeAt(later.expires_at.as_ref().unwrap().time().unwrap())
@@ -130,14 +133,7 @@ fn an_owner_waits_for_its_last_due_pod() {
         &config,
     );
     let never = facts(None, Some("j1"), &json!({}), &config);
-    let go = decide(
-        &due,
-        &config,
-        None,
-        &History::default(),
-        [&deleting, &never].into_iter(),
-        now(),
-    );
+    let go = decide_among(&due, &config, &History::default(), &[&deleting, &never]);
     assert!(matches!(
         go.action,
         Action::Start(Job::Expire {
@@ -152,14 +148,7 @@ fn a_pod_without_an_owner_does_not_wait() {
     let config = Config::default();
     let due = facts(Some(&at(-10)), None, &json!({}), &config);
     let other = facts(Some(&at(600)), None, &json!({}), &config);
-    let d = decide(
-        &due,
-        &config,
-        None,
-        &History::default(),
-        [&other].into_iter(),
-        now(),
-    );
+    let d = decide_among(&due, &config, &History::default(), &[&other]);
     assert!(matches!(
         d.action,
         Action::Start(Job::Expire {
