@@ -265,9 +265,8 @@ async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: scale create KUBECONFIG PODS EXPIRING [FROM] | scale expire KUBECONFIG LEAD_S SPREAD_S [GROUP] | scale watch KUBECONFIG";
-    let (command, kubeconfig, rest) = match args.as_slice() {
-        [_, command, kubeconfig, rest @ ..] => (command, kubeconfig, rest),
-        _ => return Err(usage.into()),
+    let [_, command, kubeconfig, rest @ ..] = args.as_slice() else {
+        return Err(usage.into());
     };
     let client = client(kubeconfig).await?;
     match (command.as_str(), rest) {

@@ -27,7 +27,7 @@ const SECOND: Duration = Duration::from_secs(1);
 
 /// Reads `from` at most `per_second` bytes a second (all it can while
 /// `free` is set) until it ends.
-fn drain(mut from: impl Read, per_second: usize, free: Arc<AtomicBool>) {
+fn drain(mut from: impl Read, per_second: usize, free: &AtomicBool) {
     let slice = Duration::from_millis(50);
     let per_slice = per_second / 20;
     let mut buf = vec![0u8; 4096.min(per_slice.max(1))];
@@ -60,7 +60,7 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
     let sink = child.stderr.take().unwrap();
     let drainer = {
         let free = free.clone();
-        std::thread::spawn(move || drain(sink, 64 * 1024, free))
+        std::thread::spawn(move || drain(sink, 64 * 1024, &free))
     };
     let admin = admin.to_string();
     let started = Instant::now();
@@ -122,11 +122,11 @@ async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews()
     let (addr, config) = (served.addr, served.pki.client_config());
     let head = "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 262144\r\n\r\n{";
     let first = Instant::now();
-    let held = hold(HOSTILE, 16, 2 * SECOND, 8, |_| {
+    let stalled = hold(HOSTILE, 16, 2 * SECOND, 8, |_| {
         sent(addr, config.clone(), head.as_bytes().to_vec(), Then::Stalls)
     })
     .await;
-    assert_eq!(held.len(), HOSTILE);
+    assert_eq!(stalled.len(), HOSTILE);
     let opened = first.elapsed();
     // From just before the first deadline until after the last.
     tokio::time::sleep_until((first + Duration::from_millis(4600)).into()).await;
@@ -144,5 +144,5 @@ async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews()
     );
     eprintln!("{errors} answered 503 at their deadline");
     assert!(errors >= HOSTILE as u64, "{errors} answered 503");
-    drop(held);
+    drop(stalled);
 }

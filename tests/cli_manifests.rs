@@ -192,8 +192,8 @@ fn a_lone_v1beta1_sandbox_is_patched_at_its_pod_template_once() {
     let ops: json_patch::Patch = serde_json::from_str(&patch.stdout).unwrap();
     assert!(!ops.0.is_empty());
     for op in &ops.0 {
-        let path = op.path().to_string();
-        assert!(path.starts_with("/spec/podTemplate/"), "{path}");
+        let at = op.path().to_string();
+        assert!(at.starts_with("/spec/podTemplate/"), "{at}");
     }
     let mut object: Value = serde_yaml_ng::from_str(beta).unwrap();
     json_patch::patch(&mut object, &ops).unwrap();

@@ -43,15 +43,33 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate",
         &[
-            "visit quote typo k8s raw same",
-            "lists",
-            "pod patch",
-            "affinity",
-            "platform policy expires_at token run_as egress_env lifecycle",
-            "intent context unschedulable",
+            "quote patch",
+            "read",
+            "intent",
+            "context",
             "denial select",
+            "inject mistakes",
+            "mod",
+        ],
+    ),
+    (
+        "mutate::read",
+        &["visit k8s raw", "lists", "pod", "affinity", "mod"],
+    ),
+    (
+        "mutate::intent",
+        &[
+            "typo",
+            "platform policy expires_at token egress_env lifecycle",
+            "mod",
+        ],
+    ),
+    (
+        "mutate::inject",
+        &[
+            "same run_as",
             "owned",
-            "expiry execd egress sandbox mistakes",
+            "expiry execd egress sandbox",
             "layout",
             "automount",
             "mod",

@@ -28,6 +28,7 @@ fn cpu_seconds() -> f64 {
         libc::getrusage(libc::RUSAGE_SELF, &raw mut usage);
         usage
     };
+    #[expect(clippy::cast_precision_loss, reason = "CPU seconds are far below 2^52")]
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -57,6 +57,6 @@ pub fn certs(args: CertsArgs) -> ExitCode {
             );
             super::exit::OK
         }
-        Err(e) => super::exit::error(e),
+        Err(e) => super::exit::fail(e),
     }
 }

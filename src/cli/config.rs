@@ -46,7 +46,7 @@ fn validate(file: &Path) -> ExitCode {
             );
             exit::OK
         }
-        Err(e @ ConfigError::Read { .. }) => exit::error(e),
+        Err(e @ ConfigError::Read { .. }) => exit::fail(e),
         Err(e) => {
             eprintln!("{e}");
             exit::REJECTED
@@ -57,7 +57,7 @@ fn validate(file: &Path) -> ExitCode {
 fn defaults() -> ExitCode {
     let text = match Config::default().to_yaml() {
         Ok(text) => text,
-        Err(e) => return exit::error(e),
+        Err(e) => return exit::fail(e),
     };
     let header = "# The built-in configuration of sandbox-webhook (what runs without --config).\n";
     super::io::write_stdout(format!("{header}{text}").as_bytes())

@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::exit::fail;
 use super::logging::{LogFormat, init_logging};
+use super::signals::Signals;
 use crate::controller::initial_list::InitialList;
 use crate::controller::{self, ControllerSettings, LeaseSettings};
 
@@ -93,8 +95,8 @@ pub fn controller(args: ControllerArgs) -> ExitCode {
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
     };
     let result = runtime.block_on(async {
-        let shutdown = shutdown_signal().map_err(|e| format!("cannot listen for signals: {e}"))?;
-        controller::run(settings, shutdown)
+        let signals = Signals::new().map_err(|e| format!("cannot listen for signals: {e}"))?;
+        controller::run(settings, signals.first(": releasing leadership"))
             .await
             .map_err(|e| e.to_string())
     });
@@ -113,33 +115,4 @@ fn default_identity() -> Result<String, String> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map_or_else(|_| "controller".to_owned(), |h| h.trim().to_owned());
     Ok(format!("{host}-{suffix}"))
-}
-
-/// The first SIGTERM or SIGINT; a second one exits at once.
-fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        tracing::info!(
-            "shutdown requested: releasing leadership; a second signal exits immediately"
-        );
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            std::process::exit(130);
-        });
-    })
-}
-
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    tracing::error!("{message}");
-    eprintln!("error: {message}");
-    ExitCode::from(super::exit::ERROR_CODE)
 }

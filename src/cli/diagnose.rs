@@ -51,7 +51,7 @@ Output: one JSON object per pod (a JSON array of them unless the input is one Po
   platform.hasPlatformConstraints      kubernetes.io/os or kubernetes.io/arch in the pod's nodeSelector or
                                        required node affinity (what the seed reads; not the annotation)
   platform.hasNonPlatformConstraints   any other key there
-  platform.hasPlatform, hasNonPlatform the same two values under the names of SPEC 10, kept for scripts
+  platform.hasPlatform, hasNonPlatform the same two values under their older names, kept for scripts
   platform.platformAnnotation          the pod's <prefix>/platform annotation as written, or null
   platform.unschedulable               Pending, and the scheduler says no node takes its platform
   platform.message                     the scheduler's message when unschedulable, else null
@@ -60,7 +60,7 @@ Output: one JSON object per pod (a JSON array of them unless the input is one Po
 pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
     match run(args) {
         Ok(text) => super::io::write_stdout(text.as_bytes()),
-        Err(e) => super::exit::error(e),
+        Err(e) => super::exit::fail(e),
     }
 }
 

@@ -10,8 +10,15 @@ pub const OK: ExitCode = ExitCode::SUCCESS;
 pub const REJECTED: ExitCode = ExitCode::FAILURE;
 pub const ERROR_CODE: u8 = 2;
 
-/// Prints `error: message` on stderr and returns exit code 2.
-pub fn error(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {message}");
+/// The one way a command fails: exit code 2, and the message where its
+/// user looks. That is the log once `serve` or `controller` installed it
+/// (JSON when asked for, so a collector gets one format), else stderr as
+/// `error: message`.
+pub fn fail(message: impl std::fmt::Display) -> ExitCode {
+    if tracing::dispatcher::has_been_set() {
+        tracing::error!("{message}");
+    } else {
+        eprintln!("error: {message}");
+    }
     ExitCode::from(ERROR_CODE)
 }

@@ -114,6 +114,6 @@ pub(super) fn write_stdout(bytes: &[u8]) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => exit::OK,
-        Err(e) => exit::error(format!("cannot write output: {e}")),
+        Err(e) => exit::fail(format!("cannot write output: {e}")),
     }
 }

@@ -1,5 +1,5 @@
 //! The `sandbox-webhook` command line: one `Args` struct, one module per
-//! subcommand; `main` only parses and calls [`run`].
+//! subcommand, named after it; `main` only parses and calls [`run`].
 
 mod args;
 mod certs;
@@ -9,19 +9,25 @@ mod dev;
 mod diagnose;
 mod docs;
 pub mod exit;
-mod fixtures;
+mod inject;
 mod io;
 mod logging;
-mod manifests;
-mod offline;
+mod review;
 mod serve;
-mod views;
+mod signals;
+mod test;
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
 pub use args::DecisionArgs;
+
+/// `docs/cli.md`'s text: [`docs::markdown`] of the whole command line.
+#[must_use]
+pub fn markdown() -> String {
+    docs::markdown(&Args::command())
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -43,9 +49,9 @@ pub enum Command {
     Certs(certs::CertsArgs),
     /// Mutate a Pod (YAML or JSON) like the webhook would and print it, or
     /// the pod templates of the workloads in manifests.
-    Inject(offline::InjectArgs),
+    Inject(inject::InjectArgs),
     /// Answer an `AdmissionReview` (JSON) exactly as the server would.
-    Review(offline::ReviewArgs),
+    Review(review::ReviewArgs),
     /// Run the lifecycle controller: expiry and platform scheduling.
     #[command(after_help = LOG_HELP)]
     Controller(Box<controller::ControllerArgs>),
@@ -55,11 +61,14 @@ pub enum Command {
     Config(config::ConfigArgs),
     /// Run a directory of fixtures (pods or reviews and their expected
     /// results) against a configuration.
-    Test(fixtures::TestArgs),
+    Test(test::TestArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff), e.g. `sandbox-webhook man | man -l -`.
     Man(docs::ManArgs),
+    /// Print the command-line reference in Markdown, as docs/cli.md keeps
+    /// it: `sandbox-webhook docs > docs/cli.md`.
+    Docs(docs::DocsArgs),
 }
 
 /// The environment the long-running commands read besides their flags.
@@ -71,13 +80,14 @@ pub fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Serve(a) => serve::serve(*a),
         Command::Certs(a) => certs::certs(a),
-        Command::Inject(a) => manifests::inject(&a),
-        Command::Review(a) => offline::review(&a),
+        Command::Inject(a) => inject::inject(&a),
+        Command::Review(a) => review::review(&a),
         Command::Controller(a) => controller::controller(*a),
         Command::Diagnose(a) => diagnose::diagnose(&a),
         Command::Config(a) => config::config(a),
         Command::Completions(a) => docs::completions(&a, Args::command()),
         Command::Man(a) => docs::man(&a, Args::command()),
-        Command::Test(a) => fixtures::test(&a),
+        Command::Docs(a) => docs::docs(&a, &Args::command()),
+        Command::Test(a) => test::test(&a),
     }
 }

@@ -5,7 +5,9 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::exit::fail;
 use super::logging::{LogFormat, init_logging};
+use super::signals::Signals;
 
 use crate::server::{self, Handler, Listeners, Server, ServerSettings, TlsFiles, Tuning};
 
@@ -113,7 +115,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     settings.config_path = args.config;
     settings.own_namespace = args.namespace.filter(|ns| !ns.is_empty());
     settings.tuning = tuning;
-    settings.log_lines_dropped = logging.dropped.clone();
+    settings.log_lines_dropped.clone_from(&logging.dropped);
     if args.null_handler {
         tracing::warn!("--null-handler: every request is allowed unread (benchmarks only)");
         settings.handler = Handler::Null;
@@ -153,7 +155,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         };
         let server = server.map_err(|e| e.to_string())?;
         server
-            .serve(signals.first())
+            .serve(signals.first(""))
             .await
             .map_err(|e| e.to_string())
     });
@@ -192,52 +194,8 @@ fn fit_fd_limit(tuning: &mut Tuning) {
     tuning.max_connections = u32::try_from(fits).unwrap_or(u32::MAX);
 }
 
-/// Logging is set up by now, so the error goes to the log (JSON when asked
-/// for), which is also where a human running the command looks.
 /// The JSON patch in `path`, for `--fixed-patch`.
 fn read_patch(path: &Path) -> Result<crate::mutate::Patch, String> {
     let json = std::fs::read(path).map_err(|e| e.to_string())?;
     crate::mutate::Patch::from_json(json).map_err(|e| e.to_string())
-}
-
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    tracing::error!("{message}");
-    ExitCode::from(super::exit::ERROR_CODE)
-}
-
-/// SIGTERM and SIGINT. The first starts a graceful shutdown; a second one
-/// exits at once (an operator who asks twice does not want to wait).
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-        }
-    }
-
-    async fn first(mut self) {
-        let name = self.next().await;
-        tracing::info!(
-            signal = name,
-            "shutdown requested; a second signal exits immediately"
-        );
-        tokio::spawn(async move {
-            let name = self.next().await;
-            tracing::warn!(signal = name, "second signal: exiting without draining");
-            std::process::exit(130);
-        });
-    }
 }

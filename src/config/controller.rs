@@ -1,6 +1,6 @@
-//! The `controller:` section of the configuration file (SPEC 10): file
-//! format, so it lives with the rest of the file; the lifecycle controller
-//! reads it from `Config::controller`. `read` calls
+//! The `controller:` section of the configuration file (contract:
+//! config.controller): file format, so it lives with the rest of the file; the
+//! lifecycle controller reads it from `Config::controller`. `read` calls
 //! [`ControllerConfig::validate`] with the rest of the file.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The webhook's configuration file (SPEC section 8).
+//! The webhook's configuration file (contract: config.defaults).
 //!
 //! Strict: every field is optional, but a field that is there must be right.
 //! `null` only where the defaults show it, images and quantities checked
@@ -9,6 +9,7 @@
 //! [`Config::from_yaml`] without a file name), so they accept the same files.
 
 pub(crate) mod controller;
+mod keys;
 mod quantity;
 mod read;
 pub(crate) mod rules;
@@ -17,12 +18,13 @@ mod values;
 
 use std::path::Path;
 
+pub use keys::{ANNOTATION_NAMES, Keys};
 pub(crate) use quantity::Quantity;
 pub use schema::{
     Config, ConfigError, DEFAULT_EGRESS_IMAGE, DEFAULT_EXECD_IMAGE,
     DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES, DEFAULT_MAX_RULES, DEFAULT_PREFIX, EgressConfig,
-    EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES, MAX_TIMEOUT_SECONDS,
-    MIN_TIMEOUT_SECONDS, PodConfig,
+    EgressMode, ExecdConfig, ExpiryConfig, MAX_MAX_RULES, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS,
+    PodConfig,
 };
 
 impl Config {

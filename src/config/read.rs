@@ -7,10 +7,11 @@
 use serde_yaml_ng::Value;
 
 use super::controller::ControllerConfig;
+use super::keys::Keys;
 use super::quantity::Quantity;
 use super::rules;
 use super::schema::{
-    Config, ConfigError, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, Keys, MAX_MAX_RULES,
+    Config, ConfigError, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, MAX_MAX_RULES,
     MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, PodConfig,
 };
 use super::values::{

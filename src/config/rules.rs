@@ -126,7 +126,7 @@ pub fn dns_subdomain(value: &str) -> Result<(), String> {
     )
 }
 
-/// A runtime class name (a DNS subdomain, as the API names RuntimeClasses).
+/// A runtime class name (a DNS subdomain, as the API names `RuntimeClass` objects).
 pub fn runtime_class(value: &str) -> Result<(), String> {
     dns_subdomain(value).map_err(|_| {
         format!(

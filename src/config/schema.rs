@@ -9,19 +9,20 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::controller::ControllerConfig;
+use super::keys::Keys;
 
 pub const DEFAULT_PREFIX: &str = "opensandbox.io";
 pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.0.22";
 pub const DEFAULT_EGRESS_IMAGE: &str = "opensandbox/egress:v1.1.7";
 /// The runtime classes whose sandboxes cannot run the egress sidecar:
-/// gVisor has no iptables nat table (SPEC 4.2).
+/// gVisor has no iptables nat table (contract: egress.runtime-class).
 pub const DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES: [&str; 1] = ["gvisor"];
 pub const DEFAULT_MAX_RULES: usize = 4096;
 /// A pod object is at most 1.5 MiB in etcd and the smallest rule,
 /// `{"action":"deny","target":"a"}`, takes 30 bytes of the policy JSON that
 /// is copied into the pod, so more rules than this could never be stored.
 pub const MAX_MAX_RULES: usize = 50_000;
-/// Sandboxes shorter than this are refused (SPEC 6).
+/// Sandboxes shorter than this are refused (contract: expiry.min).
 pub const MIN_TIMEOUT_SECONDS: u64 = 60;
 /// Ten years: far beyond any sandbox, and far from the end of what an RFC
 /// 3339 `expires-at` can express.
@@ -122,7 +123,8 @@ pub struct Config {
     pub egress: EgressConfig,
     pub pod: PodConfig,
     pub expiry: ExpiryConfig,
-    /// The lifecycle controller's section (SPEC 10); the webhook ignores it.
+    /// The lifecycle controller's section (contract: config.controller); the
+    /// webhook ignores it.
     pub controller: ControllerConfig,
     /// Annotation and label keys derived from `prefix`, computed once at load.
     #[serde(skip)]
@@ -135,11 +137,11 @@ pub struct ExecdConfig {
     pub image: String,
     pub resources: Option<Value>,
     /// `EXECD_INIT=1` in the main container: bootstrap.sh runs execd as
-    /// PID 1 (SPEC 3.3).
+    /// PID 1 (contract: execd.env-init).
     pub run_as_init: bool,
     /// Whether a pod may ask for execd's isolated sessions
     /// (`<prefix>/execd-isolation`), which need `SYS_ADMIN` and no seccomp
-    /// or AppArmor profile (SPEC 3.6).
+    /// or AppArmor profile (contract: execd.isolation-disabled).
     pub allow_isolation: bool,
 }
 
@@ -167,9 +169,9 @@ pub struct EgressConfig {
 #[serde(rename_all = "camelCase")]
 pub struct PodConfig {
     /// `Some(false)`: a pod that does not set
-    /// `spec.automountServiceAccountToken` gets `false` (SPEC 3.5); `None`
-    /// leaves every pod alone. `true` is not a choice: it is the API's own
-    /// default.
+    /// `spec.automountServiceAccountToken` gets `false` (contract:
+    /// execd.service-account-token); `None` leaves every pod alone. `true` is
+    /// not a choice: it is the API's own default.
     pub automount_service_account_token: Option<bool>,
 }
 
@@ -178,49 +180,6 @@ pub struct PodConfig {
 pub struct ExpiryConfig {
     pub default_timeout_seconds: Option<u64>,
     pub max_timeout_seconds: Option<u64>,
-}
-
-/// `<prefix>/<name>` for every annotation and label the webhook reads or writes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Keys {
-    pub id: String,
-    pub inject: String,
-    pub platform: String,
-    pub timeout: String,
-    pub expires_at: String,
-    pub network_policy: String,
-    pub egress_mode: String,
-    pub credential_proxy: String,
-    pub entrypoint: String,
-    pub main_container: String,
-    pub egress_auth_token: String,
-    pub manual_cleanup: String,
-    pub egress_env: String,
-    pub execd_isolation: String,
-    pub lifecycle: String,
-}
-
-impl Keys {
-    pub(super) fn new(prefix: &str) -> Self {
-        let k = |name: &str| format!("{prefix}/{name}");
-        Keys {
-            id: k("id"),
-            inject: k("inject"),
-            platform: k("platform"),
-            timeout: k("timeout"),
-            expires_at: k("expires-at"),
-            network_policy: k("network-policy"),
-            egress_mode: k("egress-mode"),
-            credential_proxy: k("credential-proxy"),
-            entrypoint: k("entrypoint"),
-            main_container: k("main-container"),
-            egress_auth_token: k("egress-auth-token"),
-            manual_cleanup: k("manual-cleanup"),
-            egress_env: k("egress-env"),
-            execd_isolation: k("execd-isolation"),
-            lifecycle: k("lifecycle"),
-        }
-    }
 }
 
 impl Default for Config {

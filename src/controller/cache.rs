@@ -122,27 +122,24 @@ impl<W: Default> Cache<W> {
         let owner = facts.owner.clone();
         let generation = self.generation;
         let resource_version = meta.resource_version.as_deref().map(Version::new);
-        let (old_owner, replaced) = match self.pods.get_mut(&key) {
-            Some(cached) => {
-                let old_owner = cached.facts.owner.as_ref().map(|o| o.uid.clone());
-                let replaced = (cached.uid != uid).then(|| std::mem::take(&mut cached.work));
-                cached.uid = uid;
-                cached.resource_version = resource_version;
-                cached.facts = facts;
-                cached.generation = generation;
-                (old_owner, replaced)
-            }
-            None => {
-                let cached = Box::new(Cached {
-                    uid,
-                    resource_version,
-                    facts,
-                    work: W::default(),
-                    generation,
-                });
-                self.pods.insert(key.clone(), cached);
-                (None, None)
-            }
+        let (old_owner, replaced) = if let Some(cached) = self.pods.get_mut(&key) {
+            let old_owner = cached.facts.owner.as_ref().map(|o| o.uid.clone());
+            let replaced = (cached.uid != uid).then(|| std::mem::take(&mut cached.work));
+            cached.uid = uid;
+            cached.resource_version = resource_version;
+            cached.facts = facts;
+            cached.generation = generation;
+            (old_owner, replaced)
+        } else {
+            let cached = Box::new(Cached {
+                uid,
+                resource_version,
+                facts,
+                work: W::default(),
+                generation,
+            });
+            self.pods.insert(key.clone(), cached);
+            (None, None)
         };
         if old_owner.as_ref() != owner.as_ref().map(|o| &o.uid) {
             if let Some(old) = old_owner {

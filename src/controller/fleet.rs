@@ -4,8 +4,8 @@
 //! the watch's events, the timers that fire and the writes that end, and
 //! starts the writes it decides.
 //!
-//! Every decision is `crate::lifecycle::plan` on the cached facts at that
-//! moment. A timer only names a pod; when it fires the pod is read from the
+//! Every decision is `crate::lifecycle::decide` on the cached facts at
+//! that moment; this file only carries its [`Action`] out. A timer only names a pod; when it fires the pod is read from the
 //! cache again, so a renewal, a deletion or a recreated pod in between is
 //! seen, and the apiserver checks the UID of every write besides.
 
@@ -20,7 +20,8 @@ use super::actions::PodRef;
 use super::cache::{Cache, Cached, PodKey, key_of};
 use super::timers::Timers;
 use crate::config::Config;
-use crate::lifecycle::{self, ExpiryAction, Removal, SandboxPod, Uid, Version};
+use crate::lifecycle::{self, Action, History, SandboxPod, Uid, Version};
+pub use crate::lifecycle::{Job, Mark};
 
 /// A failed write is retried after this, doubling up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -58,34 +59,11 @@ pub struct Work {
     handled: Option<Box<Handled>>,
 }
 
-/// What has been done for a pod already.
+/// What has been done for a pod already, and its retry delay.
 #[derive(Default)]
 struct Handled {
-    /// The `expires-at` value the expiry was carried out for.
-    expired: Option<String>,
-    /// The invalid `expires-at` value the warning was recorded for.
-    invalid: Option<String>,
-    reported: bool,
-    removed_unschedulable: bool,
+    history: History,
     retry: Option<Duration>,
-}
-
-/// One write (or series of writes) for one pod.
-#[derive(Debug)]
-pub enum Job {
-    Expire { removal: Removal, at: String },
-    Report { message: String },
-    RemoveUnschedulable { removal: Removal },
-    InvalidExpiry { value: String },
-}
-
-/// What a job, once done, must not do again for the same pod.
-#[derive(Debug, Clone)]
-pub enum Mark {
-    Expired(String),
-    Reported,
-    RemovedUnschedulable,
-    Invalid(String),
 }
 
 /// A write to start, for the pod it names.
@@ -180,7 +158,7 @@ impl Fleet {
                     return;
                 };
                 if let Some(old) = applied.replaced {
-                    self.drop_work(&applied.key, old);
+                    self.drop_work(&applied.key, &old);
                 }
                 self.evaluate(&applied.key);
             }
@@ -188,14 +166,14 @@ impl Fleet {
                 if let Some(key) = key_of(&pod)
                     && let Some(cached) = self.cache.remove(&key)
                 {
-                    self.gone(&key, *cached);
+                    self.gone(&key, &cached);
                 }
             }
             Event::Init => self.cache.begin_relist(),
             // Pods deleted while the watch was down have no Delete event.
             Event::InitDone => {
                 for (key, cached) in self.cache.end_relist() {
-                    self.gone(&key, *cached);
+                    self.gone(&key, &cached);
                 }
                 self.cache.sweep();
             }
@@ -204,9 +182,9 @@ impl Fleet {
 
     /// `key` left the cache: its timer goes, and the pods that waited for
     /// it to expire (the same owner) may go now.
-    fn gone(&mut self, key: &PodKey, cached: Cached<Work>) {
+    fn gone(&mut self, key: &PodKey, cached: &Cached<Work>) {
         let owner = cached.facts.owner.clone();
-        self.drop_work(key, cached.work);
+        self.drop_work(key, &cached.work);
         if let Some(owner) = owner {
             let waiting: Vec<PodKey> = self.cache.siblings(&owner.uid, key).cloned().collect();
             for sibling in &waiting {
@@ -215,7 +193,7 @@ impl Fleet {
         }
     }
 
-    fn drop_work(&mut self, key: &PodKey, work: Work) {
+    fn drop_work(&mut self, key: &PodKey, work: &Work) {
         if let Some(at) = work.timer {
             self.timers.disarm(key, at);
         }
@@ -265,87 +243,39 @@ impl Fleet {
         let Some(cached) = self.cache.get(key) else {
             return;
         };
-        if cached.facts.deleting {
-            self.cancel(key);
-            return;
-        }
         // The write's end decides again.
         if self.in_flight.contains(&cached.uid) {
             return;
         }
-        let rules = Arc::clone(&self.rules);
-        let now = Utc::now();
-        let plan = lifecycle::plan(
+        let rules = &self.rules;
+        let history = cached.work.handled.as_deref().map(|h| &h.history);
+        let siblings = cached.facts.owner.iter().flat_map(|owner| {
+            self.cache
+                .siblings(&owner.uid, key)
+                .filter_map(|k| self.cache.get(k))
+                .map(|c| &c.facts)
+        });
+        let decision = lifecycle::decide(
             &cached.facts,
             &rules.config,
             rules.own_namespace.as_deref(),
-            now,
+            history.unwrap_or(&History::default()),
+            siblings,
+            Utc::now(),
         );
-        let handled = cached.work.handled.as_deref();
-        let expired_done = handled.and_then(|h| h.expired.clone());
-        let invalid_done = handled.and_then(|h| h.invalid.clone());
-
-        if plan.platform.unschedulable {
-            let reported = handled.is_some_and(|h| h.reported) || cached.facts.reported;
-            if !reported {
-                let message = plan.platform.message.unwrap_or_default();
-                self.start(key, Job::Report { message });
-                return;
-            }
-            let removed = handled.is_some_and(|h| h.removed_unschedulable);
-            let removal = lifecycle::expiry::removal(&cached.facts, &rules.config);
-            if let Some(cached) = self.cache.get_mut(key) {
-                cached.work.handled.get_or_insert_default().reported = true;
-            }
-            if rules.config.controller.platform.delete_unschedulable && !removed {
-                self.start(key, Job::RemoveUnschedulable { removal });
-                return;
-            }
+        if decision.reported
+            && let Some(cached) = self.cache.get_mut(key)
+        {
+            cached.work.handled.get_or_insert_default().history.reported = true;
         }
-
-        let expiry = plan.expiry;
-        match (expiry.action, expiry.removal, expiry.at) {
-            (ExpiryAction::Invalid, _, _) => {
+        match decision.action {
+            Action::Start(job) => {
                 self.cancel(key);
-                let value = expiry.expires_at.unwrap_or_default();
-                if invalid_done.as_ref() != Some(&value) {
-                    self.start(key, Job::InvalidExpiry { value });
-                }
+                self.start(key, job);
             }
-            (_, Some(removal), Some(at)) => {
-                let value = expiry.expires_at.unwrap_or_default();
-                // Deleting an owner deletes all its pods: not before the
-                // last of them is due (never early, issue 21).
-                let due = match &removal {
-                    Removal::DeleteOwner(owner) => self.last_sibling_expiry(key, &owner.uid, at),
-                    _ => at,
-                };
-                if !expiry.expired || due > Utc::now() {
-                    self.schedule(key, due);
-                } else if expired_done.as_ref() != Some(&value) {
-                    self.cancel(key);
-                    self.start(key, Job::Expire { removal, at: value });
-                }
-            }
-            _ => self.cancel(key),
+            Action::WakeAt(at) => self.schedule(key, at),
+            Action::Idle => self.cancel(key),
         }
-    }
-
-    /// The latest expiry among `key` (due at `at`) and the other cached
-    /// pods of `owner` that will be removed at an expiry of their own; pods
-    /// that never expire (manual cleanup, none, invalid) and pods being
-    /// deleted do not hold the owner.
-    fn last_sibling_expiry(&self, key: &PodKey, owner: &Uid, at: DateTime<Utc>) -> DateTime<Utc> {
-        let now = Utc::now();
-        self.cache
-            .siblings(owner, key)
-            .filter_map(|k| self.cache.get(k))
-            .filter(|c| !c.facts.deleting)
-            .filter_map(|c| {
-                let plan = lifecycle::expiry::plan(&c.facts, &self.rules.config, now);
-                plan.removal.and(plan.at)
-            })
-            .fold(at, DateTime::max)
     }
 
     /// A write ended.
@@ -363,12 +293,7 @@ impl Fleet {
         let handled = cached.work.handled.get_or_insert_default();
         if done.ok {
             handled.retry = None;
-            match done.mark {
-                Mark::Expired(v) => handled.expired = Some(v),
-                Mark::Invalid(v) => handled.invalid = Some(v),
-                Mark::Reported => handled.reported = true,
-                Mark::RemovedUnschedulable => handled.removed_unschedulable = true,
-            }
+            handled.history.record(done.mark);
             self.evaluate(&done.key);
         } else if newer {
             // The cache has a newer version (a renewal that failed the

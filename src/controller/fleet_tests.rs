@@ -5,6 +5,7 @@ use chrono::{SecondsFormat, TimeDelta};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::lifecycle::Removal;
 
 fn fleet() -> Fleet {
     Fleet::new(Arc::new(Rules::new(Config::default(), None)))
@@ -54,16 +55,10 @@ fn started(fleet: &mut Fleet) -> Vec<(String, String)> {
 }
 
 fn done(start: &Start, ok: bool) -> Done {
-    let mark = match &start.job {
-        Job::Expire { at, .. } => Mark::Expired(at.clone()),
-        Job::Report { .. } => Mark::Reported,
-        Job::RemoveUnschedulable { .. } => Mark::RemovedUnschedulable,
-        Job::InvalidExpiry { value } => Mark::Invalid(value.clone()),
-    };
     Done {
         key: start.key.clone(),
         uid: start.pod.uid.clone(),
-        mark,
+        mark: start.job.mark(),
         ok,
         version: start.pod.resource_version.clone(),
     }

@@ -1,5 +1,8 @@
 //! The writes the loop of [`super::runtime`] spawns, one task each: a
-//! removal by SPEC 10's owner rules, the platform condition, the Events.
+//! removal by the owner rules, the platform condition, the Events (contract:
+//! controller.expiry-delete-pod, controller.expiry-delete-owner,
+//! controller.expiry-left-owned, controller.platform-condition,
+//! controller.expiry-events).
 //! Each reports whether it is done or must be retried.
 
 use chrono::Utc;
@@ -86,7 +89,9 @@ enum Why<'a> {
     Unschedulable,
 }
 
-/// Removes the pod by SPEC 10's owner rules; `false` when a write failed.
+/// Removes the pod by the owner rules (contract:
+/// controller.expiry-delete-pod, controller.expiry-delete-owner,
+/// controller.expiry-left-owned); `false` when a write failed.
 async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) -> bool {
     let (ns, name) = (&*pod.namespace, &*pod.name);
     let (reason, cause) = match why {

@@ -1,7 +1,7 @@
 //! The controller's memory and its limit, read at each scrape, so that an
 //! alert can say the cache is about to outgrow the container before the
 //! kernel kills it (`SandboxWebhookControllerMemoryNearLimit` in the chart's
-//! PrometheusRule). Linux only; elsewhere both read as unknown.
+//! `PrometheusRule`). Linux only; elsewhere both read as unknown.
 
 use std::path::PathBuf;
 

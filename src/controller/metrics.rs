@@ -1,4 +1,5 @@
-//! The controller's Prometheus metrics (SPEC 10), served on its admin port.
+//! The controller's Prometheus metrics (contract: controller.metrics), served
+//! on its admin port.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -1,5 +1,6 @@
-//! The lifecycle controller (SPEC 10): removes expired sandboxes at their
-//! expiry time and reports Pending sandboxes that no node's platform fits.
+//! The lifecycle controller (contract: controller.watch, controller.leader):
+//! removes expired sandboxes at their expiry time and reports Pending sandboxes
+//! that no node's platform fits.
 //!
 //! Layering mirrors the webhook's: the decisions are `crate::lifecycle`
 //! (pure, also behind `diagnose`); [`runtime`] is the watch and the timers;

@@ -1,7 +1,7 @@
 //! `diagnose`'s JSON: what the controller does with one pod, when and why,
 //! from the same [`super::plan()`] the controller acts on.
 //!
-//! SPEC 10 fixes `expiry.{expiresAt, expired, action}` and
+//! The contract (diagnose.json) fixes `expiry.{expiresAt, expired, action}` and
 //! `platform.{hasPlatform, hasNonPlatform, unschedulable, message}`; scripts
 //! may read them, so they stay. Besides them: `pod`; `expiry.at` (when the
 //! action is due) and `expiry.reason`; `platform.hasPlatformConstraints` and
@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::expiry::{ExpiryAction, Removal};
 use super::facts::PodFacts;
-use super::plan::plan;
+use super::plan::{PlatformAction, plan};
 use super::pod::SandboxPod;
 use crate::config::Config;
 
@@ -52,9 +52,11 @@ pub struct ExpiryReport {
     reason = "a JSON report: each flag is one documented output field"
 )]
 pub struct PlatformReport {
-    /// SPEC 10's name for `hasPlatformConstraints`.
+    /// The older name for `hasPlatformConstraints` (contract:
+    /// diagnose.platform).
     pub has_platform: bool,
-    /// SPEC 10's name for `hasNonPlatformConstraints`.
+    /// The older name for `hasNonPlatformConstraints` (contract:
+    /// diagnose.platform).
     pub has_non_platform: bool,
     /// `kubernetes.io/os` or `kubernetes.io/arch` in the nodeSelector or
     /// the required node affinity (what the webhook wrote for the platform
@@ -113,13 +115,15 @@ pub fn diagnose(
         .filter(|_| expiry.removal.is_some() && ignored.is_none())
         .map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true));
     let reading = &plan.platform;
-    let platform_reason = match &ignored {
-        Some(why) => why.clone(),
-        None if !reading.has_platform => "no kubernetes.io/os or kubernetes.io/arch in its nodeSelector or required node affinity, so no scheduling failure is about its platform".to_owned(),
-        None if reading.unschedulable && config.controller.platform.delete_unschedulable => "Pending, and the scheduler says no node takes its platform: the controller reports it and removes it (controller.platform.deleteUnschedulable)".to_owned(),
-        None if reading.unschedulable => "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event".to_owned(),
-        None if !facts.pending => "not Pending: it was scheduled".to_owned(),
-        None => "Pending, but nothing the scheduler says is about its platform".to_owned(),
+    // What the controller would do about the platform is the plan's own
+    // `on_unschedulable`; the rest says why it does nothing.
+    let platform_reason = match (&ignored, &plan.on_unschedulable) {
+        (Some(why), _) => why.clone(),
+        (None, PlatformAction::ReportAndRemove(_)) => "Pending, and the scheduler says no node takes its platform: the controller reports it and removes it (controller.platform.deleteUnschedulable)".to_owned(),
+        (None, PlatformAction::Report) => "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event".to_owned(),
+        (None, PlatformAction::None) if !reading.has_platform => "no kubernetes.io/os or kubernetes.io/arch in its nodeSelector or required node affinity, so no scheduling failure is about its platform".to_owned(),
+        (None, PlatformAction::None) if !facts.pending => "not Pending: it was scheduled".to_owned(),
+        (None, PlatformAction::None) => "Pending, but nothing the scheduler says is about its platform".to_owned(),
     };
     Diagnosis {
         pod: format!(

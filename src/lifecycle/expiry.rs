@@ -1,4 +1,5 @@
-//! When a sandbox expires, and what removing it means (SPEC 10).
+//! When a sandbox expires, and what removing it means (contract:
+//! controller.expiry-on-time, controller.expiry-never, controller.expiry-invalid).
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use super::ids::ExpiresAt;
 use crate::config::Config;
 /// The webhook's own reading of `expires-at`, so that the controller removes
 /// a pod at exactly the time the webhook accepted.
-pub(crate) use crate::mutate::expires_at::parse_expires_at;
+pub(crate) use crate::mutate::intent::expires_at::parse_expires_at;
 
 /// What happens to the pod when it is expired (`diagnose`'s `action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,7 +39,9 @@ impl ExpiryAction {
     }
 }
 
-/// How a pod is removed, by SPEC 10's owner rules.
+/// How a pod is removed, by the owner rules (contract:
+/// controller.expiry-delete-pod, controller.expiry-delete-owner,
+/// controller.expiry-left-owned).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
     /// No controller owner: delete the pod itself (UID precondition).

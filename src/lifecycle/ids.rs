@@ -10,7 +10,7 @@ use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use crate::mutate::expires_at::parse_expires_at;
+use crate::mutate::intent::expires_at::parse_expires_at;
 
 /// An object's UID.
 

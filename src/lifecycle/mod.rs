@@ -1,8 +1,9 @@
-//! The lifecycle controller's decisions (SPEC 10): a pod, the configuration
-//! and the clock in; what to do with it out. Nothing here does I/O:
-//! `crate::controller` is the thin Kubernetes layer around these functions,
-//! and `sandbox-webhook diagnose` prints the same decisions.
+//! The lifecycle controller's decisions (contract: diagnose.same-plan): a pod,
+//! the configuration and the clock in; what to do with it out. Nothing here
+//! does I/O: `crate::controller` is the thin Kubernetes layer around these
+//! functions, and `sandbox-webhook diagnose` prints the same decisions.
 
+mod decide;
 mod diagnose;
 pub(crate) mod expiry;
 mod facts;
@@ -10,12 +11,14 @@ mod ids;
 mod plan;
 pub(crate) mod platform;
 mod pod;
+mod unschedulable;
 
+pub use decide::{Action, Decision, History, Job, Mark, decide};
 pub use diagnose::{Diagnosis, ExpiryReport, PlatformReport, diagnose};
 pub use expiry::{ExpiryAction, ExpiryPlan, Removal};
 pub use facts::{Intern, Owner, PodFacts};
 pub use ids::{ExpiresAt, Uid, Version};
-pub use plan::{Plan, is_watched, plan};
+pub use plan::{Plan, PlatformAction, is_watched, plan};
 pub use platform::{PlatformReading, condition_type};
 pub use pod::{SandboxPod, SpecFields, StatusFields};
 

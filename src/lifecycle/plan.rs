@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::expiry::{self, ExpiryAction, ExpiryPlan};
+use super::expiry::{self, ExpiryAction, ExpiryPlan, Removal};
 use super::facts::PodFacts;
 use super::platform::PlatformReading;
 use crate::config::Config;
@@ -16,11 +16,23 @@ pub fn is_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) 
     pod.sandbox && !config.excluded_namespaces.iter().any(|e| e == ns) && own_namespace != Some(ns)
 }
 
+/// What the controller does about a pod no node of its platform takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlatformAction {
+    /// Schedulable, or not a watched pod.
+    None,
+    /// Set the condition and record a warning Event.
+    Report,
+    /// Report it, then remove it so (controller.platform.deleteUnschedulable).
+    ReportAndRemove(Removal),
+}
+
 /// Everything the controller would decide for one pod at `now`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub expiry: ExpiryPlan,
     pub platform: PlatformReading,
+    pub on_unschedulable: PlatformAction,
 }
 
 #[must_use]
@@ -38,5 +50,16 @@ pub fn plan(
         platform.unschedulable = false;
         platform.message = None;
     }
-    Plan { expiry, platform }
+    let on_unschedulable = if !platform.unschedulable {
+        PlatformAction::None
+    } else if config.controller.platform.delete_unschedulable {
+        PlatformAction::ReportAndRemove(expiry::removal(pod, config))
+    } else {
+        PlatformAction::Report
+    };
+    Plan {
+        expiry,
+        platform,
+        on_unschedulable,
+    }
 }

@@ -1,12 +1,13 @@
-//! Reading a pod's scheduling failure (SPEC 10): OpenSandbox's per-pod
-//! reading (`_extract_platform_unschedulable_message_from_pod`) around the
-//! seed classifier of `crate::mutate::unschedulable`.
+//! Reading a pod's scheduling failure (contract: controller.platform-reading):
+//! OpenSandbox's per-pod reading
+//! (`_extract_platform_unschedulable_message_from_pod`) around the seed
+//! classifier of `crate::lifecycle::unschedulable`.
 
 use serde_json::Value;
 
 use super::pod::{SandboxPod, StatusFields};
 use crate::config::Config;
-use crate::mutate::unschedulable::{analyze_fields, is_platform_unschedulable_stripped};
+use crate::lifecycle::unschedulable::{analyze_fields, is_platform_unschedulable_stripped};
 
 /// Reported when a hit carries no message of its own.
 pub const DEFAULT_MESSAGE: &str = "Pod scheduling constraints cannot be satisfied.";

@@ -1,8 +1,8 @@
-//! Injection of the objects of a manifest (SPEC 11): a Pod as the webhook
-//! admits it, a workload's pod template as the webhook will admit its pods
-//! (as `istioctl kube-inject` does), a `List` item by item; anything else
-//! passes through. What happened to each is recorded in order, for `inject`
-//! to print and for `test` to compare.
+//! Injection of the objects of a manifest (contract: manifest.templates,
+//! manifest.pass-through): a Pod as the webhook admits it, a workload's pod
+//! template as the webhook will admit its pods (as `istioctl kube-inject`
+//! does), a `List` item by item; anything else passes through. What happened to
+//! each is recorded in order, for `inject` to print and for `test` to compare.
 
 use serde_json::Value;
 

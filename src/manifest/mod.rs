@@ -1,8 +1,8 @@
-//! Manifests as repositories keep them (SPEC 11), for `inject`, `diagnose`
-//! and `test`: inputs read and checked document by document
-//! ([`parse`]), objects injected as the webhook would inject them
-//! ([`Injector`]), and changed objects written back as YAML that every
-//! reader takes the same way ([`yaml`]).
+//! Manifests as repositories keep them (contract: manifest.inputs), for
+//! `inject`, `diagnose` and `test`: inputs read and checked document by
+//! document ([`parse`]), objects injected as the webhook would inject them
+//! ([`Injector`]), and changed objects written back as YAML that every reader
+//! takes the same way ([`yaml`]).
 
 mod inject;
 mod source;

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Config;
 
-use super::token::TokenSource;
+use super::intent::token::TokenSource;
 
 /// Everything the decision depends on besides the pod.
 pub struct Context<'a> {

@@ -7,10 +7,10 @@ use thiserror::Error;
 use crate::config::EgressMode;
 
 use super::intent::IntentError;
-use super::platform::PlatformError;
-use super::policy::PolicyError;
+use super::intent::platform::PlatformError;
+use super::intent::policy::PolicyError;
+use super::intent::token::TokenError;
 use super::quote::clip;
-use super::token::TokenError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -174,8 +174,8 @@ pub enum Denial {
     #[error("the webhook could not generate an egress token ({0}); retry the request.")]
     TokenUnavailable(#[source] TokenError),
 
-    /// A workload's pod template whose pods would be denied (SPEC 11): the
-    /// pod's denial, prefixed by the template's path.
+    /// A workload's pod template whose pods would be denied (contract:
+    /// workload.denial): the pod's denial, prefixed by the template's path.
     #[error("{path}: {denial}")]
     InTemplate {
         path: &'static str,

@@ -1,7 +1,7 @@
-//! Warnings for likely mistakes (SPEC 11): what the webhook accepts but what
-//! almost certainly does not do what its author meant. Each is one sentence
-//! of at most [`MAX_WARNING`] characters for `kubectl` users. On the hot
-//! path, so each check works on what the decision has already read: the
+//! Warnings for likely mistakes (contract: warning.cap): what the webhook
+//! accepts but what almost certainly does not do what its author meant. Each is
+//! one sentence of at most [`MAX_WARNING`] characters for `kubectl` users. On
+//! the hot path, so each check works on what the decision has already read: the
 //! annotation keys are compared, never decoded, the expiry is the intent's
 //! parsed time, and the policy's targets were classified as it was parsed.
 
@@ -9,11 +9,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::context::Context;
 use super::intent::Intent;
-use super::pod::PodView;
-use super::policy::{Address, address};
-use super::typo::misspelled;
+use super::intent::policy::{Address, address};
+use super::intent::typo::misspelled;
+use super::read::pod::PodView;
 
-/// What `kubectl` shows of a warning in full (SPEC 7).
+/// What `kubectl` shows of a warning in full (contract: warning.length).
 const MAX_WARNING: usize = 120;
 
 /// At most this many warnings reach an answer, then one line says how many

@@ -1,62 +1,44 @@
 //! The mutation core: a pod, the configuration and the clock in; a JSON
 //! patch, a skip or a denial out. Nothing here does I/O.
 
+// First, and `#[macro_use]`: the readers' macros (`read::visit`) are
+// visible only after their module.
 #[macro_use]
-pub(crate) mod visit;
+pub(crate) mod read;
 
-mod affinity;
-mod automount;
+pub(crate) mod intent;
+
 mod context;
 mod denial;
-mod egress;
-mod egress_env;
-mod execd;
-pub(crate) mod expires_at;
-mod expiry;
-mod intent;
-mod k8s;
-mod layout;
-mod lifecycle;
-mod lists;
+pub(crate) mod inject;
 mod mistakes;
-mod owned;
 mod patch;
-mod platform;
-pub(crate) mod pod;
-mod policy;
 mod quote;
-mod raw;
-mod run_as;
-mod same;
-mod sandbox;
 mod select;
-mod token;
-mod typo;
-pub(crate) mod unschedulable;
 
 use crate::config::{Config, Keys};
 
 pub use context::Context;
 pub use denial::Denial;
-pub use egress::strip_token as strip_egress_token;
+pub use inject::egress::strip_token as strip_egress_token;
+pub use intent::platform::PlatformError;
+pub use intent::policy::PolicyError;
+pub use intent::token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
+pub use intent::typo::KNOWN as ANNOTATION_NAMES;
 pub use patch::Patch;
-pub use platform::PlatformError;
-pub use policy::PolicyError;
 pub use select::SkipReason;
-pub use token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
-pub use typo::KNOWN as ANNOTATION_NAMES;
 
-use automount::Automount;
-use egress::Sidecar;
-use execd::Installer;
-use expiry::Expiry;
+use inject::automount::Automount;
+use inject::egress::Sidecar;
+use inject::execd::Installer;
+use inject::expiry::Expiry;
+use inject::layout::{Layout, Wanted};
+use inject::owned::Owned;
+use inject::sandbox::SandboxChanges;
 use intent::Intent;
-use layout::{Layout, Wanted};
-use owned::Owned;
+use intent::platform::{Os, SelectorChange};
 use patch::PatchBuilder;
-use platform::{Os, SelectorChange};
-use pod::{PodView, SpecView};
-use sandbox::SandboxChanges;
+use read::pod::{PodView, SpecView};
 
 #[derive(Debug)]
 pub enum Decision {
@@ -123,10 +105,10 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     let main = main_container(spec, &intent, config)?;
     let linux = intent.platform.as_ref().is_none_or(|p| p.os == Os::Linux);
     let owned = if linux {
-        let owned = owned::find(spec)?;
+        let owned = inject::owned::find(spec)?;
         if intent.policy.is_some() {
-            egress::check_runtime(spec, config)?;
-            egress::check_privileges(spec, owned, &keys.network_policy)?;
+            inject::egress::check_runtime(spec, config)?;
+            inject::egress::check_privileges(spec, owned, &keys.network_policy)?;
         }
         owned
     } else {
@@ -134,19 +116,21 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     };
 
     let selector = match &intent.platform {
-        Some(platform) => {
-            platform::plan_node_selector(spec.node_selector.as_ref(), spec.affinity, platform)
-                .map_err(Denial::Platform)?
-        }
+        Some(platform) => intent::platform::plan_node_selector(
+            spec.node_selector.as_ref(),
+            spec.affinity,
+            platform,
+        )
+        .map_err(Denial::Platform)?,
         None => None,
     };
-    let expiry = expiry::change(pod, &intent, ctx)?;
+    let expiry = inject::expiry::change(pod, &intent, ctx)?;
     let injection = if linux {
         Some(inject(pod, main, owned, &intent, ctx)?)
     } else {
         None
     };
-    let automount = automount::plan(spec, config);
+    let automount = inject::automount::plan(spec, config);
 
     let mut warnings = Vec::new();
     if !linux {
@@ -188,7 +172,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 }
 
 /// Upstream allows it for compatibility and logs that it is deprecated
-/// (SPEC 4.2: admitted with a warning).
+/// (admitted with a warning; contract: warning.credential-proxy-allow).
 const CREDENTIAL_PROXY_ALLOW: &str = "credential proxy with defaultAction allow: a credential-bound host may be reached around it; use deny";
 
 /// What execd and, with a network policy, the egress sidecar still need:
@@ -216,11 +200,11 @@ impl<'a> Injection<'a> {
     /// Said when the pod asks for a non-root user and gets containers that
     /// run as root (`run_as`).
     fn runs_as_root_warning(&self, spec: &SpecView<'_>) -> Option<String> {
-        if !run_as::PodUser::of(spec).asks_non_root() {
+        if !inject::run_as::PodUser::of(spec).asks_non_root() {
             return None;
         }
         let (installer, sidecar) = self.layout.writes(&self.wanted());
-        run_as::warning(sidecar, installer && self.installer.privileged())
+        inject::run_as::warning(sidecar, installer && self.installer.privileged())
     }
 }
 
@@ -232,11 +216,11 @@ fn inject<'a>(
     ctx: &Context<'a>,
 ) -> Result<Injection<'a>, Denial> {
     let spec = pod.spec();
-    execd::check_conflicts(spec, intent.isolation)?;
-    let sidecar = egress::plan(spec, intent, ctx)?;
-    let installer = execd::plan(spec, intent, ctx.config);
-    let sandbox = sandbox::plan(pod, main, intent, ctx.config)?;
-    let layout = layout::plan(
+    inject::execd::check_conflicts(spec, intent.isolation)?;
+    let sidecar = inject::egress::plan(spec, intent, ctx)?;
+    let installer = inject::execd::plan(spec, intent, ctx.config);
+    let sandbox = inject::sandbox::plan(pod, main, intent, ctx.config)?;
+    let layout = inject::layout::plan(
         pod,
         owned,
         &Wanted {
@@ -345,7 +329,11 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
     let main = containers
         .iter()
         .position(|c| c.name == "sandbox")
-        .or_else(|| containers.iter().position(|c| c.name != owned::EGRESS))
+        .or_else(|| {
+            containers
+                .iter()
+                .position(|c| c.name != inject::owned::EGRESS)
+        })
         .unwrap_or(0);
     reserved_main(&containers[main], config)?;
     Ok(main)
@@ -353,8 +341,8 @@ fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Resu
 
 /// The sandbox container cannot be one the webhook owns the name of: it
 /// would be checked, and replaced, as the sidecar.
-fn reserved_main(c: &pod::ContainerView<'_>, config: &Config) -> Result<(), Denial> {
-    if c.name == owned::EGRESS || c.name == owned::INSTALLER {
+fn reserved_main(c: &read::pod::ContainerView<'_>, config: &Config) -> Result<(), Denial> {
+    if c.name == inject::owned::EGRESS || c.name == inject::owned::INSTALLER {
         return Err(Denial::ReservedMainContainer {
             name: c.name.to_string(),
             key: config.keys().main_container.clone(),

@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 
 /// Values from the request quoted in a denial are cut to this many
-/// characters (SPEC 9), so a 10 KB annotation cannot make a 10 KB message
-/// that is then logged and shown by kubectl. Kubernetes names are at most
-/// 253 characters and the seed's messages quote short values, so those are
-/// never cut.
+/// characters (contract: answer.long-values), so a 10 KB annotation cannot make
+/// a 10 KB message that is then logged and shown by kubectl. Kubernetes names
+/// are at most 253 characters and the seed's messages quote short values, so
+/// those are never cut.
 pub(crate) const MAX_QUOTED: usize = 256;
 
 /// `value` as quoted in a denial: at most [`MAX_QUOTED`] characters, the

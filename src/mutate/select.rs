@@ -1,14 +1,16 @@
-//! Which pods are left alone (SPEC 1). Each reason has one name, used as the
-//! metric label and in logs, and one sentence.
+//! Which pods are left alone (contract: select.excluded-namespace,
+//! select.sandbox-label, select.opt-out, select.order). Each reason has one
+//! name, used as the metric label and in logs, and one sentence.
 
 use super::context::Context;
-use super::pod::PodView;
+use super::read::pod::PodView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SkipReason {
     /// Not a CREATE of a core/v1 Pod without subresource.
     NotPodCreate,
-    /// `/validate`: not a CREATE or UPDATE of a workload kind of SPEC 11.
+    /// `/validate`: not a CREATE or UPDATE of a workload kind (contract:
+    /// workload.skips).
     NotAWorkload,
     /// `/validate`: an UPDATE that leaves the pod template as it was.
     TemplateUnchanged,

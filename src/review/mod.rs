@@ -20,7 +20,7 @@ use kube::core::{DynamicObject, TypeMeta};
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use crate::mutate::pod::{PodView, Source};
+use crate::mutate::read::pod::{PodView, Source};
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
 use respond::{encode, envelope, respond, text, type_meta};
 use wire::{RequestIn, ResponseOut, ReviewIn};

@@ -1,6 +1,6 @@
 //! `/validate`: an `AdmissionReview` of a workload in, allowed or denied out,
-//! never a patch (SPEC 11). The envelope is read by the same types as
-//! `/mutate`'s; the decision is [`workload::judge_change`].
+//! never a patch (contract: workload.no-patch). The envelope is read by the
+//! same types as `/mutate`'s; the decision is [`workload::judge_change`].
 
 use serde_json::Value;
 

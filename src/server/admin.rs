@@ -1,10 +1,11 @@
 //! The plain-HTTP admin port: liveness, readiness and metrics. It carries no
 //! admission traffic, so it needs no TLS, but it is bounded like the
-//! admission port (SPEC 9): its own small connection cap, at which the
-//! longest idle admin connection makes room, as on the admission port (so
-//! a flood of idle connections can neither lock out the kubelet's probes
-//! nor exhaust file descriptors, and churn never cuts a probe in flight),
-//! the same head, idle and write timeouts, and a short request deadline.
+//! admission port (contract: limits.admin-connections, http.admin): its own
+//! small connection cap, at which the longest idle admin connection makes room,
+//! as on the admission port (so a flood of idle connections can neither lock
+//! out the kubelet's probes nor exhaust file descriptors, and churn never cuts
+//! a probe in flight), the same head, idle and write timeouts, and a short
+//! request deadline.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

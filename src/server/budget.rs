@@ -1,5 +1,5 @@
 //! One memory budget for request bodies being buffered, shared by every
-//! connection (SPEC 9).
+//! connection (contract: limits.body-budget).
 //!
 //! Without it, N connections that each send most of a 7 MiB body and stall
 //! hold N × 7 MiB until their deadlines, which a few dozen connections turn

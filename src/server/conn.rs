@@ -1,5 +1,6 @@
 //! One connection: TLS handshake (admission port only), then HTTP/1.1 with
-//! the per-connection bounds of SPEC 9.
+//! the per-connection bounds (contract: limits.head-timeout,
+//! limits.idle-timeout, limits.write-timeout).
 //!
 //! - A new connection gets [`Tuning::head_timeout`] for its handshake plus
 //!   its first request head; a later request gets it from the first byte of

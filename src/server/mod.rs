@@ -1,6 +1,6 @@
-//! The HTTPS admission server (SPEC 9): `POST /mutate` over TLS, an admin
-//! port, hot reload of certificate and configuration, limits, graceful
-//! shutdown and metrics.
+//! The HTTPS admission server (contract: http.endpoints, http.tls, http.admin):
+//! `POST /mutate` over TLS, an admin port, hot reload of certificate and
+//! configuration, limits, graceful shutdown and metrics.
 //!
 //! - [`settings`]: what a server is built from, limits included.
 //! - `http`: the `/mutate` handler and its errors; `budget`: the shared

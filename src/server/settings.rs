@@ -26,8 +26,9 @@ pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 /// How the admission time is read; a plain function so tests can pin it.
 pub type Clock = fn() -> DateTime<Utc>;
 
-/// Limits and timeouts of both listeners (SPEC 9). Every bound here is what
-/// keeps a client that is not the apiserver from holding a resource.
+/// Limits and timeouts of both listeners (contract: limits.*, each flag its own
+/// rule). Every bound here is what keeps a client that is not the apiserver
+/// from holding a resource.
 #[derive(Debug, Clone, Parser)]
 #[command(no_binary_name = true)]
 pub struct Tuning {

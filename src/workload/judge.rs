@@ -20,7 +20,8 @@ pub enum Verdict {
     Denied(Denial),
 }
 
-/// Warnings are at most this many characters (SPEC 7), prefix included.
+/// Warnings are at most this many characters (contract: workload.warnings),
+/// prefix included.
 const MAX_WARNING: usize = 120;
 
 /// The token the judged pod would get. Nothing is written, so the token is

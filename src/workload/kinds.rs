@@ -1,4 +1,5 @@
-//! The workload kinds of SPEC 11 and where each keeps its pod template.
+//! The workload kinds (contract: workload.kinds) and where each keeps its pod
+//! template.
 
 use serde_json::Value;
 use thiserror::Error;
@@ -21,7 +22,8 @@ pub struct WorkloadKind {
 
 const TEMPLATE: &[&str] = &["spec", "template"];
 
-/// The kinds of SPEC 11, in the order the SPEC lists them, one entry per
+/// The kinds, in the order the contract lists them (contract:
+/// workload.kinds, workload.webhook-configuration), one entry per
 /// served version (a version may move the template). The chart's
 /// `ValidatingWebhookConfiguration` lists the same groups, versions and
 /// resources.

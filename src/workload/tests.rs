@@ -49,7 +49,8 @@ fn max_3600() -> Config {
 
 #[test]
 fn every_kind_finds_its_template_at_its_path() {
-    // kind, apiVersion, path of the template: SPEC 11's table.
+    // kind, apiVersion, path of the template: the contract's table
+    // (workload.kinds).
     let expected = "\
         Deployment apps/v1 spec.template
         StatefulSet apps/v1 spec.template

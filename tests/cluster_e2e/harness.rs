@@ -176,7 +176,7 @@ pub fn sandbox_pod(name: &str, annotations: &Value, spec: &Value) -> Result<Pod>
     Ok(serde_json::from_value(pod)?)
 }
 
-/// The service-account token volume the apiserver's ServiceAccount
+/// The service-account token volume the apiserver's `ServiceAccount`
 /// admission adds to a pod that mounts its token (`kube-api-access-*`).
 pub fn token_volume(p: &Pod) -> Option<&str> {
     p.spec
@@ -190,7 +190,7 @@ pub fn token_volume(p: &Pod) -> Option<&str> {
 /// native egress sidecar second (with a policy), the wrapped command, one
 /// `opensandbox-bin` volume, the pod's own egress token; and no API token
 /// (SPEC 3.5): `automountServiceAccountToken: false`, no token volume, no
-/// container that mounts one, although the ServiceAccount admission plugin
+/// container that mounts one, although the `ServiceAccount` admission plugin
 /// added them before the webhook ran.
 pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
     check_no_token(p)?;
@@ -199,7 +199,7 @@ pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
 
 /// A sandbox that keeps its API token on purpose: injected as usual, the
 /// token volume there, and mounted into the injected containers too by the
-/// ServiceAccount plugin's second run (which the webhook's second pass
+/// `ServiceAccount` plugin's second run (which the webhook's second pass
 /// forgives, SPEC 3.5 and `mutate::same`).
 pub fn check_token_kept(p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");

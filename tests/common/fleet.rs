@@ -34,7 +34,7 @@ pub fn uuid(n: usize, salt: u16) -> String {
 pub fn pod_json(n: usize, first_expiry: i64) -> String {
     let id = uuid(n, 1);
     let sandbox = format!("sbx-{id}");
-    let expires = chrono::DateTime::from_timestamp(first_expiry + n as i64, 0)
+    let expires = chrono::DateTime::from_timestamp(first_expiry + i64::try_from(n).unwrap(), 0)
         .expect("a time in range")
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let values = [

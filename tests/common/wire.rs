@@ -131,7 +131,7 @@ pub fn get_with(host: &str, path: &str, headers: &[(&str, &str)]) -> Result<(u16
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let extra: String = headers
         .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .flat_map(|(k, v)| [*k, ": ", *v, "\r\n"])
         .collect();
     write!(
         s,
@@ -214,7 +214,7 @@ pub async fn keep_alive_client(
     }
 }
 
-/// VmRSS of `pid` in KiB; 0 once it is gone.
+/// `VmRSS` of `pid` in KiB; 0 once it is gone.
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()

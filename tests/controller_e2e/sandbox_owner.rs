@@ -28,9 +28,15 @@ pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &Env, id: &str) -> Res
     let owner = sandboxes.create(&pp(), &owner).await?;
     let uid = owner.metadata.uid.ok_or("the Sandbox has no uid")?;
     let at = in_seconds(2);
-    let owned = json!({"ownerReferences": [{"apiVersion": API_VERSION, "kind": "Sandbox",
+    let references = json!({"ownerReferences": [{"apiVersion": API_VERSION, "kind": "Sandbox",
         "name": "agent", "uid": uid, "controller": true}]});
-    let pod = sandbox("agent-pod", &json!({}), &expires_at(at), &owned, &json!({}))?;
+    let pod = sandbox(
+        "agent-pod",
+        &json!({}),
+        &expires_at(at),
+        &references,
+        &json!({}),
+    )?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
     let d = env.diagnose(&pods.get("agent-pod").await?, at)?;

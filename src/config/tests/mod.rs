@@ -34,8 +34,8 @@ fn refused(yaml: &str, field: &str, words: &str) {
 }
 
 /// Every row of `refusals.jsonl`: a document, the field its message names,
-/// and words it says. The table holds most of SPEC 8's refusals; the tests
-/// below add what a row cannot say.
+/// and words it says. The table holds most of the configuration's refusals
+/// (contract: config.errors); the tests below add what a row cannot say.
 #[test]
 fn every_refusal_names_its_field() {
     let mut rows = 0;

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::mutate::pod::{PodView, Source};
+use crate::mutate::read::pod::{PodView, Source};
 use crate::mutate::{Context, Decision, FixedToken, decide, decide_view};
 
 const TOKEN: &str = "layoutTokenLayoutTokenLayoutTok0";

@@ -263,7 +263,11 @@ async fn an_answer_takes_over_its_bodys_charge() {
     assert_eq!((buffered.get(), answers.get()), (0, 5), "shrunk");
     let (_, charge) = budget.read(body(b"{}"), Some(2)).await.unwrap();
     let large = charge.into_answer(MIB, None).await.unwrap();
-    assert_eq!(answers.get(), 5 + MIB as i64, "grown into the large pool");
+    assert_eq!(
+        answers.get(),
+        5 + i64::try_from(MIB).unwrap(),
+        "grown into the large pool"
+    );
     assert_eq!(budget.available(), (4 * MIB - 5, 12 * MIB - MIB));
     // Over 16 KiB, an answer leaves the small pool, even when it is
     // smaller than its body.
@@ -324,7 +328,7 @@ async fn an_answer_short_of_budget_closes_connections_that_leave_theirs_unread()
         .expect("charged once the room is free")
         .unwrap()
         .unwrap();
-    assert_eq!(answers.get(), 2 * MIB as i64);
+    assert_eq!(answers.get(), 2 * i64::try_from(MIB).unwrap());
     drop(next);
     assert_eq!(answers.get(), 0);
 }

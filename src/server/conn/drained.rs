@@ -103,7 +103,7 @@ mod tests {
             .unwrap();
         let (server, _) = listener.accept().await.unwrap();
         let mut server = Drained(server);
-        client.write_all(&[b'x'; 64 * 1024]).await.unwrap();
+        client.write_all(&vec![b'x'; 64 * 1024]).await.unwrap();
         let answer = vec![b'a'; 256 * 1024];
         server.write_all(&answer).await.unwrap();
         // Let the pipelined bytes arrive, then close without reading them.

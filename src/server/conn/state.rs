@@ -173,9 +173,8 @@ impl ConnState {
     /// [`ConnState::may_close_now`] has the last word on the one chosen.
     pub fn rank(&self) -> Option<Rank> {
         let (tier, since) = match (self.established(), self.phase()) {
-            (_, REQUEST) => return None,
             (_, ANSWER) if self.answer_overdue() => (0, self.answered_at()?),
-            (_, ANSWER) => return None,
+            (_, REQUEST | ANSWER) => return None,
             (false, _) => (0, self.accepted),
             (true, IDLE) => (0, self.since()),
             (true, _) => (1, self.since()),
@@ -321,13 +320,13 @@ mod tests {
         assert_eq!(s.rank(), None);
         // Ready longer ago than the grace (the clock moved on).
         let s = ConnState {
-            accepted: s.accepted - 2 * ANSWER_GRACE,
+            accepted: s.accepted.checked_sub(2 * ANSWER_GRACE).unwrap(),
             ..Arc::into_inner(s).unwrap()
         };
         assert!(s.answer_overdue());
         let rank = s.rank().expect("evictable");
         assert_eq!(rank.tier, 0);
-        assert!(rank.since < Instant::now() - ANSWER_GRACE);
+        assert!(rank.since < Instant::now().checked_sub(ANSWER_GRACE).unwrap());
         assert!(s.may_close_now(), "whatever waits in its socket");
     }
 

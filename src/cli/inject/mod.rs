@@ -1,0 +1,275 @@
+//! `inject`: manifests in, as repositories keep them (contract:
+//! manifest.inputs): one Pod, several YAML documents, a `List`, workloads whose
+//! pod template is injected as `istioctl kube-inject` does, from files,
+//! directories or standard input. The reading and injecting is
+//! [`crate::manifest`]'s; this is what is printed, and where.
+//!
+//! An object the webhook does not change is written back as the text it was
+//! read from, comments and key order included, with the `---` line it had
+//! (or none). A changed object is written by [`yaml`] (or as JSON, for a
+//! JSON input), in its own key order, with ambiguous strings quoted.
+
+mod views;
+
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use std::path::PathBuf;
+
+use super::args::DecisionArgs;
+use super::exit;
+use super::io::{Source, write_stdout};
+use crate::manifest::{self, Entry, Injector, Judged, NoteKind, Outcome, Parsed, Syntax, yaml};
+use views::{Color, InjectOutput};
+
+#[derive(Debug, clap::Args)]
+pub struct InjectArgs {
+    /// A manifest (YAML or JSON: a Pod, workloads, a List, several
+    /// documents), a directory of them (.yaml, .yml, .json), or `-` for
+    /// standard input; repeat it for several.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f and their subdirectories.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// What to print: the manifests as read (changed objects rewritten),
+    /// every object as YAML or JSON, the JSON patch of the one object, or
+    /// a unified diff per file of the input and what -o manifest writes
+    /// (exit 1 when there are changes, as `kubectl diff`).
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: InjectOutput,
+    /// Colour the diff of -o diff: auto (when standard output is a
+    /// terminal and `NO_COLOR` is not set), always or never.
+    #[arg(long, value_enum, default_value_t, value_name = "WHEN")]
+    pub color: Color,
+    /// Leave out the notes on standard error (a Pod or template skipped,
+    /// an object passed through, the token left out of a template);
+    /// warnings and denials are still printed.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+}
+
+/// One input after injection.
+struct Written<'s> {
+    source: &'s Source,
+    syntax: Syntax,
+    /// What `-o manifest` prints for it.
+    text: String,
+    /// Its objects, before and after.
+    objects: Vec<(Value, Value)>,
+}
+
+pub fn inject(args: &InjectArgs) -> ExitCode {
+    let config = match args.decision.load_config() {
+        Ok(config) => config,
+        Err(e) => return exit::fail(e),
+    };
+    let sources = match super::io::sources(&args.files, args.recursive) {
+        Ok(sources) => sources,
+        Err(e) => return exit::fail(e),
+    };
+    let parsed: Vec<Parsed<'_>> = match sources
+        .iter()
+        .map(|s| manifest::parse(&s.label, &s.text))
+        .collect::<Result<_, _>>()
+    {
+        Ok(parsed) => parsed,
+        Err(e) => return exit::fail(e),
+    };
+    let tokens = args.decision.tokens();
+    let ctx = args.decision.context(&config, tokens.as_ref());
+    let mut injector = Injector::new(&ctx);
+    let lone_pod = match parsed.as_slice() {
+        [one] => one.objects().count() == 1 && one.objects().all(|v| v["kind"] == "Pod"),
+        _ => false,
+    };
+    let several = sources.len() > 1;
+    let written: Vec<Written<'_>> = sources
+        .iter()
+        .zip(&parsed)
+        .map(|(source, parsed)| write(source, parsed, &mut injector, lone_pod, several))
+        .collect();
+    report(&injector.entries, args.quiet);
+    if injector.denied() {
+        return exit::REJECTED;
+    }
+    let lone_patch = injector.entries.iter().find_map(|e| match e {
+        // A lone Pod's patch is the webhook's (none when it is skipped).
+        Entry::Judged(Judged { patch, .. }) if lone_pod => Some(patch.clone().unwrap_or_default()),
+        _ => None,
+    });
+    match output(args, &written, lone_patch) {
+        Ok((text, changes)) => {
+            let code = write_stdout(text.as_bytes());
+            if code == exit::OK && changes && args.output == InjectOutput::Diff {
+                exit::REJECTED
+            } else {
+                code
+            }
+        }
+        Err(e) => exit::fail(e),
+    }
+}
+
+/// Injects every object of one input and writes its `-o manifest` text.
+fn write<'s>(
+    source: &'s Source,
+    parsed: &Parsed<'_>,
+    injector: &mut Injector<'_, '_>,
+    lone_pod: bool,
+    several: bool,
+) -> Written<'s> {
+    let mut text = String::with_capacity(source.text.len() * 2);
+    let mut objects = Vec::new();
+    for (i, doc) in parsed.documents.iter().enumerate() {
+        let Some(before) = &doc.value else {
+            push_text(&mut text, doc.text);
+            continue;
+        };
+        let at = match (lone_pod, several, parsed.syntax) {
+            (true, _, _) => String::new(),
+            (false, true, Syntax::Json) => source.label.clone(),
+            (false, false, Syntax::Json) => "the object".to_owned(),
+            (false, true, Syntax::Yaml) => format!("{}, document {}", source.label, i + 1),
+            (false, false, Syntax::Yaml) => format!("document {}", i + 1),
+        };
+        let mut after = before.clone();
+        let raw = (parsed.syntax == Syntax::Json).then_some(doc.text);
+        let changed = injector.object(&mut after, raw, &at);
+        match (changed, parsed.syntax) {
+            (false, _) => push_text(&mut text, doc.text),
+            (true, Syntax::Json) => {
+                text = serde_json::to_string_pretty(&after).unwrap_or_default() + "\n";
+            }
+            (true, Syntax::Yaml) => {
+                if let Some(separator) = doc.separator() {
+                    text.push_str(separator);
+                    text.push('\n');
+                }
+                text.push_str(&yaml::to_string(&after));
+            }
+        }
+        objects.push((before.clone(), after));
+    }
+    Written {
+        source,
+        syntax: parsed.syntax,
+        text,
+        objects,
+    }
+}
+
+/// A document as it was read, ending in a line break.
+fn push_text(out: &mut String, text: &str) {
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+/// Everything worth knowing on stderr, in order: skips and notes (unless
+/// `quiet`), warnings, denials.
+fn report(entries: &[Entry], quiet: bool) {
+    let prefix = |at: &str| {
+        if at.is_empty() {
+            String::new()
+        } else {
+            format!("{at}: ")
+        }
+    };
+    for entry in entries {
+        match entry {
+            Entry::Judged(judged) => {
+                let p = prefix(&judged.at);
+                match &judged.outcome {
+                    Outcome::Skipped(reason) if !quiet => {
+                        eprintln!("{p}skipped ({}): {}", reason.as_str(), reason.sentence());
+                    }
+                    Outcome::Denied(denial) => eprintln!("{p}{denial}"),
+                    _ => {}
+                }
+                for w in &judged.warnings {
+                    eprintln!("{p}warning: {w}");
+                }
+            }
+            Entry::Note {
+                kind: NoteKind::TooLarge,
+                at,
+                text,
+            } => eprintln!("warning: {at}: {text}"),
+            Entry::Note { at, text, .. } if !quiet => eprintln!("{}{text}", prefix(at)),
+            Entry::Note { .. } => {}
+        }
+    }
+}
+
+/// What `-o` asks for, and whether anything changed.
+fn output(
+    args: &InjectArgs,
+    written: &[Written<'_>],
+    lone_patch: Option<json_patch::Patch>,
+) -> Result<(String, bool), String> {
+    let changes = written
+        .iter()
+        .any(|w| w.objects.iter().any(|(before, after)| before != after));
+    let text = match args.output {
+        InjectOutput::Manifest => joined(written.iter().map(|w| w.text.clone())),
+        InjectOutput::Yaml => joined(written.iter().map(|w| {
+            match w.syntax {
+                Syntax::Yaml => w.text.clone(),
+                Syntax::Json => w
+                    .objects
+                    .iter()
+                    .map(|(_, after)| yaml::to_string(after))
+                    .collect(),
+            }
+        })),
+        InjectOutput::Json => views::json_text(
+            written
+                .iter()
+                .flat_map(|w| w.objects.iter().map(|(_, after)| after.clone()))
+                .collect(),
+        )?,
+        InjectOutput::Patch => {
+            let [w] = written else {
+                return Err(patch_refusal());
+            };
+            let [(before, after)] = w.objects.as_slice() else {
+                return Err(patch_refusal());
+            };
+            let patch = match lone_patch {
+                // A Pod: the webhook's own answer.
+                Some(patch) => patch,
+                None => views::json_diff(before, after)?,
+            };
+            views::patch_text(&patch)?
+        }
+        InjectOutput::Diff => {
+            let diff: String = written
+                .iter()
+                .map(|w| views::text_diff(&w.source.text, &w.text, &w.source.path))
+                .collect();
+            views::colored(&diff, args.color)
+        }
+    };
+    Ok((text, changes))
+}
+
+fn patch_refusal() -> String {
+    "-o patch takes one object (a JSON patch addresses one object); this input holds several documents or files: use -o diff".to_owned()
+}
+
+/// Several inputs' texts as one YAML stream: each starts a document.
+fn joined(texts: impl Iterator<Item = String>) -> String {
+    let mut out = String::new();
+    for (i, text) in texts.enumerate() {
+        if i > 0 && !text.starts_with("---") {
+            out.push_str("---\n");
+        }
+        out.push_str(&text);
+    }
+    out
+}

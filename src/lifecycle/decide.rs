@@ -1,0 +1,187 @@
+//! The controller's whole decision for one pod at one moment, as a value
+//! the loop carries out (as kube-rs's `reconcile` returns an `Action`):
+//! start one write, wake at a time, or nothing until the pod changes. The
+//! loop (`crate::controller`) keeps what was done ([`History`]) and which
+//! pods share an owner; every rule is here.
+
+use chrono::{DateTime, Utc};
+
+use super::expiry::{self, ExpiryAction, Removal};
+use super::facts::PodFacts;
+use super::plan::{PlatformAction, plan};
+use crate::config::Config;
+
+/// One write (or series of writes) for one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    /// Remove the expired pod; `at` is the `expires-at` value carried out.
+    Expire { removal: Removal, at: String },
+    /// Set the platform condition and record the warning Event.
+    Report { message: String },
+    /// Remove a reported platform-unschedulable pod
+    /// (`controller.platform.deleteUnschedulable`).
+    RemoveUnschedulable { removal: Removal },
+    /// Record the warning Event for an `expires-at` that is no time.
+    InvalidExpiry { value: String },
+}
+
+impl Job {
+    /// What this job, once done, must not do again for the same pod.
+    #[must_use]
+    pub fn mark(&self) -> Mark {
+        match self {
+            Job::Expire { at, .. } => Mark::Expired(at.clone()),
+            Job::Report { .. } => Mark::Reported,
+            Job::RemoveUnschedulable { .. } => Mark::RemovedUnschedulable,
+            Job::InvalidExpiry { value } => Mark::Invalid(value.clone()),
+        }
+    }
+}
+
+/// What a job, once done, must not do again for the same pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    Expired(String),
+    Reported,
+    RemovedUnschedulable,
+    Invalid(String),
+}
+
+/// What the controller has done for one pod already.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct History {
+    /// The `expires-at` value the expiry was carried out for.
+    pub expired: Option<String>,
+    /// The invalid `expires-at` value the warning was recorded for.
+    pub invalid: Option<String>,
+    pub reported: bool,
+    pub removed_unschedulable: bool,
+}
+
+impl History {
+    /// Remembers a job done.
+    pub fn record(&mut self, mark: Mark) {
+        match mark {
+            Mark::Expired(v) => self.expired = Some(v),
+            Mark::Invalid(v) => self.invalid = Some(v),
+            Mark::Reported => self.reported = true,
+            Mark::RemovedUnschedulable => self.removed_unschedulable = true,
+        }
+    }
+}
+
+/// What the loop does now for the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Start this write; the pod is decided again when it ends.
+    Start(Job),
+    /// Decide again at this time (wall clock).
+    WakeAt(DateTime<Utc>),
+    /// Nothing until the pod, or one of its owner's pods, changes.
+    Idle,
+}
+
+/// [`Action`], and whether the pod's own condition showed it reported
+/// already (the loop remembers it, as if it had reported it itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub action: Action,
+    pub reported: bool,
+}
+
+impl Decision {
+    fn now(action: Action) -> Self {
+        Decision {
+            action,
+            reported: false,
+        }
+    }
+}
+
+/// Decides for `pod` at `now`, given what was done for it (`history`)
+/// and the other cached pods of its controller owner (`siblings`, read
+/// only when the owner is to be deleted).
+///
+/// A pod being deleted is left alone. A platform-unschedulable pod is
+/// reported once, then removed once when the configuration says so; its
+/// expiry is decided besides. Deleting an owner deletes all its pods, so
+/// it waits for the last of them that will expire (never early; contract:
+/// controller.expiry-delete-owner); pods being deleted and pods that never
+/// expire do not hold it.
+#[must_use]
+pub fn decide<'a>(
+    pod: &PodFacts,
+    config: &Config,
+    own_namespace: Option<&str>,
+    history: &History,
+    siblings: impl Iterator<Item = &'a PodFacts>,
+    now: DateTime<Utc>,
+) -> Decision {
+    if pod.deleting {
+        return Decision::now(Action::Idle);
+    }
+    let plan = plan(pod, config, own_namespace, now);
+    let mut reported = false;
+    if let PlatformAction::Report | PlatformAction::ReportAndRemove(_) = &plan.on_unschedulable {
+        if !(history.reported || pod.reported) {
+            let message = plan.platform.message.unwrap_or_default();
+            return Decision::now(Action::Start(Job::Report { message }));
+        }
+        reported = true;
+        if let PlatformAction::ReportAndRemove(removal) = plan.on_unschedulable
+            && !history.removed_unschedulable
+        {
+            return Decision {
+                action: Action::Start(Job::RemoveUnschedulable { removal }),
+                reported,
+            };
+        }
+    }
+    let expiry = plan.expiry;
+    let action = match (expiry.action, expiry.removal, expiry.at) {
+        (ExpiryAction::Invalid, _, _) => {
+            let value = expiry.expires_at.unwrap_or_default();
+            if history.invalid.as_ref() == Some(&value) {
+                Action::Idle
+            } else {
+                Action::Start(Job::InvalidExpiry { value })
+            }
+        }
+        (_, Some(removal), Some(at)) => {
+            let value = expiry.expires_at.unwrap_or_default();
+            let due = match &removal {
+                Removal::DeleteOwner(_) => last_expiry(siblings, config, at, now),
+                _ => at,
+            };
+            if !expiry.expired || due > now {
+                Action::WakeAt(due)
+            } else if history.expired.as_ref() == Some(&value) {
+                Action::Idle
+            } else {
+                Action::Start(Job::Expire { removal, at: value })
+            }
+        }
+        _ => Action::Idle,
+    };
+    Decision { action, reported }
+}
+
+/// The latest of `at` and the expiries of `siblings` that will be removed
+/// at an expiry of their own.
+fn last_expiry<'a>(
+    siblings: impl Iterator<Item = &'a PodFacts>,
+    config: &Config,
+    at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    siblings
+        .filter(|s| !s.deleting)
+        .filter_map(|s| {
+            let plan = expiry::plan(s, config, now);
+            plan.removal.and(plan.at)
+        })
+        .fold(at, DateTime::max)
+}
+
+#[cfg(test)]
+mod tests;

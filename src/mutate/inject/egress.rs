@@ -1,0 +1,417 @@
+//! The egress-control sidecar (contract: egress.container), added only when the
+//! pod carries a network policy.
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::config::{Config, EgressMode};
+
+use super::owned::{At, EGRESS, List, Owned};
+use super::run_as::{PodUser, RunAs};
+use crate::mutate::context::Context;
+use crate::mutate::denial::Denial;
+use crate::mutate::intent::Intent;
+use crate::mutate::intent::egress_env;
+use crate::mutate::read::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
+use crate::mutate::read::pod::{ContainerView, SpecView};
+
+const RULES_ENV: &str = KnownEnv::EgressRules.name();
+const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
+const OTLP_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+const SANDBOX_ID_ENV: &str = "OPENSANDBOX_EGRESS_SANDBOX_ID";
+const TOKEN_ENV: &str = KnownEnv::EgressToken.name();
+const API_PORT: u16 = 18080;
+const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
+
+/// With a network policy, no container but the sidecar may be able to
+/// undo its rules: every container shares the pod's network namespace, so
+/// a privileged one, or one that adds `NET_ADMIN`, `NET_RAW` or `ALL`,
+/// could rewrite them whichever list it is in. The webhook's own containers
+/// (`owned`) are left to `layout`, which makes them exactly its own.
+/// `SYS_ADMIN` alone is allowed: it cannot change the sidecar's rules, and
+/// execd's isolated sessions need it.
+pub(crate) fn check_privileges(
+    spec: &SpecView<'_>,
+    owned: Owned,
+    policy_key: &str,
+) -> Result<(), Denial> {
+    for (list, containers) in [
+        (List::Init, spec.init_containers()),
+        (List::Main, spec.containers()),
+    ] {
+        for (index, c) in containers.iter().enumerate() {
+            if !owned.holds(At { list, index }) {
+                check_container(c, list, policy_key)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sidecar needs the iptables nat table; a runtime without it (gVisor)
+/// would leave the pod never ready (contract: egress.runtime-class).
+pub(crate) fn check_runtime(spec: &SpecView<'_>, config: &Config) -> Result<(), Denial> {
+    match spec.runtime_class_name.as_deref() {
+        Some(runtime)
+            if config
+                .egress
+                .incompatible_runtime_classes
+                .iter()
+                .any(|r| r == runtime) =>
+        {
+            Err(Denial::IncompatibleRuntime {
+                runtime: runtime.to_owned(),
+                key: config.keys().network_policy.clone(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_container(c: &ContainerView<'_>, list: List, policy_key: &str) -> Result<(), Denial> {
+    if c.security_context
+        .as_ref()
+        .and_then(|s| s.privileged)
+        .unwrap_or(false)
+    {
+        return Err(Denial::PrivilegedWithPolicy {
+            list: list.noun(),
+            container: c.name.to_string(),
+            key: policy_key.to_owned(),
+        });
+    }
+    let added = c.capabilities().and_then(|caps| caps.add.as_ref());
+    if let Some(name) = added.and_then(|caps| caps.first_net) {
+        return Err(Denial::NetCapabilityWithPolicy {
+            list: list.noun(),
+            container: c.name.to_string(),
+            capability: name.to_owned(),
+            key: policy_key.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The egress token the sidecar is given.
+#[derive(Debug)]
+enum Token<'a> {
+    /// From the pod's `<prefix>/egress-auth-token` annotation.
+    Given(&'a str),
+    /// Made for this pod; it goes into that annotation too.
+    New(String),
+}
+
+/// The sidecar a pod still needs: everything its container is made from.
+#[derive(Debug)]
+pub(crate) struct Sidecar<'a> {
+    image: &'a str,
+    rules: &'a str,
+    mode: EgressMode,
+    otlp_endpoint: Option<&'a str>,
+    /// `OPENSANDBOX_EGRESS_SANDBOX_ID`: the pod's `<prefix>/id` label.
+    sandbox_id: &'a str,
+    credential_proxy: bool,
+    token: Token<'a>,
+    /// The pod's `<prefix>/egress-env` entries, in their order.
+    extra_env: &'a [(String, String)],
+    resources: Option<&'a Value>,
+    /// A native sidecar (an init container that keeps running).
+    pub native: bool,
+    /// Root, said explicitly, when the pod asks for a non-root user.
+    run_as: RunAs,
+}
+
+/// The sidecar this pod gets: `None` without a network policy. Built
+/// whether or not the pod holds one already, which `layout` checks against
+/// it.
+pub(crate) fn plan<'a>(
+    spec: &SpecView<'_>,
+    intent: &'a Intent,
+    ctx: &Context<'a>,
+) -> Result<Option<Sidecar<'a>>, Denial> {
+    let config = ctx.config;
+    let Some(policy) = intent.policy.as_ref() else {
+        return Ok(None);
+    };
+    let image = config
+        .egress
+        .image
+        .as_deref()
+        .ok_or_else(|| Denial::NoEgressImage {
+            key: config.keys().network_policy.clone(),
+        })?;
+    let token = token_for(intent, ctx)?;
+    Ok(Some(Sidecar {
+        image,
+        rules: &policy.json,
+        mode: intent.mode(config),
+        otlp_endpoint: config.egress.otlp_endpoint.as_deref(),
+        sandbox_id: &intent.sandbox_id,
+        credential_proxy: intent.credential_proxy,
+        token,
+        extra_env: intent
+            .egress_env
+            .as_ref()
+            .map_or(&[][..], |e| e.entries.as_slice()),
+        resources: config.egress.resources.as_ref(),
+        native: config.egress.native_sidecar,
+        run_as: PodUser::of(spec).for_root(),
+    }))
+}
+
+/// The pod's own token, or a new one.
+fn token_for<'a>(intent: &'a Intent, ctx: &Context<'_>) -> Result<Token<'a>, Denial> {
+    Ok(match &intent.egress_token {
+        Some(t) => Token::Given(t),
+        None => Token::New(ctx.tokens.token().map_err(Denial::TokenUnavailable)?),
+    })
+}
+
+/// Takes out of a pod (or template) what [`complete`] or the sidecar added
+/// for `token`: its env var and probe header. `inject` does this on a
+/// workload's template, whose pods each get their own token at admission.
+pub fn strip_token(pod: &mut Value, token: &str) {
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = pod
+            .pointer_mut(&format!("/spec/{list}"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for c in containers.iter_mut().filter(|c| c["name"] == EGRESS) {
+            strip_container_token(c, token);
+        }
+    }
+}
+
+/// [`strip_token`] on one sidecar container.
+fn strip_container_token(c: &mut Value, token: &str) {
+    let ours = |item: &Value, name: &str, field: &str| item["name"] == name && item[field] == token;
+    if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
+        env.retain(|e| !ours(e, TOKEN_ENV, "value"));
+    }
+    let Some(get) = c
+        .pointer_mut("/readinessProbe/httpGet")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if let Some(headers) = get.get_mut("httpHeaders").and_then(Value::as_array_mut) {
+        headers.retain(|h| !ours(h, AUTH_HEADER, "value"));
+        if headers.is_empty() {
+            get.remove("httpHeaders");
+        }
+    }
+}
+
+impl Token<'_> {
+    fn new_token(&self) -> Option<&str> {
+        match self {
+            Token::New(t) => Some(t),
+            Token::Given(_) => None,
+        }
+    }
+
+    fn get(&self) -> &str {
+        match self {
+            Token::New(t) => t,
+            Token::Given(t) => t,
+        }
+    }
+}
+
+impl Sidecar<'_> {
+    /// A token made for this pod, to be written to its annotation.
+    pub fn new_token(&self) -> Option<&str> {
+        self.token.new_token()
+    }
+
+    /// `container` (this sidecar as JSON) without its token: what `inject`
+    /// writes into a workload's template, where each pod gets its own token
+    /// at admission.
+    pub fn tokenless(&self, container: &Value) -> Value {
+        let mut c = container.clone();
+        strip_container_token(&mut c, self.token.get());
+        c
+    }
+
+    /// The sidecar container, in the shape the `OpenSandbox` provider gives it.
+    fn container(&self) -> Container<'_> {
+        let token = self.token.get();
+        let mut env = Vec::with_capacity(6 + self.extra_env.len());
+        let mut push = |name: &'static str, value| env.push(EnvVar { name, value });
+        push(RULES_ENV, self.rules);
+        push(MODE_ENV, self.mode.as_str());
+        if let Some(endpoint) = self.otlp_endpoint {
+            push(OTLP_ENV, endpoint);
+        }
+        push(SANDBOX_ID_ENV, self.sandbox_id);
+        if self.credential_proxy {
+            push(MITM_ENV, "true");
+        }
+        push(TOKEN_ENV, token);
+        env.extend(
+            self.extra_env
+                .iter()
+                // The credential proxy sets it already.
+                .filter(|(name, _)| !(self.credential_proxy && name == egress_env::TRANSPARENT))
+                .map(|(name, value)| EnvVar { name, value }),
+        );
+        Container {
+            name: EGRESS,
+            image: self.image,
+            env,
+            security_context: SecurityContext {
+                capabilities: Capabilities { add: ["NET_ADMIN"] },
+                run_as: self.run_as,
+            },
+            ports: [Port {
+                name: "egress-api",
+                container_port: API_PORT,
+            }],
+            readiness_probe: Probe {
+                http_get: HttpGet {
+                    path: "/healthz",
+                    port: API_PORT,
+                    http_headers: [HttpHeader {
+                        name: AUTH_HEADER,
+                        value: token,
+                    }],
+                },
+                period_seconds: 1,
+                failure_threshold: 30,
+            },
+            volume_mounts: [BIN],
+            resources: self.resources,
+            restart_policy: self.native.then_some("Always"),
+        }
+    }
+}
+
+/// Serialized as its container, built on the spot from what it borrows.
+impl Serialize for Sidecar<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.container().serialize(s)
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Container<'a> {
+    name: &'static str,
+    image: &'a str,
+    env: Vec<EnvVar<'a>>,
+    security_context: SecurityContext,
+    ports: [Port; 1],
+    readiness_probe: Probe<'a>,
+    /// Always: the sidecar writes its MITM CA there for bootstrap.sh.
+    volume_mounts: [Mount; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart_policy: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+struct SecurityContext {
+    capabilities: Capabilities,
+    #[serde(flatten)]
+    run_as: RunAs,
+}
+
+#[derive(Debug, Serialize)]
+struct Capabilities {
+    add: [&'static str; 1],
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Port {
+    name: &'static str,
+    container_port: u16,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe<'a> {
+    http_get: HttpGet<'a>,
+    period_seconds: u32,
+    failure_threshold: u32,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HttpGet<'a> {
+    path: &'static str,
+    port: u16,
+    http_headers: [HttpHeader<'a>; 1],
+}
+
+/// An `httpHeaders` item of a probe.
+#[derive(Debug, Serialize)]
+struct HttpHeader<'a> {
+    name: &'static str,
+    value: &'a str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_order_and_native_placement() {
+        let extra = [
+            (egress_env::TRANSPARENT.to_owned(), "true".to_owned()),
+            (
+                "OPENSANDBOX_EGRESS_LOG_LEVEL".to_owned(),
+                "debug".to_owned(),
+            ),
+        ];
+        let c = serde_json::to_value(Sidecar {
+            image: "img",
+            rules: "{}",
+            mode: EgressMode::DnsNft,
+            otlp_endpoint: Some("http://otel:4318"),
+            sandbox_id: "sb-1",
+            credential_proxy: true,
+            token: Token::Given("tok"),
+            extra_env: &extra,
+            resources: None,
+            native: true,
+            run_as: RunAs::default(),
+        })
+        .unwrap();
+        let names: Vec<&str> = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        // The contract's order (egress.env-order); the pod's MITM setting is
+        // the credential proxy's already.
+        assert_eq!(
+            names,
+            [
+                RULES_ENV,
+                MODE_ENV,
+                OTLP_ENV,
+                SANDBOX_ID_ENV,
+                MITM_ENV,
+                TOKEN_ENV,
+                "OPENSANDBOX_EGRESS_LOG_LEVEL"
+            ]
+        );
+        assert_eq!(c["env"][3]["value"], "sb-1");
+        assert_eq!(c["env"][2]["value"], "http://otel:4318");
+        assert_eq!(c["restartPolicy"], "Always");
+        assert_eq!(c["env"][1]["value"], "dns+nft");
+        assert_eq!(c["volumeMounts"][0]["mountPath"], "/opt/opensandbox");
+        assert!(c.get("command").is_none() && c.get("args").is_none());
+        assert_eq!(
+            c["readinessProbe"]["httpGet"]["httpHeaders"],
+            serde_json::json!([{"name": AUTH_HEADER, "value": "tok"}])
+        );
+        assert_eq!(c["securityContext"]["capabilities"]["add"][0], "NET_ADMIN");
+        assert_eq!(c["ports"][0]["containerPort"], API_PORT);
+    }
+}

@@ -1,0 +1,458 @@
+//! What the pod asks for, read from its `<prefix>/*` annotations (contract:
+//! intent.malformed-denied). Every annotation is validated up front: a
+//! malformed value is a denial, never silently ignored, even when another
+//! annotation makes it moot.
+
+pub(crate) mod egress_env;
+pub(crate) mod expires_at;
+pub(crate) mod lifecycle;
+pub(crate) mod platform;
+pub(crate) mod policy;
+pub(crate) mod token;
+pub(crate) mod typo;
+
+use chrono::{DateTime, Utc};
+use serde_json::value::RawValue;
+
+use crate::config::{Config, EgressMode, Keys};
+use crate::duration::DurationError;
+
+use self::egress_env::EgressEnv;
+use self::expires_at::parse_expires_at;
+use self::platform::{Platform, PlatformError};
+use self::policy::{NetworkPolicy, PolicyError};
+use self::token::is_egress_token;
+use crate::mutate::quote::clip;
+use crate::mutate::read::pod::PodView;
+
+#[derive(Debug, Default)]
+pub(crate) struct Intent {
+    pub platform: Option<Platform>,
+    pub timeout: Option<u64>,
+    /// The pod's own `expires-at`, parsed.
+    pub expires_at: Option<DateTime<Utc>>,
+    pub policy: Option<NetworkPolicy>,
+    pub egress_mode: Option<EgressMode>,
+    pub credential_proxy: bool,
+    pub entrypoint: Option<Vec<String>>,
+    pub main_container: Option<String>,
+    pub egress_token: Option<String>,
+    /// The pod's `<prefix>/id` label: `OPENSANDBOX_ID` and
+    /// `OPENSANDBOX_EGRESS_SANDBOX_ID`.
+    pub sandbox_id: String,
+    /// `<prefix>/egress-env`, checked against the allowlist.
+    pub egress_env: Option<EgressEnv>,
+    /// `<prefix>/execd-isolation: "enable"`, allowed by the configuration.
+    pub isolation: bool,
+    /// `<prefix>/lifecycle` as `OPENSANDBOX_LIFECYCLE`'s value.
+    pub lifecycle: Option<String>,
+}
+
+impl Intent {
+    /// The egress mode the sidecar gets: the pod's, else the configured one.
+    pub fn mode(&self, config: &Config) -> EgressMode {
+        self.egress_mode.unwrap_or(config.egress.mode)
+    }
+
+    /// Whether the main container is told that its traffic is intercepted
+    /// (contract: execd.env-mitm): with the credential proxy, or an egress-env
+    /// that turns the transparent MITM proxy on.
+    pub fn transparent_mitm(&self) -> bool {
+        self.credential_proxy || self.egress_env.as_ref().is_some_and(EgressEnv::transparent)
+    }
+}
+
+/// Why the annotations cannot be read. `Denial` words each as the variant of
+/// the same name (denial.rs), so the sentences live in one place.
+#[derive(Debug)]
+pub(crate) enum IntentError {
+    MalformedAnnotation {
+        key: String,
+        problem: String,
+    },
+    Platform(PlatformError),
+    Policy {
+        key: String,
+        source: PolicyError,
+    },
+    CredentialProxyWithoutPolicy {
+        key: String,
+        policy_key: String,
+    },
+    /// An annotation that only the egress sidecar reads, without a policy.
+    WithoutPolicy {
+        key: String,
+        policy_key: String,
+    },
+    CredentialProxyNeedsNft {
+        key: String,
+        mode_key: String,
+        mode: EgressMode,
+    },
+    SslInsecureWithCredentialProxy {
+        key: String,
+        credential_key: String,
+    },
+    IsolationNotAllowed {
+        key: String,
+    },
+    MalformedLabel {
+        key: String,
+    },
+    /// A timeout too long to count in seconds, as the message shows it.
+    TimeoutOutOfRange {
+        key: String,
+        shown: String,
+    },
+}
+
+/// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.
+pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>, IntentError> {
+    let keys = config.keys();
+    let get = |key: &str| string_annotation(pod, key);
+
+    if let Some(inject) = get(&keys.inject)? {
+        match parse_bool(&inject) {
+            Some(false) => return Ok(None),
+            Some(true) => {}
+            None => return Err(malformed(&keys.inject, bool_problem(&inject))),
+        }
+    }
+
+    let mut intent = Intent::default();
+
+    if let Some(value) = get(&keys.platform)? {
+        intent.platform = Some(Platform::parse(&value).map_err(|e| match e {
+            PlatformError::Shape(_) => malformed(&keys.platform, e.to_string()),
+            other => IntentError::Platform(other),
+        })?);
+    }
+
+    if let Some(value) = get(&keys.timeout)? {
+        intent.timeout = Some(
+            crate::duration::parse_seconds(&value)
+                .map_err(|e| timeout_error(&e, &value, &keys.timeout))?,
+        );
+    }
+
+    if let Some(value) = get(&keys.expires_at)? {
+        let Some(at) = parse_expires_at(&value) else {
+            return Err(malformed(
+                &keys.expires_at,
+                format!(
+                    "is '{}'; use an RFC 3339 time such as 2026-01-02T15:04:05Z",
+                    clip(&value)
+                ),
+            ));
+        };
+        intent.expires_at = Some(at);
+    }
+
+    if let Some(value) = get(&keys.network_policy)? {
+        let parsed = policy::parse(&value, config.egress.max_rules);
+        intent.policy = Some(parsed.map_err(|source| IntentError::Policy {
+            key: keys.network_policy.clone(),
+            source,
+        })?);
+    }
+
+    if let Some(value) = get(&keys.egress_mode)? {
+        intent.egress_mode = Some(EgressMode::parse(&value).ok_or_else(|| {
+            malformed(
+                &keys.egress_mode,
+                format!("is '{}'; use \"dns\" or \"dns+nft\"", clip(&value)),
+            )
+        })?);
+    }
+
+    if let Some(value) = get(&keys.credential_proxy)? {
+        intent.credential_proxy = parse_bool(&value)
+            .ok_or_else(|| malformed(&keys.credential_proxy, bool_problem(&value)))?;
+        if intent.credential_proxy && intent.policy.is_none() {
+            return Err(IntentError::CredentialProxyWithoutPolicy {
+                key: keys.credential_proxy.clone(),
+                policy_key: keys.network_policy.clone(),
+            });
+        }
+    }
+
+    read_command(&mut intent, &get, keys)?;
+
+    intent.sandbox_id = match pod.label(&keys.id).map(decode_string) {
+        Some(Ok(Some(id))) => id,
+        // `select` admits only pods that carry the label.
+        None => String::new(),
+        Some(_) => {
+            return Err(IntentError::MalformedLabel {
+                key: keys.id.clone(),
+            });
+        }
+    };
+
+    read_sidecar_env(&mut intent, &get, config)?;
+
+    if let Some(value) = get(&keys.execd_isolation)? {
+        if value != "enable" {
+            return Err(malformed(
+                &keys.execd_isolation,
+                format!("is '{}'; the only value is \"enable\"", clip(&value)),
+            ));
+        }
+        if !config.execd.allow_isolation {
+            return Err(IntentError::IsolationNotAllowed {
+                key: keys.execd_isolation.clone(),
+            });
+        }
+        intent.isolation = true;
+    }
+
+    if let Some(value) = get(&keys.lifecycle)? {
+        intent.lifecycle =
+            Some(lifecycle::parse(&value).map_err(|problem| malformed(&keys.lifecycle, problem))?);
+    }
+
+    if let Some(value) = get(&keys.egress_auth_token)? {
+        if !is_egress_token(&value) {
+            return Err(malformed(
+                &keys.egress_auth_token,
+                "must be a non-empty string of visible ASCII characters; remove it to have one generated",
+            ));
+        }
+        intent.egress_token = Some(value);
+    }
+
+    Ok(Some(intent))
+}
+
+/// `<prefix>/entrypoint` and `<prefix>/main-container`: what runs, and in
+/// which container.
+fn read_command(
+    intent: &mut Intent,
+    get: &impl Fn(&str) -> Result<Option<String>, IntentError>,
+    keys: &Keys,
+) -> Result<(), IntentError> {
+    if let Some(value) = get(&keys.entrypoint)? {
+        let entrypoint: Vec<String> = serde_json::from_str(&value).map_err(|_| {
+            malformed(
+                &keys.entrypoint,
+                "is not a JSON array of strings; use a value such as [\"python\", \"app.py\"]",
+            )
+        })?;
+        if entrypoint.is_empty() {
+            return Err(malformed(
+                &keys.entrypoint,
+                "is an empty array; give the command to run, such as [\"python\", \"app.py\"]",
+            ));
+        }
+        intent.entrypoint = Some(entrypoint);
+    }
+
+    if let Some(value) = get(&keys.main_container)? {
+        if value.trim().is_empty() {
+            return Err(malformed(
+                &keys.main_container,
+                "is empty; name a container of spec.containers",
+            ));
+        }
+        intent.main_container = Some(value.trim().to_owned());
+    }
+    Ok(())
+}
+
+/// `<prefix>/egress-env` and what the credential proxy asks of the
+/// sidecar's settings (contract: intent.credential-proxy-needs-policy,
+/// egress.extra-env-needs-policy): both configure a sidecar, so both
+/// need a policy, and a credential proxy needs `dns+nft` and certificate
+/// checks.
+fn read_sidecar_env(
+    intent: &mut Intent,
+    get: &impl Fn(&str) -> Result<Option<String>, IntentError>,
+    config: &Config,
+) -> Result<(), IntentError> {
+    let keys = config.keys();
+    if let Some(value) = get(&keys.egress_env)? {
+        let env =
+            egress_env::parse(&value).map_err(|problem| malformed(&keys.egress_env, problem))?;
+        if intent.policy.is_none() {
+            return Err(IntentError::WithoutPolicy {
+                key: keys.egress_env.clone(),
+                policy_key: keys.network_policy.clone(),
+            });
+        }
+        if intent.credential_proxy && env.ssl_insecure() {
+            return Err(IntentError::SslInsecureWithCredentialProxy {
+                key: keys.egress_env.clone(),
+                credential_key: keys.credential_proxy.clone(),
+            });
+        }
+        intent.egress_env = Some(env);
+    }
+    if intent.credential_proxy && intent.mode(config) != EgressMode::DnsNft {
+        return Err(IntentError::CredentialProxyNeedsNft {
+            key: keys.credential_proxy.clone(),
+            mode_key: keys.egress_mode.clone(),
+            mode: intent.mode(config),
+        });
+    }
+    Ok(())
+}
+
+/// Why a timeout annotation is refused. A well-formed timeout too long to
+/// count in seconds is as far out of range as one that counts past year
+/// 9999; anything else is not a timeout.
+fn timeout_error(e: &DurationError, value: &str, key: &str) -> IntentError {
+    if let DurationError::TooLong(_) = e {
+        let trimmed = value.trim();
+        let unit = if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            "s"
+        } else {
+            ""
+        };
+        return IntentError::TimeoutOutOfRange {
+            key: key.to_owned(),
+            shown: format!("{trimmed}{unit}"),
+        };
+    }
+    malformed(
+        key,
+        format!(
+            "is '{}'; use whole seconds (3600) or a duration such as 90s, 30m, 2h or 1h30m",
+            clip(value)
+        ),
+    )
+}
+
+/// Annotation values are strings in any pod the apiserver sends; anything
+/// else is reported rather than guessed at.
+fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, IntentError> {
+    let Some(raw) = pod.annotation(key) else {
+        return Ok(None);
+    };
+    decode_string(raw).map_err(|_| malformed(key, "must be a string"))
+}
+
+/// `Ok(None)` for JSON null, which the apiserver would not send but a file may.
+pub(crate) fn decode_string(raw: &RawValue) -> Result<Option<String>, serde_json::Error> {
+    serde_json::from_str::<Option<String>>(raw.get())
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    let v = value.trim();
+    if v.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if v.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn bool_problem(value: &str) -> String {
+    format!("is '{}'; use \"true\" or \"false\"", clip(value))
+}
+
+fn malformed(key: &str, problem: impl Into<String>) -> IntentError {
+    IntentError::MalformedAnnotation {
+        key: key.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const POLICY: &str = r#"{"defaultAction":"deny"}"#;
+
+    fn read_with(annotations: &serde_json::Value, config: &str) -> Result<Intent, IntentError> {
+        let pod = json!({"metadata": {"labels": {"opensandbox.io/id": "sb-7"}, "annotations": annotations}});
+        let text = pod.to_string();
+        let view = PodView::parse(&text).unwrap();
+        read(&view, &Config::from_yaml(config).unwrap()).map(Option::unwrap)
+    }
+
+    fn read_one(annotations: &serde_json::Value) -> Result<Intent, IntentError> {
+        read_with(annotations, "{}")
+    }
+
+    #[test]
+    fn the_annotations_of_issue_32() {
+        let i = read_with(
+            &json!({
+                "opensandbox.io/network-policy": POLICY,
+                "opensandbox.io/egress-env": r#"{"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "true"}"#,
+                "opensandbox.io/execd-isolation": "enable",
+                "opensandbox.io/lifecycle": r#"{"preStart": {"command": ["true"]}}"#,
+            }),
+            "execd: {allowIsolation: true}",
+        )
+        .unwrap();
+        assert_eq!(i.sandbox_id, "sb-7");
+        assert!(i.isolation && i.transparent_mitm());
+        assert_eq!(
+            i.lifecycle.as_deref(),
+            Some(r#"{"preStart":{"command":["true"]}}"#)
+        );
+        assert_eq!(i.mode(&Config::default()), EgressMode::Dns);
+    }
+
+    #[test]
+    fn what_only_a_sidecar_reads_needs_a_policy_and_the_proxy_needs_nft() {
+        let env = r#"{"OPENSANDBOX_EGRESS_LOG_LEVEL": "debug"}"#;
+        assert!(matches!(
+            read_one(&json!({"opensandbox.io/egress-env": env})),
+            Err(IntentError::WithoutPolicy { .. })
+        ));
+        let proxy = |extra: serde_json::Value| {
+            let mut a = json!({"opensandbox.io/network-policy": POLICY, "opensandbox.io/credential-proxy": "true"});
+            a.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            read_one(&a)
+        };
+        assert!(matches!(
+            proxy(json!({})),
+            Err(IntentError::CredentialProxyNeedsNft {
+                mode: EgressMode::Dns,
+                ..
+            })
+        ));
+        assert!(proxy(json!({"opensandbox.io/egress-mode": "dns+nft"})).is_ok());
+        assert!(matches!(
+            proxy(json!({"opensandbox.io/egress-mode": "dns+nft",
+                "opensandbox.io/egress-env": r#"{"OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE": "true"}"#})),
+            Err(IntentError::SslInsecureWithCredentialProxy { .. })
+        ));
+    }
+
+    #[test]
+    fn isolation_is_enable_only_and_only_where_allowed() {
+        let on = json!({"opensandbox.io/execd-isolation": "enable"});
+        assert!(matches!(
+            read_one(&on),
+            Err(IntentError::IsolationNotAllowed { .. })
+        ));
+        for other in ["true", "Enable", " enable", ""] {
+            let r = read_with(
+                &json!({"opensandbox.io/execd-isolation": other}),
+                "execd: {allowIsolation: true}",
+            );
+            assert!(
+                matches!(r, Err(IntentError::MalformedAnnotation { .. })),
+                "{other:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_label_that_is_not_a_string_is_refused() {
+        let pod = json!({"metadata": {"labels": {"opensandbox.io/id": 7}}});
+        let text = pod.to_string();
+        let view = PodView::parse(&text).unwrap();
+        assert!(matches!(
+            read(&view, &Config::default()),
+            Err(IntentError::MalformedLabel { .. })
+        ));
+    }
+}
