@@ -1,0 +1,134 @@
+//! Every flag is described: in `--help` (a doc comment) and in a table row
+//! of the README, so a new flag cannot ship undocumented.
+
+use clap::{CommandFactory, Parser};
+use sandbox_webhook::cli::Args;
+
+const README: &str = include_str!("../../README.md");
+
+/// (`sandbox-webhook serve`, `--addr`, has help) for every visible long flag.
+fn flags(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String, bool)>) {
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if arg.is_hide_set() || long == "help" || long == "version" {
+            continue;
+        }
+        let described = arg
+            .get_help()
+            .is_some_and(|h| !h.to_string().trim().is_empty());
+        out.push((path.to_owned(), format!("--{long}"), described));
+    }
+    for sub in cmd.get_subcommands() {
+        flags(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+#[test]
+fn every_long_flag_has_help_and_a_readme_row() {
+    let mut all = Vec::new();
+    flags(&Args::command(), "sandbox-webhook", &mut all);
+    assert!(
+        all.len() > 40,
+        "{} flags: the walk missed subcommands",
+        all.len()
+    );
+    let rows: Vec<&str> = README.lines().filter(|l| l.starts_with('|')).collect();
+    let mut missing = Vec::new();
+    for (cmd, flag, described) in &all {
+        if !described {
+            missing.push(format!("{cmd} {flag}: no --help text"));
+        }
+        // `--flag` followed by a space, a backtick or `=`: not a prefix of a longer flag.
+        let in_row = rows.iter().any(|row| {
+            row.match_indices(flag.as_str()).any(|(i, _)| {
+                matches!(
+                    row[i + flag.len()..].chars().next(),
+                    Some(' ' | '`' | '=' | ',' | ']')
+                )
+            })
+        });
+        if !in_row {
+            missing.push(format!("{cmd} {flag}: in no README table row"));
+        }
+    }
+    assert!(missing.is_empty(), "undocumented:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn the_log_environment_is_documented() {
+    for sub in ["serve", "controller"] {
+        let mut cmd = Args::command();
+        let help = cmd
+            .find_subcommand_mut(sub)
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("RUST_LOG"), "{sub} --help:\n{help}");
+        assert!(help.contains("--log-format"), "{sub} --help:\n{help}");
+    }
+    assert!(
+        README
+            .lines()
+            .any(|l| l.starts_with('|') && l.contains("RUST_LOG")),
+        "README: no table row for RUST_LOG"
+    );
+}
+
+#[test]
+fn one_namespace_flag_and_the_old_name_still_works() {
+    let mut all = Vec::new();
+    flags(&Args::command(), "sandbox-webhook", &mut all);
+    assert!(
+        !all.iter().any(|(_, flag, _)| flag == "--webhook-namespace"),
+        "--webhook-namespace is shown: the one name is --namespace"
+    );
+    for sub in ["inject", "review"] {
+        let new = Args::try_parse_from(["sandbox-webhook", sub, "-f", "-", "--namespace", "ns"]);
+        let old = Args::try_parse_from([
+            "sandbox-webhook",
+            sub,
+            "-f",
+            "-",
+            "--webhook-namespace",
+            "ns",
+        ]);
+        assert!(new.is_ok() && old.is_ok(), "{sub}: {new:?} {old:?}");
+        assert_eq!(format!("{:?}", new.unwrap()), format!("{:?}", old.unwrap()));
+    }
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_same_flags() {
+    let bin = env!("CARGO_BIN_EXE_sandbox-webhook");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin).args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, bash) = run(&["completions", "bash"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        bash.contains("--egress-token") && bash.contains("--max-connections"),
+        "{bash}"
+    );
+    let (code, man) = run(&["man"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        man.contains(".TH sandbox-webhook 1") && man.contains("serve"),
+        "{man}"
+    );
+    let (code, serve) = run(&["man", "serve"]);
+    assert_eq!(code, Some(0));
+    assert!(serve.contains(".TH sandbox-webhook-serve 1"), "{serve}");
+    assert!(serve.contains("max\\-buffered\\-bytes"), "{serve}");
+    let (code, validate) = run(&["man", "config", "validate"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        validate.contains(".TH sandbox-webhook-config-validate 1"),
+        "{validate}"
+    );
+    assert_eq!(run(&["man", "no-such"]).0, Some(2));
+    assert_eq!(run(&["completions", "tcsh"]).0, Some(2));
+}
