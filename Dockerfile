@@ -8,7 +8,7 @@
 #     -t opensandbox/sandbox-webhook:0.1.0 .
 #
 # Local (a binary built outside, `bench/flavours.sh path`, from the build
-# context as sandbox-webhook-<arch>; README, "Image"):
+# context as sandbox-webhook-<arch>; docs/operations.md, "Image"):
 #
 #   podman build --build-arg BINARY=prebuilt -f Dockerfile -t ... CONTEXT_DIR
 #

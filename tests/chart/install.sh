@@ -20,8 +20,9 @@
 # the test's own namespaces, and the release is uninstalled on exit.
 #
 # The binary is $SANDBOX_WEBHOOK, else `cargo build` (debug). helm comes from
-# `tests/e2e/cluster.sh helm`. Everything this script starts is stopped by
-# PID. Prints `N passed, M failed` last; exits non-zero when anything failed.
+# `tests/e2e/cluster.sh helm`, kubectl from `tests/e2e/cluster.sh kubectl`.
+# Everything this script starts is stopped by PID. Prints `N passed, M
+# failed` last; exits non-zero when anything failed.
 set -euo pipefail
 
 # lib.sh sets ROOT, CHART, HERE and CLUSTER_SH and defines usage.
@@ -43,9 +44,6 @@ MWC="$REL-sandbox-webhook-$REL_NS"   # <fullname>-<release namespace>
 
 pass=0
 fail=0
-# The official Kubernetes Python client, through kc.py (see lib.sh kube_python).
-KUBE_PYTHON="$(kube_python)" || { echo "install.sh: cannot install the Kubernetes Python client" >&2; exit 1; }
-kc() { "$KUBE_PYTHON" "$HERE/kc.py" --kubeconfig "$KUBECONFIG" "$@"; }
 
 stop_webhook() {
     [[ -n "$WEBHOOK_PID" ]] || return 0
@@ -66,8 +64,7 @@ cleanup() {
     stop_webhook
     if (( RELEASE_INSTALLED && ! OWN_CLUSTER )); then
         "$HELM" uninstall "$REL" --namespace "$REL_NS" >/dev/null 2>&1
-        kc delete "/api/v1/namespaces/$TEST_NS" >/dev/null 2>&1
-        kc delete "/api/v1/namespaces/$REL_NS" >/dev/null 2>&1
+        kubectl delete namespace "$TEST_NS" "$REL_NS" --ignore-not-found --wait=false >/dev/null 2>&1
     fi
     if (( OWN_CLUSTER )); then
         "$CLUSTER_SH" stop "$WORK/cluster" 2>/dev/null
@@ -108,11 +105,12 @@ pod_json() {
 EOF
 }
 
-# create NS NAME [LABELLED] [--dry-run]: POST the pod, save the answer in $WORK/NAME.json.
+# create_pod NS NAME [LABELLED] [--dry-run]: create the pod (with --dry-run,
+# admitted but not stored), save what the API server answers in $WORK/NAME.json.
 create_pod() {
     local ns="$1" name="$2" labelled="${3:-}" dry=()
-    [[ "${4:-}" == --dry-run ]] && dry=(--dry-run)
-    pod_json "$name" "$labelled" | kc create "${dry[@]}" "/api/v1/namespaces/$ns/pods" - >"$WORK/$name.json"
+    [[ "${4:-}" == --dry-run ]] && dry=(--dry-run=server)
+    pod_json "$name" "$labelled" | kubectl create "${dry[@]}" --namespace "$ns" -f - -o json >"$WORK/$name.json"
 }
 
 # check_pod FILE mutated|unchanged: assertions on a Pod (from pod_json) as
@@ -256,7 +254,7 @@ run_test "the release contains only the webhook configurations (pods, and the wo
     kinds=\$('$HELM' get manifest '$REL' --namespace '$REL_NS' | sed -n 's/^kind: //p' | sort -u | tr '\n' ' ') &&
     echo \"kinds: \$kinds\" && [[ \$kinds == 'MutatingWebhookConfiguration ValidatingWebhookConfiguration ' ]]"
 check_mwc() {
-    kc get "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC" >"$WORK/mwc.json" &&
+    kubectl get mutatingwebhookconfiguration "$MWC" -o json >"$WORK/mwc.json" &&
     python3 - "$WORK/mwc.json" "$URL" "$WORK/certs/ca.crt" "$WEBHOOK_NAME" "$REL_NS" "$PREFIX" <<'EOF'
 import base64, json, sys
 mwc, url, ca, name, rel_ns, prefix = json.load(open(sys.argv[1])), *sys.argv[2:]
@@ -287,14 +285,14 @@ run_test "MutatingWebhookConfiguration: clientConfig.url, caBundle = ca.crt, Fai
 # ------------------------------------------------------------------ a sandbox pod is mutated
 printf '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"%s","labels":{"sandbox-webhook.opensandbox.io/install-test":"%s"}}}\n' \
     "$TEST_NS" "$SUFFIX" >"$WORK/ns.json"
-require "create namespace $TEST_NS" kc create /api/v1/namespaces "$WORK/ns.json"
+require "create namespace $TEST_NS" kubectl create -f "$WORK/ns.json"
 t0=$SECONDS
 require "the API server calls the webhook (a dry-run sandbox pod comes back mutated)" wait_mutation "$TEST_NS" yes
 log "webhook active after $((SECONDS - t0))s"
 
 run_test "create sandbox pod $TEST_NS/sandbox (label $PREFIX/id, command sleep 3600)" \
     create_pod "$TEST_NS" sandbox labelled
-get_pod() { kc get "/api/v1/namespaces/$1/pods/$2" >"$WORK/$2.stored.json"; }
+get_pod() { kubectl get pod "$2" --namespace "$1" -o json >"$WORK/$2.stored.json"; }
 run_test "GET the sandbox pod back" get_pod "$TEST_NS" sandbox
 run_test "stored sandbox pod: execd-installer, command starts with /opt/opensandbox/bootstrap.sh, expires-at" \
     check_pod "$WORK/sandbox.stored.json" mutated
@@ -318,11 +316,11 @@ EOF
 # create_deployment NS NAME TIMEOUT [--dry-run]
 create_deployment() {
     local dry=()
-    [[ "${4:-}" == --dry-run ]] && dry=(--dry-run)
-    deployment_json "$2" "$3" | kc create "${dry[@]}" "/apis/apps/v1/namespaces/$1/deployments" - >/dev/null
+    [[ "${4:-}" == --dry-run ]] && dry=(--dry-run=server)
+    deployment_json "$2" "$3" | kubectl create "${dry[@]}" --namespace "$1" -f - >/dev/null
 }
 check_vwc() {
-    kc get "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/$MWC" >"$WORK/vwc.json" &&
+    kubectl get validatingwebhookconfiguration "$MWC" -o json >"$WORK/vwc.json" &&
     python3 - "$WORK/vwc.json" "${URL%/mutate}/validate" "$WORK/certs/ca.crt" "$PREFIX" <<'EOF'
 import base64, json, sys
 vwc, url, ca, prefix = json.load(open(sys.argv[1])), *sys.argv[2:]
@@ -399,12 +397,12 @@ with open(os.path.join(work, "hook.env"), "w") as f:
     for k, v in env.items():
         f.write(f"{k}={v}\n")
 EOF
-    kc create "/api/v1/namespaces/$REL_NS/serviceaccounts" "$WORK/hook-ServiceAccount.json" >/dev/null &&
-        kc create "/apis/rbac.authorization.k8s.io/v1/namespaces/$TEST_NS/roles" "$WORK/hook-Role.json" >/dev/null &&
-        kc create "/apis/rbac.authorization.k8s.io/v1/namespaces/$TEST_NS/rolebindings" "$WORK/hook-RoleBinding.json" >/dev/null &&
-        printf '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}}\n' >"$WORK/tokenrequest.json" &&
-        kc create "/api/v1/namespaces/$REL_NS/serviceaccounts/$HOOK_NAME/token" "$WORK/tokenrequest.json" |
-            python3 -c 'import json, sys; sys.stdout.write(json.load(sys.stdin)["status"]["token"])' >"$WORK/sa/token"
+    local token
+    kubectl create --namespace "$REL_NS" -f "$WORK/hook-ServiceAccount.json" >/dev/null &&
+        kubectl create --namespace "$TEST_NS" -f "$WORK/hook-Role.json" >/dev/null &&
+        kubectl create --namespace "$TEST_NS" -f "$WORK/hook-RoleBinding.json" >/dev/null &&
+        token="$(kubectl create token "$HOOK_NAME" --namespace "$REL_NS" --duration 600s)" &&
+        printf '%s' "$token" >"$WORK/sa/token"
 }
 # run_hook [VAR=VALUE...]: the hook pod's script with its environment (plus overrides).
 run_hook() {
@@ -445,9 +443,9 @@ run_test "webhook stopped: a Deployment with a denied template is created (pre-f
 run_test "helm uninstall" "$HELM" uninstall "$REL" --namespace "$REL_NS"
 RELEASE_INSTALLED=0
 run_test "uninstall removed the MutatingWebhookConfiguration" \
-    kc absent "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$MWC"
+    absent mutatingwebhookconfiguration "$MWC"
 run_test "uninstall removed the ValidatingWebhookConfiguration" \
-    kc absent "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/$MWC"
+    absent validatingwebhookconfiguration "$MWC"
 run_test "after uninstall a sandbox pod is created again, unmutated" wait_mutation "$TEST_NS" no
 
 echo

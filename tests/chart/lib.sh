@@ -98,12 +98,13 @@ webhook_binary() {
 
 # connect_cluster NAME [KUBECONFIG]: use the kubeconfig given, or start a
 # control plane of our own in $WORK/cluster with $CLUSTER_SH (and set
-# OWN_CLUSTER=1, so the caller's cleanup stops it). Exports KUBECONFIG and
-# sets server_version to the API server's gitVersion (asked with the
-# caller's `kc`). NAME prefixes the messages; exits 2 on an unreadable
-# kubeconfig, 1 when no server answers.
+# OWN_CLUSTER=1, so the caller's cleanup stops it). Sets KUBECTL to the
+# kubectl $CLUSTER_SH builds, exports KUBECONFIG and sets server_version to
+# the API server's gitVersion. NAME prefixes the messages; exits 2 on an
+# unreadable kubeconfig, 1 when no server answers.
 connect_cluster() {
     local name="$1" given="${2:-}" t0
+    KUBECTL="$("$CLUSTER_SH" kubectl)" || { echo "$name: tests/e2e/cluster.sh kubectl failed" >&2; exit 1; }
     if [[ -n "$given" ]]; then
         KUBECONFIG="$(cd "$(dirname "$given")" && pwd)/$(basename "$given")"
         [[ -r "$KUBECONFIG" ]] || { echo "$name: cannot read kubeconfig $given" >&2; exit 2; }
@@ -117,35 +118,34 @@ connect_cluster() {
     fi
     export KUBECONFIG
     # shellcheck disable=SC2034 # read by the sourcing script
-    server_version="$(kc get /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
+    server_version="$(kubectl get --raw /version | python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])')" \
         || { echo "$name: the API server in $KUBECONFIG does not answer" >&2; exit 1; }
 }
 
-# kube_python: the Python of a virtualenv with the official Kubernetes client
-# (requirements.txt), for kc.py. Made once under the cache and remade when
-# requirements.txt changes; concurrent callers wait on a lock. Prints its path.
-kube_python() {
-    local req venv
-    req="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/requirements.txt"
-    venv="${SANDBOX_WEBHOOK_CACHE:-$HOME/.cache/sandbox-webhook}/chart-venv"
-    mkdir -p "$(dirname "$venv")"
-    (
-        flock 9
-        if [[ -x "$venv/bin/python" ]] && cmp -s "$req" "$venv/requirements.txt" &&
-            "$venv/bin/python" -c 'import kubernetes, yaml' 2>/dev/null; then
-            exit 0
-        fi
-        chart_lib_log "installing the Kubernetes Python client into $venv"
-        rm -rf "$venv"
-        if ! python3 -m venv "$venv" >&2; then
-            # Debian's python3 has no ensurepip without python3-venv.
-            [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1 || exit 1
-            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } >&2 || exit 1
-            rm -rf "$venv"
-            python3 -m venv "$venv" >&2 || exit 1
-        fi
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2 || exit 1
-        cp "$req" "$venv/requirements.txt"
-    ) 9>"$venv.lock" || return 1
-    printf '%s\n' "$venv/bin/python"
+# kubectl: $CLUSTER_SH's kubectl (connect_cluster sets KUBECTL) on
+# $KUBECONFIG, with a discovery cache of this run's own: control planes come
+# and go and reuse ports, so a shared cache could describe another server.
+kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --cache-dir "$WORK/kube-cache" "$@"; }
+
+# kget JSONPATH ARGS...: `kubectl get ARGS -o jsonpath=JSONPATH`, failing
+# (not printing an empty line) when the object lacks the field.
+kget() {
+    local path="$1" value
+    shift
+    value="$(kubectl get "$@" -o "jsonpath=$path")" || return 1
+    [[ -n "$value" ]] || { echo "kubectl get $*: no $path" >&2; return 1; }
+    printf '%s\n' "$value"
+}
+
+# absent ARGS...: 0 when `kubectl get ARGS` finds nothing, 1 when it exists,
+# 2 on any other answer.
+absent() {
+    local found
+    found="$(kubectl get "$@" --ignore-not-found -o name)" || return 2
+    [[ -z "$found" ]] || { echo "$found exists"; return 1; }
+}
+
+# ensure_namespace NS: create it unless it exists.
+ensure_namespace() {
+    kubectl get namespace "$1" -o name >/dev/null 2>&1 || kubectl create namespace "$1" >/dev/null
 }

@@ -30,6 +30,8 @@
 #                                     stand-in programs and images (installs runc, the
 #                                     CNI plugins and podman from Debian when missing)
 #   tests/e2e/cluster.sh helm         build (or reuse) helm only; prints its path
+#   tests/e2e/cluster.sh kubectl      build (or reuse) the Kubernetes binaries only; prints
+#                                     kubectl's path
 #   tests/e2e/cluster.sh start [--bare|--node] DIR
 #                                     start a control plane whose state lives in DIR;
 #                                     prints `export KUBECONFIG=DIR/kubeconfig` on stdout
@@ -452,6 +454,7 @@ main() {
         build-node) build_node; log "node: containerd, stand-ins and images in $CACHE_DIR" ;;
         load) [[ $# -ge 2 ]] || usage; cmd_load "$@" ;;
         helm) cmd_helm "$@" ;;
+        kubectl) build_control_plane; printf '%s\n' "$KUBECTL_BIN" ;;
         start) cmd_start "$@" ;;
         up) cmd_up "$@" ;;
         env) cmd_env "$@" ;;

@@ -94,8 +94,8 @@ qualify() {
 pod webhook "$WORK/webhook"
 IMAGE="$(qualify "$REF")"
 equal "the chart's default image tag is the binary's version" "$VERSION" "${REF##*:}"
-run_test "README's podman build tags the image as the chart's default ($IMAGE)" \
-    grep -qF -- "-f Dockerfile -t $IMAGE \"\$ctx\"" "$ROOT/README.md"
+run_test "docs/operations.md's podman build tags the image as the chart's default ($IMAGE)" \
+    grep -qF -- "-f Dockerfile -t $IMAGE \"\$ctx\"" "$ROOT/docs/operations.md"
 
 # ------------------------------------------------------------------ the image
 case "$(uname -m)" in x86_64) ARCH=amd64 ;; aarch64) ARCH=arm64 ;; *) ARCH="$(uname -m)" ;; esac

@@ -273,7 +273,7 @@ fn a_list_and_a_stream_give_one_result_per_pod() {
 /// Issue 21, item 5: every field is in the README and in `man diagnose`.
 #[test]
 fn every_field_is_documented() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/behaviour.md");
     let man = Command::new(BIN)
         .args(["man", "diagnose"])
         .output()

@@ -123,7 +123,8 @@ async fn the_readme_lists_every_exposed_metric() {
     let server = Running::start(pki.settings()).await;
     let exposition = server.metrics().await;
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+            .unwrap();
     let families: Vec<&str> = exposition
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE sandbox_webhook_"))
