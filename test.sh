@@ -25,7 +25,7 @@ esac
 # needs no control plane and no timing bounds; the attack tests measure
 # latency under load, so they run in the default tier, after quick.
 QUICK_TARGETS=(--lib --bins --examples --test quick --test controller_memory)
-DEFAULT_TARGETS=(--benches --test attacks --test e2e --test controller_e2e --test cluster_e2e)
+DEFAULT_TARGETS=(--bench mutation --test attacks --test e2e --test controller_e2e --test cluster_e2e)
 
 # Each step prints what the one before it took, so a run says what each part costs.
 t0=$SECONDS step_start=$SECONDS step_name="" step_key=""
