@@ -1,4 +1,6 @@
-//! Issue 31, item 8: admin-connection churn at the admin cap. Clients open
+//! contract: limits.admin-connections
+//!
+//! Admin-connection churn at the admin cap. Clients open
 //! admin connections as fast as they can and hold each briefly, so a new
 //! one arrives at the cap all the time; a kubelet-like prober sends
 //! `GET /livez` on a fresh connection (`Connection: close`, as the

@@ -1,4 +1,6 @@
-//! Issue 31, item 7: a configuration file rewritten in place, in two writes
+//! contract: config.reload, config.empty-file
+//!
+//! A configuration file rewritten in place, in two writes
 //! 30 ms apart, while reviews are answered. A poll that falls between the
 //! two writes reads a half file that is a valid configuration (the execd
 //! image changed, the egress section not written yet, so the built-in

@@ -1,4 +1,6 @@
-//! Issue 31, item 6: a recorded ClientHello replayed on new connections
+//! contract: limits.handshakes, limits.good-client
+//!
+//! A recorded ClientHello replayed on new connections
 //! against the binary, at the load of 1,000 a second on a release build
 //! (each costs it 310–390 µs: a third of a core). The rate is set from
 //! what a handshake costs this build, measured first, so that a debug

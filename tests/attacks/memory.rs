@@ -1,4 +1,6 @@
-//! Issue 31, items 1, 2 and 4, against the binary (`serve --worker-threads
+//! contract: limits.answers, limits.large-reviews, limits.object-size, limits.body-budget
+//!
+//! Against the binary (`serve --worker-threads
 //! 6`, as on a 6-core node without a CPU limit), whose resident memory
 //! must stay under 200 MiB (the chart's limit is 256 MiB) while a good
 //! client is still answered:
@@ -148,7 +150,7 @@ async fn answers_left_unread_do_not_take_the_memory() {
     open_files_for(1000);
     let served = Served::start(&["--worker-threads", "6"]);
     let rss = served.sample_rss();
-    // Issue 31's figure: 54 answers of a 6 MB entrypoint, never read. No
+    // The figure of the report: 54 answers of a 6 MB entrypoint, never read. No
     // apiserver can store that pod, so it is refused before it is read.
     let held = unread(&served, 54, &echoed_entrypoint(6_000_000)).await;
     let config = served.pki.client_config();
@@ -181,7 +183,7 @@ async fn reviews_with_a_million_arguments_do_not_take_the_memory() {
     let _alone = alone().await;
     let served = Served::start(&["--worker-threads", "6"]);
     let rss = served.sample_rss();
-    // Issue 31's figure: six 6.9 MiB reviews at once, on both paths.
+    // The figure of the report: six 6.9 MiB reviews at once, on both paths.
     let mutate = at_once(&served, 6, 2, &many_arguments(1_000_000)).await;
     let validate = at_once(&served, 6, 2, &workload_with_arguments(1_000_000)).await;
     check_rss("six million-argument reviews at once", &rss);

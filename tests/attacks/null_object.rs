@@ -1,4 +1,6 @@
-//! Issue 24, item 8: a Pod CREATE whose object is null or missing carries no
+//! contract: select.null-object
+//!
+//! A Pod CREATE whose object is null or missing carries no
 //! pod to admit. It was allowed unmutated; it is denied with code 400 and a
 //! sentence, by the real server on loopback and by `review`.
 

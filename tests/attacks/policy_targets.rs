@@ -1,4 +1,6 @@
-//! Issue 24, item 7: network-policy targets reach the egress sidecar (which
+//! contract: policy.target-grammar, warning.policy-target
+//!
+//! Network-policy targets reach the egress sidecar (which
 //! runs with `NET_ADMIN`) in its environment as written. A target is an
 //! FQDN, a `*.` wildcard, an IP or a CIDR; anything else is denied with a
 //! sentence naming it, by the real server on loopback. A URL or `host:port`

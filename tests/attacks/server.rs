@@ -1,4 +1,6 @@
-//! Issue 24's attacks on the real server on loopback, each while a good
+//! contract: limits.good-client, limits.max-connections, limits.body-budget
+//!
+//! Attacks on the real server on loopback, each while a good
 //! client (a review on a fresh TLS connection, one after the other) must be
 //! answered within a second with a 99th percentile of 50 ms or less. Each
 //! test fails without the defence it attacks: idle connections that hold

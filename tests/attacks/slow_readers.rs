@@ -1,4 +1,6 @@
-//! Issue 31, item 3: connections that pipeline reviews and read their
+//! contract: limits.answers, limits.write-timeout, limits.good-client
+//!
+//! Connections that pipeline reviews and read their
 //! answers one TLS record every 5 s, over a pod network's packet size
 //! (MSS 1400) and a small receive window, more of them than the cap. Their
 //! answers wait unread (the write blocks, or the kernel holds the bytes),

@@ -1,4 +1,7 @@
-//! Issue 31, item 5: a pod spec that tries to undo its own network policy,
+//! contract: egress.present, egress.reserved-name, execd.reserved-names, egress.net-capability-main,
+//! egress.privileged-main, select.idempotent
+//!
+//! A pod spec that tries to undo its own network policy,
 //! against the real server on loopback. Each spoofed container under a name
 //! the webhook injects comes out as exactly the webhook's own; every other
 //! container that could rewrite the sidecar's rules is denied; and a policy

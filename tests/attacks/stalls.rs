@@ -1,4 +1,6 @@
-//! Issue 31, item 9 and the third nit of item 10, against the binary:
+//! contract: limits.log-queue, limits.request-timeout, limits.good-client
+//!
+//! Against the binary:
 //! - a log sink drained at 64 KiB/s, while clients at full speed make the
 //!   server log faster than that: a review never waits for its log line
 //!   (lines that do not fit the queue are dropped and counted);

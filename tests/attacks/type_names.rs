@@ -1,4 +1,6 @@
-//! Issue 24, item 5: a hostile or broken client's malformed reviews are
+//! contract: answer.json-paths, cli.input-errors
+//!
+//! A hostile or broken client's malformed reviews are
 //! answered in JSON's words (the path of what broke and what was expected
 //! there), never with the name of a Rust type, by the real server on
 //! loopback (`/mutate` and `/validate`) and by the CLI (`review`, `inject`,

@@ -1,8 +1,10 @@
-//! Issue 24, item 6: a pod's author chooses how many annotation keys it
+//! contract: warning.cap, warning.typo-cost, limits.object-size
+//!
+//! A pod's author chooses how many annotation keys it
 //! has. 60,000 misspelled keys drew 60,000 warnings (a 5.67 MiB answer), and
 //! 60,000 keys just off the known names under the prefix took 94 times as
 //! long as the same number outside it. Both against the real server on
-//! loopback. Since issue 31 a pod whose annotations exceed Kubernetes'
+//! loopback. A pod whose annotations exceed Kubernetes'
 //! 256 KiB is denied before it is read (no API server admits it), so the
 //! attack here is the most keys that fit under that limit.
 

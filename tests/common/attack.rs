@@ -17,7 +17,7 @@ use super::stats::percentile;
 use super::wire::{Tls, read_response, tls_connect};
 
 /// How long a good client may wait for one answer, and its 99th
-/// percentile (issue 24: under 1 s, p99 50 ms or less).
+/// percentile (contract: limits.good-client: under 1 s, p99 50 ms or less).
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 pub const P99_WITHIN: Duration = Duration::from_millis(50);
 

@@ -1,4 +1,7 @@
-//! End-to-end proof of the lifecycle controller (SPEC 10, issue 12) against
+//! contract: controller.leader, controller.renewal-policy, diagnose.same-plan (and each scenario
+//! its own)
+//!
+//! End-to-end proof of the lifecycle controller against
 //! a real kube-apiserver and etcd (`tests/e2e/cluster.sh`): two
 //! `sandbox-webhook controller` replicas share a Lease; every assertion is
 //! on what the apiserver stores. There is no scheduler or kubelet, so a

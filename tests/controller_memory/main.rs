@@ -1,4 +1,6 @@
-//! The controller's memory per cached sandbox (issue 33): the leader's
+//! contract: controller.memory
+//!
+//! The controller's memory per cached sandbox: the leader's
 //! whole state (`controller::fleet::Fleet`: the cache, the owner index, a
 //! timer per pod) filled with a fleet of realistic pods, decoded from the
 //! JSON the apiserver sends, exactly as the watch feeds it, and the heap it

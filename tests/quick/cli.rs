@@ -8,6 +8,7 @@ use common::cli::{bin, run};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{ServerName, UnixTime};
 
+/// contract: cli.certs
 #[test]
 fn certs_writes_a_ca_and_a_serving_pair() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,6 +77,7 @@ fn certs_writes_a_ca_and_a_serving_pair() {
         .unwrap();
 }
 
+/// contract: cli.certs
 #[test]
 fn certs_defaults_to_local_names() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,6 +128,7 @@ fn workdir() -> tempfile::TempDir {
     dir
 }
 
+/// contract: cli.exit-codes
 #[test]
 fn inject_exit_codes() {
     let dir = workdir();
@@ -200,6 +203,7 @@ fn inject_refuses_an_egress_token_the_webhook_would_deny() {
     }
 }
 
+/// contract: cli.exit-codes
 #[test]
 fn review_exit_codes() {
     let dir = workdir();
@@ -223,6 +227,7 @@ fn review_exit_codes() {
     assert_eq!(bad_config.code, 2, "{}", bad_config.stderr);
 }
 
+/// contract: config.validate-command
 #[test]
 fn config_validate() {
     let dir = workdir();
@@ -262,6 +267,7 @@ fn config_validate() {
     assert_eq!(usage.code, 2, "{}", usage.stderr);
 }
 
+/// contract: config.defaults-command
 #[test]
 fn config_defaults_is_accepted_by_validate() {
     let dir = workdir();
@@ -300,7 +306,9 @@ fn config_defaults_is_accepted_by_validate() {
     assert_eq!(a.stdout, b.stdout);
 }
 
-/// SPEC 11: a likely mistake is a warning on inject's stderr; the pod is
+/// contract: cli.inject, warning.policy-target
+///
+/// A likely mistake is a warning on inject's stderr; the pod is
 /// still injected.
 #[test]
 fn inject_warns_about_likely_mistakes() {
@@ -321,7 +329,9 @@ fn inject_warns_about_likely_mistakes() {
 
 const NOW: &str = "2026-01-01T00:00:00Z";
 
-/// SPEC 11: `inject -o patch` prints the JSON patch, which applied to the
+/// contract: manifest.output
+///
+/// `inject -o patch` prints the JSON patch, which applied to the
 /// input gives what `inject` prints; `-o diff` a unified diff of the two.
 #[test]
 fn inject_prints_the_patch_or_a_diff() {
@@ -375,7 +385,9 @@ fn inject_prints_the_patch_or_a_diff() {
     assert_eq!((denied.code, denied.stdout.as_str()), (1, ""));
 }
 
-/// SPEC 11: `review --decode` prints the response with the patch as the
+/// contract: cli.review
+///
+/// `review --decode` prints the response with the patch as the
 /// JSON patch its base64 text carries; everything else is the same answer.
 #[test]
 fn review_decode_prints_the_patch_as_json() {

@@ -1,5 +1,6 @@
-//! `config validate` names every mistake of a file at once (issue 21, item
-//! 7), so a platform team fixes them in one round, and says "tab" for a tab.
+//! contract: config.validate-command, config.errors, cli.input-errors
+//!
+//! `config validate` names every mistake of a file at once, so a platform team fixes them in one round, and says "tab" for a tab.
 
 use crate::common;
 

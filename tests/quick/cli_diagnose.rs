@@ -1,5 +1,8 @@
-//! `sandbox-webhook diagnose`: SPEC 10's JSON for a pod manifest, from YAML
-//! or JSON, with `--now` and `--config`, and what issue 21 (item 5) adds:
+//! contract: diagnose.json, diagnose.same-plan, diagnose.input, diagnose.expiry, diagnose.reason,
+//! diagnose.platform, diagnose.not-watched
+//!
+//! `sandbox-webhook diagnose`: the controller's decision as JSON for a pod
+//! manifest, from YAML or JSON, with `--now` and `--config`, and besides it:
 //! when (`at`) and why (`reason`), the platform fields named for what they
 //! read, one result per pod of a List or stream, every field documented.
 
@@ -160,7 +163,9 @@ fn errors_exit_non_zero() {
     assert!(out.stderr.contains("controller.expiry.deleteOwnerKinds[0]"));
 }
 
-/// Issue 21, item 5: "none, namespace excluded" for kube-system; `at` in
+/// contract: diagnose.not-watched, diagnose.expiry, diagnose.platform
+///
+/// "none, namespace excluded" for kube-system; `at` in
 /// UTC; the platform fields say they read the spec, and the annotation is
 /// shown apart.
 #[test]
@@ -226,7 +231,9 @@ fn when_and_why() {
     );
 }
 
-/// Issue 21, item 5: `kubectl get pods -o yaml` (a List) and several
+/// contract: diagnose.input
+///
+/// `kubectl get pods -o yaml` (a List) and several
 /// documents give one result per pod, in order; other kinds are passed
 /// over with a note.
 #[test]
@@ -270,7 +277,9 @@ fn a_list_and_a_stream_give_one_result_per_pod() {
     );
 }
 
-/// Issue 21, item 5: every field is in the README and in `man diagnose`.
+/// contract: diagnose.json, cli.docs
+///
+/// Every field is in the docs and in `man diagnose`.
 #[test]
 fn every_field_is_documented() {
     let readme = include_str!("../../docs/behaviour.md");

@@ -155,7 +155,9 @@ fn junit_counts(xml: &str) -> (usize, usize) {
     (cases, failures)
 }
 
-/// Issue 21, item 4: `test` judges each fixture by its kind, as `inject`
+/// contract: cli.test-cases, cli.test-report
+///
+/// `test` judges each fixture by its kind, as `inject`
 /// does (a workload's template, several documents, `*.pod.yml`); an
 /// expected file without a case and a case without an expected file are
 /// reported; expected files quote `expires-at`; "1 case".

@@ -97,6 +97,7 @@ fn one_namespace_flag_and_the_old_name_still_works() {
     }
 }
 
+/// contract: cli.docs
 #[test]
 fn completions_and_man_pages_come_from_the_same_flags() {
     let bin = env!("CARGO_BIN_EXE_sandbox-webhook");

@@ -1,4 +1,7 @@
-//! `inject` as a `GitOps` repository uses it (issue 21): diffs that apply,
+//! contract: manifest.diff, manifest.output, manifest.inputs, manifest.quiet, manifest.size-warning,
+//! manifest.token-left-out, manifest.reproducible, manifest.denial, cli.input-errors
+//!
+//! `inject` as a `GitOps` repository uses it: diffs that apply,
 //! input that is not a Kubernetes object refused with a sentence, inputs and
 //! outputs as kubectl users expect, and workload templates without a token.
 
@@ -448,6 +451,7 @@ fn a_template_gets_no_token_and_its_pods_get_their_own() {
 /// Item 9a: a timeout too long to count in seconds is beyond the
 /// representable time range like any other too long timeout; unquoted, it
 /// is a number too large to read.
+/// contract: expiry.range
 #[test]
 fn a_timeout_beyond_any_number_is_out_of_range() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,6 @@
-//! `inject` on real manifests (SPEC 11): each shape a repository holds, its
+//! contract: manifest.inputs, manifest.templates, manifest.pass-through, manifest.unchanged-text
+//!
+//! `inject` on real manifests: each shape a repository holds, its
 //! pod templates injected, everything else passed through as written.
 
 use crate::common;

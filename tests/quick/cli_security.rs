@@ -1,4 +1,6 @@
-//! Issue 21 items 8 and 9c through `inject`: the injected containers say
+//! contract: execd.installer-run-as, egress.run-as, warning.run-as-root, execd.drop-net-admin
+//!
+//! Through `inject`: the injected containers say
 //! for themselves who they run as, so a pod-level user never breaks them,
 //! and a main container that drops ALL keeps its drop list as written.
 

@@ -73,6 +73,7 @@ fn run_golden(cases: Vec<Case>) {
 
 /// The runner's clock, token and own namespace are the ones the expected
 /// files were written with.
+/// contract: cli.test-fixed
 #[test]
 fn runner_uses_the_tests_clock_and_token() {
     assert_eq!(fixtures::NOW, NOW);
@@ -81,6 +82,7 @@ fn runner_uses_the_tests_clock_and_token() {
     assert_eq!(Options::default().own_namespace, OWN_NAMESPACE);
 }
 
+/// contract: cli.test-invariants, answer.deterministic
 #[test]
 fn pod_fixtures() {
     let cases = cases(Kind::Pod);
@@ -98,6 +100,8 @@ fn manifest_fixtures() {
     run_golden(cases);
 }
 
+/// contract: select.pod-create, select.dry-run, select.unreadable-pod, select.null-object,
+/// platform.node-selector-strings, answer.patch, answer.denial
 #[test]
 fn review_fixtures() {
     let cases = cases(Kind::Review);
@@ -146,6 +150,7 @@ fn review_cli_matches_library() {
 /// without a patch is parsed from its bytes as they are; one with a patch
 /// only after its base64 text becomes the byte array kube-core expects
 /// (`review::parse_response`, the one documented difference).
+/// contract: answer.echo, answer.patch, answer.no-patch
 #[test]
 fn kube_parses_every_response() {
     use kube::core::DynamicObject;

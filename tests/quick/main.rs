@@ -19,6 +19,7 @@ mod cli_flags;
 mod cli_inject;
 mod cli_manifests;
 mod cli_security;
+mod contract;
 mod golden;
 mod harness_processes;
 mod layers;

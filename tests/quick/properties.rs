@@ -292,8 +292,9 @@ fn decide(pod: &Value, ctx: &TestContext) -> Decision {
 
 /// Unknown fields of containers are keyed by container name, since injected
 /// containers shift indices. A container under a name the webhook injects
-/// is not the pod's own: it comes out exactly as the webhook injects it
-/// (issue 31), which the second pass being empty holds.
+/// is not the pod's own: it comes out exactly as the webhook injects it,
+/// which the second pass being empty holds (contract: egress.present,
+/// select.idempotent).
 fn unknown_by_name(pod: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for list in ["containers", "initContainers"] {

@@ -113,6 +113,7 @@ fn serve_until_ready(dir: &Path) -> String {
     log
 }
 
+/// contract: cli.serve-dev
 #[test]
 fn valid_dev_certificates_are_served_again_untouched() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,6 +127,7 @@ fn valid_dev_certificates_are_served_again_untouched() {
     );
 }
 
+/// contract: cli.serve-dev
 #[test]
 fn unusable_dev_certificates_are_replaced_once_the_ports_are_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -164,6 +166,7 @@ fn unusable_dev_certificates_are_replaced_once_the_ports_are_bound() {
     sandbox_webhook::certs::check_written(&dir.path().join("certs/dev"), &dns, &ips, 1).unwrap();
 }
 
+/// contract: cli.serve-dev
 #[test]
 fn dev_mode_refuses_to_listen_beyond_loopback() {
     let dir = tempfile::tempdir().unwrap();

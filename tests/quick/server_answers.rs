@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 const MUTATED: [(&str, &str); 2] = [("operation", "CREATE"), ("outcome", "mutated")];
 
+/// contract: cli.reproducible, answer.deterministic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_exactly_like_review_and_the_cli() {
     let yaml = "egress: {image: example.com/egress:v1}\nexpiry: {maxTimeoutSeconds: 86400}\n";

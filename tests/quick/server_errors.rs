@@ -21,6 +21,7 @@ async fn admission_errors(server: &Running) -> u64 {
         .await
 }
 
+/// contract: http.errors
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_errors_have_json_bodies() {
     let pki = Pki::new();
@@ -75,6 +76,7 @@ async fn http_errors_have_json_bodies() {
 
 /// Raw connections: an HTTP client that is still writing a body the server
 /// has already refused sees a broken pipe instead of the 413.
+/// contract: limits.body-size
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversize_bodies_are_413() {
     let pki = Pki::new();
@@ -126,6 +128,7 @@ async fn oversize_bodies_are_413() {
     server.shutdown().await;
 }
 
+/// contract: limits.request-timeout
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_request_hits_the_deadline() {
     let pki = Pki::new();
@@ -152,6 +155,7 @@ impl TokenSource for PanickingTokens {
     }
 }
 
+/// contract: limits.panic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_answers_500_and_is_counted() {
     let pki = Pki::new();

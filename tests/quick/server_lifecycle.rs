@@ -22,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+/// contract: config.reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_reload_applies_good_files_and_keeps_the_old_on_bad_ones() {
     let yaml = "egress: {image: example.com/egress:v1}\n";
@@ -62,6 +63,7 @@ async fn config_reload_applies_good_files_and_keeps_the_old_on_bad_ones() {
     server.shutdown().await;
 }
 
+/// contract: http.readyz
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_follows_the_tls_listener() {
     let pki = Pki::new();
@@ -85,6 +87,7 @@ async fn readiness_follows_the_tls_listener() {
     task.await.unwrap().unwrap();
 }
 
+/// contract: http.drain
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_the_request_in_flight() {
     let pki = Pki::new();
@@ -135,6 +138,7 @@ async fn shutdown_finishes_the_request_in_flight() {
 /// response to its next request (`Connection: close`), never between two
 /// requests: the apiserver's Go client does not retry a POST that met EOF,
 /// so an idle connection closed under it would lose a pod create.
+/// contract: http.shutdown-delay
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn during_the_shutdown_delay_responses_close_their_connection() {
     let (pki, mut server) = start_tuned(|t| t.shutdown_delay = Duration::from_secs(2)).await;
@@ -175,6 +179,7 @@ async fn during_the_shutdown_delay_responses_close_their_connection() {
 /// end of the delay, connections that are handshaking, that wait for their
 /// first request, or that sit between requests may each have a request on
 /// its way; closing one under it loses a pod create.
+/// contract: http.shutdown-delay, http.drain
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_review_is_lost_at_shutdown_under_full_load() {
     const CLIENTS: usize = 32;

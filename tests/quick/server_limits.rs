@@ -1,4 +1,8 @@
-//! Attacks on the limits of SPEC 9, on loopback, each with a well-behaved
+//! contract: limits.good-client, limits.head-timeout, limits.head-size, limits.max-connections,
+//! limits.admin-connections, limits.body-size, limits.body-budget, limits.write-timeout,
+//! limits.request-timeout, http.connection-close
+//!
+//! Attacks on the server's limits, on loopback, each with a well-behaved
 //! client that must still be answered within a second while the attack runs
 //! (`well_behaved`). Each test fails without the bound it attacks.
 
@@ -202,6 +206,7 @@ async fn stalled_bodies_stay_within_the_budget() {
     server.shutdown().await;
 }
 
+/// contract: limits.admin-connections, metrics.connections
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_admin_connections_do_not_lock_out_probes() {
     let (pki, server) = start_tuned(|t| t.admin_max_connections = 16).await;
@@ -325,6 +330,7 @@ async fn early_answers_say_connection_close() {
     server.shutdown().await;
 }
 
+/// contract: http.shutdown-delay
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigterm_fresh_connections_are_answered_for_the_delay() {
     let (pki, mut server) = start_tuned(|t| t.shutdown_delay = 2 * SECOND).await;

@@ -1,4 +1,6 @@
-//! What an operator sees of the classic outages (SPEC 9): handshake failures
+//! contract: metrics.handshakes, metrics.reloads, metrics.build-info, http.cert-validity
+//!
+//! What an operator sees of the classic outages: handshake failures
 //! by reason, the certificate's expiry, the build, and whether the last
 //! configuration reload took.
 
@@ -11,6 +13,7 @@ use common::server::{Pki, Running, eventually, start_with_config, tls_connect};
 use sandbox_webhook::certs::Ca;
 use tokio::io::AsyncWriteExt;
 
+/// contract: metrics.handshakes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
     let pki = Pki::new();
@@ -54,6 +57,7 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
     server.shutdown().await;
 }
 
+/// contract: metrics.build-info
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_expiry_and_build_are_exposed() {
     let pki = Pki::new();
@@ -96,6 +100,7 @@ async fn certificate_expiry_and_build_are_exposed() {
     server.shutdown().await;
 }
 
+/// contract: metrics.reloads
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_reload_sets_last_reload_success_to_zero() {
     let (_pki, server, path) = start_with_config("prefix: example.com\n").await;

@@ -76,6 +76,7 @@ async fn keeps_after_a_bad_pair(
     served(&fresh_client(pki), &server.url("/mutate"), current).await;
 }
 
+/// contract: http.cert-reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_rotation_via_kubelet_symlink_swap() {
     let pki = Pki::new();
@@ -114,6 +115,7 @@ async fn certificate_rotation_via_kubelet_symlink_swap() {
     server.shutdown().await;
 }
 
+/// contract: http.cert-reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_rotation_by_replacing_files() {
     let pki = Pki::new();
@@ -159,6 +161,7 @@ async fn bad_certificate_fails_start_naming_the_file() {
     assert!(err.to_string().contains("does not match"), "{err}");
 }
 
+/// contract: http.client-ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_requires_a_client_certificate_from_the_ca() {
     let pki = Pki::new();
@@ -207,6 +210,7 @@ async fn mtls_requires_a_client_certificate_from_the_ca() {
 
 /// A pair outside its validity window, expired or not yet valid: refused at
 /// start with a sentence that names the file and what is wrong.
+/// contract: http.cert-validity
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_and_future_certificates_are_refused_at_start() {
     let pki = Pki::new();
@@ -229,6 +233,7 @@ async fn expired_and_future_certificates_are_refused_at_start() {
 
 /// The same at reload: refused, counted by reason, and the current pair is
 /// still served; a valid pair afterwards is taken.
+/// contract: http.cert-validity, http.cert-reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_and_future_certificates_are_refused_at_reload() {
     let pki = Pki::new();

@@ -1,4 +1,7 @@
-//! `POST /validate` (SPEC 11) over HTTPS: the same server, TLS, limits and
+//! contract: http.endpoints, workload.judge, workload.no-patch, workload.denial, workload.skips,
+//! metrics.admissions
+//!
+//! `POST /validate` over HTTPS: the same server, TLS, limits and
 //! metrics as `/mutate`, allowed or denied, never a patch.
 
 use crate::common;
