@@ -63,7 +63,7 @@ async fn config_reload_applies_good_files_and_keeps_the_old_on_bad_ones() {
     server.shutdown().await;
 }
 
-/// contract: http.readyz
+/// contract: http.readyz, http.admin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_follows_the_tls_listener() {
     let pki = Pki::new();
