@@ -1,10 +1,31 @@
 #!/usr/bin/env bash
-# Runs the whole test suite. Installs or builds what the tests need first and
-# reuses whatever is already cached, so a warm run takes a few minutes.
+# Runs the tests, in three tiers. Installs or builds what a tier needs first
+# and reuses whatever is already cached.
 #
-#   ./test.sh            everything (this is what .ci/run calls)
+#   ./test.sh quick   fmt, clippy, unit, golden, properties, the CLI and the
+#                     socket-level server tests (cargo only; ~3 min warm)
+#   ./test.sh         quick, then everything else that proves behaviour: the
+#                     attack tests, the e2e suites against a real control
+#                     plane and a real node, the Helm chart and the image
+#   ./test.sh full    all of that, then the fuzzing run and the benchmark
+#                     smoke run (this is what .ci/run calls)
 set -euo pipefail
 cd "$(dirname "$0")"
+
+tier=${1:-default}
+case $tier in
+quick | default | full) ;;
+*)
+    echo "usage: $0 [quick|default|full]" >&2
+    exit 2
+    ;;
+esac
+
+# The test targets of each tier (Cargo.toml's [[test]]s). quick holds what
+# needs no control plane and no timing bounds; the attack tests measure
+# latency under load, so they run in the default tier, after quick.
+QUICK_TARGETS=(--lib --bins --examples --test quick --test controller_memory)
+DEFAULT_TARGETS=(--bench mutation --test attacks --test e2e --test controller_e2e --test cluster_e2e)
 
 # Each step prints what the one before it took, so a run says what each part costs.
 t0=$SECONDS step_start=$SECONDS step_name="" step_key=""
@@ -19,6 +40,27 @@ step_done() {
 }
 # step KEY DESCRIPTION: KEY names the step in the cost summary at the end.
 step() { step_done; step_key="$1" step_name="$2" step_start=$SECONDS; printf '\n== %s\n' "$2"; }
+
+step fmt "cargo fmt --check"
+cargo fmt --all -- --check
+step clippy "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+# node_e2e is not among --all-targets' tests (test = false: it has a step below).
+cargo clippy --test node_e2e --locked -- -D warnings
+step test "cargo test: unit, golden, properties, CLI, socket-level server tests"
+cargo test --locked "${QUICK_TARGETS[@]}"
+step fixtures "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
+cargo run --locked --quiet -- test tests/fixtures | grep -v '^ok '
+
+finish() {
+    step_done
+    echo
+    echo "test.sh $tier: all green in $((SECONDS - t0))s"
+}
+if [[ $tier == quick ]]; then
+    finish
+    exit 0
+fi
 
 step tools "tools"
 # Debian packages the scripts use; installed only when missing, from the
@@ -40,16 +82,8 @@ tests/e2e/cluster.sh build-node
 step plane-build "the control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, the kubelet, kwok) and helm from the Go module proxy (cached)"
 tests/e2e/cluster.sh build >/dev/null
 
-step fmt "cargo fmt --check"
-cargo fmt --all -- --check
-step clippy "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
-# node_e2e is not among --all-targets' tests (test = false: it has a step below).
-cargo clippy --test node_e2e --locked -- -D warnings
-step test "cargo test (unit, golden, properties, server, cli, e2e, controller e2e, the whole cluster)"
-cargo test --locked --all-targets
-step fixtures "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
-cargo run --locked --quiet -- test tests/fixtures | grep -v '^ok '
+step test-e2e "cargo test: the attack tests, the e2e suites (webhook, controller, the whole cluster)"
+cargo test --locked "${DEFAULT_TARGETS[@]}"
 
 step chart "Helm chart: lint, template, schema, hadolint, shellcheck"
 tests/chart/run.sh
@@ -58,23 +92,30 @@ tests/chart/dryrun.sh
 step install "Helm chart: out-of-cluster install pointing at the local binary"
 tests/chart/install.sh
 
-step fuzz "Fuzzing: cargo-fuzz, 60 s over both targets; corpus replayed in release (10 ms bar)"
-fuzz/run.sh
-
-step bench "Benchmarks: smoke run (release builds, TLS load, RSS, flavours; fails on errors, never on speed)"
-CARGO_TARGET_DIR=target bench/run.sh --smoke
-
 step image "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
 CARGO_TARGET_DIR=target tests/image/run.sh
 
 step node "The product on a real node: helm install of the image, sandboxes running, expiry, rollout and rotation (cargo test --test node_e2e)"
 CARGO_TARGET_DIR=target cargo test --locked --test node_e2e
 
-step_done
-echo
 # What the real node costs: its build (containerd, stand-ins, images; the
 # kubelet is compiled inside the Kubernetes build above, a re-link when the
 # build cache holds the rest) and its suite (plane and node start, image
 # import, helm install, the scenarios, teardown).
-echo "test.sh: the real node took ${took[node-build]}s to build (0-1 s when cached) and its suite ${took[node]}s"
-echo "test.sh: all green in $((SECONDS - t0))s"
+node_cost() {
+    echo "test.sh: the real node took ${took[node-build]}s to build (0-1 s when cached) and its suite ${took[node]}s"
+}
+if [[ $tier == default ]]; then
+    finish
+    node_cost
+    exit 0
+fi
+
+step fuzz "Fuzzing: cargo-fuzz, 60 s over both targets; corpus replayed in release (10 ms bar)"
+fuzz/run.sh
+
+step bench "Benchmarks: smoke run (release builds, TLS load, RSS, flavours; fails on errors, never on speed)"
+CARGO_TARGET_DIR=target bench/run.sh --smoke
+
+finish
+node_cost

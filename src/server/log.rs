@@ -88,6 +88,7 @@ impl RateLimit {
 mod tests {
     use super::*;
 
+    /// contract: limits.logs
     #[test]
     fn newlines_and_quotes_are_escaped() {
         let forged = "sb-1\n2026-01-01T00:00:00Z INFO admission outcome=\"mutated\"\r\u{2028}";
@@ -100,6 +101,7 @@ mod tests {
         assert_eq!(Clean("team-a").to_string(), "team-a");
     }
 
+    /// contract: limits.logs
     #[test]
     fn long_values_are_cut() {
         let long = "x".repeat(10_000);

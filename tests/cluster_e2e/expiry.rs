@@ -1,4 +1,7 @@
-//! Scenario 3: expiry with owners (SPEC 10), the garbage collector doing
+//! contract: controller.expiry-delete-owner, controller.expiry-left-owned,
+//! controller.expiry-renewal, controller.expiry-on-time
+//!
+//! Scenario 3: expiry with owners, the garbage collector doing
 //! its part: a Job's expired sandbox takes the Job and its pods with it, a
 //! `ReplicaSet`'s is left with a warning, a renewed pod outlives its first
 //! time. Never early: every removal is timed by the apiserver's own clock.

@@ -186,10 +186,13 @@ pub fn token_volume(p: &Pod) -> Option<&str> {
         .find(|n| n.starts_with("kube-api-access-"))
 }
 
-/// What SPEC 3 and 4 promise, exactly once: the installer first, the
+/// contract: execd.installer, egress.native, execd.command-wrap, execd.volume, egress.token,
+/// select.idempotent, execd.service-account-token
+///
+/// What the webhook injects, exactly once: the installer first, the
 /// native egress sidecar second (with a policy), the wrapped command, one
 /// `opensandbox-bin` volume, the pod's own egress token; and no API token
-/// (SPEC 3.5): `automountServiceAccountToken: false`, no token volume, no
+/// (contract: execd.service-account-token): `automountServiceAccountToken: false`, no token volume, no
 /// container that mounts one, although the `ServiceAccount` admission plugin
 /// added them before the webhook ran.
 pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
@@ -200,7 +203,7 @@ pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
 /// A sandbox that keeps its API token on purpose: injected as usual, the
 /// token volume there, and mounted into the injected containers too by the
 /// `ServiceAccount` plugin's second run (which the webhook's second pass
-/// forgives, SPEC 3.5 and `mutate::same`).
+/// forgives, `mutate::same`; contract: execd.service-account-token).
 pub fn check_token_kept(p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
     let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
@@ -226,7 +229,7 @@ pub fn check_token_kept(p: &Pod) -> Result<()> {
     check_layout(p, true)
 }
 
-/// No API token (SPEC 3.5).
+/// No API token (contract: execd.service-account-token).
 fn check_no_token(p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
     let spec = p.spec.as_ref().ok_or("a pod without a spec")?;

@@ -1,6 +1,7 @@
 //! Scenario 2: the platform nodeSelector lands a pod on a node of its
 //! platform, and the real scheduler's message reaches the controller when no
-//! node fits (SPEC 5 and 10).
+//! node fits (contract: platform.merge, controller.platform-postscript,
+//! controller.platform-condition, controller.platform-event).
 
 use std::time::Duration;
 

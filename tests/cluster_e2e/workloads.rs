@@ -132,7 +132,8 @@ async fn create_workloads(env: &Env, ns: &str) -> Result<()> {
         ns,
         json!({
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch"},
-            // This one keeps its API token on purpose (SPEC 3.5: kept, with a
+            // This one keeps its API token on purpose (contract:
+            // execd.service-account-token: kept, with a
             // warning), so the ServiceAccount plugin mounts it into the
             // injected containers after the webhook, and the apiserver calls
             // the webhook again: its second pass must find them exactly its

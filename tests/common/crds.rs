@@ -1,4 +1,4 @@
-//! The custom resources of SPEC 11's workloads, registered with a test
+//! The custom resources of the workload kinds (contract: workload.kinds), registered with a test
 //! apiserver: OpenSandbox's `BatchSandbox` and agent-sandbox's `Sandbox`.
 
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@ use super::workloads::resource;
 
 /// The `AdmissionReview` of `operation` on `object` in `namespace` (`old` for
 /// an UPDATE). The request's kind and resource are the object's: a workload
-/// kind of SPEC 11, else a core/v1 Pod.
+/// kind (contract: workload.kinds), else a core/v1 Pod.
 pub fn review(
     uid: &str,
     namespace: &str,

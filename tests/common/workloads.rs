@@ -1,4 +1,4 @@
-//! Workloads around a pod template (SPEC 11): the pod of a [`SandboxPod`]
+//! Workloads around a pod template (contract: workload.kinds): the pod of a [`SandboxPod`]
 //! as the template of a Deployment, Job, `BatchSandbox`..., valid for the
 //! apiserver, and the `AdmissionReview` the apiserver sends for one.
 
@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::pods::SandboxPod;
 
-/// `apiVersion` and plural resource of each workload kind of SPEC 11, a row
+/// `apiVersion` and plural resource of each workload kind, a row
 /// per version (the first of a kind is the one [`workload`] writes).
 pub const KINDS: [(&str, &str, &str); 9] = [
     ("Deployment", "apps/v1", "deployments"),

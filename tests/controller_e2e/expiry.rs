@@ -45,6 +45,8 @@ pub(crate) async fn gone_on_time(
     Ok(delay)
 }
 
+/// contract: controller.expiry-on-time, controller.expiry-delete-pod, controller.expiry-events,
+/// controller.expiry-metric
 pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let before = env.leader()?.metric(
@@ -81,6 +83,7 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Resul
     )
 }
 
+/// contract: controller.expiry-renewal
 pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
@@ -114,6 +117,7 @@ pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Re
     gone_on_time(&pods, "renewed", new).await.map(|_| ())
 }
 
+/// contract: controller.expiry-never, controller.expiry-invalid
 pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
@@ -206,6 +210,7 @@ pub(crate) fn job(name: &str) -> Result<Job> {
     }))?)
 }
 
+/// contract: controller.expiry-delete-owner
 pub(crate) async fn job_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), ns);
@@ -230,6 +235,7 @@ pub(crate) async fn job_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
     )
 }
 
+/// contract: controller.expiry-left-owned
 pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let before = env
@@ -291,6 +297,7 @@ async fn recreate(pods: &Api<Pod>, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// contract: controller.expiry-delete-pod
 pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
     env: &Env,
     id: &str,

@@ -19,6 +19,7 @@ use crate::harness::{
 /// The chart's renewal policy, rendered by helm as the apiserver serves the
 /// API, applied, exercised with a bad and a good renewal, and removed again:
 /// it judges every sandbox pod's updates, not only this scenario's.
+/// contract: controller.renewal-policy
 pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env, id: &str) -> Result<()> {
     let policies = Api::<ValidatingAdmissionPolicy>::all(env.client.clone());
     let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(env.client.clone());
@@ -147,6 +148,7 @@ async fn renewals_are_checked(env: &Env, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// contract: controller.leader
 pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let leader = env.wait_leader(Duration::from_secs(10)).await?;
@@ -190,6 +192,7 @@ pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env, id: &
     check(env.controllers[standby].running(), "the new leader runs")
 }
 
+/// contract: controller.leader
 pub(crate) async fn sigterm_releases_the_lease(env: &mut Env, _id: &str) -> Result<()> {
     let leader = env.wait_leader(Duration::from_secs(10)).await?;
     let identity = env.controllers[leader].identity.clone();

@@ -1,4 +1,6 @@
-//! Never early (issue 21, item 6): no sandbox is removed before its
+//! contract: controller.expiry-on-time, controller.expiry-delete-owner, controller.expiry-renewal
+//!
+//! Never early: no sandbox is removed before its
 //! `expires-at`, by the cluster's account. For every pod this suite expires,
 //! the moment a watch sees it deleted and the time of the controller's
 //! `SandboxExpired` Event are at or after its `expires-at`: pods expiring

@@ -32,6 +32,8 @@ pub(crate) async fn schedule_failure(pods: &Api<Pod>, name: &str, message: &str)
     Ok(())
 }
 
+/// contract: controller.platform-reading, controller.platform-classifier,
+/// controller.platform-postscript, controller.platform-condition, controller.platform-event
 pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let before = env
@@ -129,6 +131,7 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
 
 /// `controller.platform.deleteUnschedulable: true`: the reported pod is then
 /// removed by the expiry rules. Restarts both replicas with that file.
+/// contract: controller.platform-delete
 pub(crate) async fn delete_unschedulable_removes_the_pod(env: &mut Env, id: &str) -> Result<()> {
     std::fs::write(
         &env.config,

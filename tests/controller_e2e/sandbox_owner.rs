@@ -15,6 +15,7 @@ use crate::harness::{Result, check, expires_at, in_seconds, pp, sandbox, wait_go
 
 const API_VERSION: &str = "agents.x-k8s.io/v1beta1";
 
+/// contract: controller.expiry-delete-owner
 pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
     crds::ensure(&env.client, &crds::sandbox_v1beta1()).await?;
     let ns = &env.namespace(id).await?;

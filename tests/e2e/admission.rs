@@ -9,6 +9,7 @@ use crate::common::P;
 use crate::common::pods::SandboxPod;
 use crate::env::{Env, annotation, check, has_init, init_names};
 
+/// contract: answer.patch, execd.installer, execd.command-wrap
 pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let before = chrono::Utc::now();
@@ -120,7 +121,9 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
     Ok(())
 }
 
-/// Issue 32, SPEC 4.3: a pod's `P/egress-env` is stored in its sidecar's
+/// contract: egress.extra-env-order, egress.extra-env-transparent
+///
+/// A pod's `P/egress-env` is stored in its sidecar's
 /// env, after the sidecar's own and in the annotation's order, with the
 /// sandbox's id beside them; `MITMPROXY_TRANSPARENT: "true"` reaches the
 /// main container too.
@@ -196,6 +199,7 @@ pub async fn egress_env_reaches_the_stored_sidecar(env: &Env, id: &str) -> Resul
     Ok(())
 }
 
+/// contract: answer.denial
 pub async fn invalid_pod_is_denied(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let pod = SandboxPod::new("conflict")
@@ -225,6 +229,7 @@ pub async fn invalid_pod_is_denied(env: &Env, id: &str) -> Result<()> {
     )
 }
 
+/// contract: select.dry-run
 pub async fn dry_run_stores_nothing(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let pp = PostParams {

@@ -1,4 +1,6 @@
-//! The workload pre-flight (SPEC 11) against the real apiserver: a
+//! contract: workload.denial, workload.webhook-configuration, workload.judge
+//!
+//! The workload pre-flight against the real apiserver: a
 //! `ValidatingWebhookConfiguration` with the chart's rules and matchCondition
 //! calls `/validate`. Workloads whose template the pod webhook would deny
 //! are refused at create and update with the pod webhook's message; valid

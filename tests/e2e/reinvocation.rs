@@ -1,7 +1,8 @@
 //! `reinvocationPolicy: IfNeeded`: a later webhook's change makes the
 //! apiserver call ours again. The second call adds nothing to the webhook's
 //! own output as the apiserver hands it back (decoded and defaulted), and a
-//! policy the later webhook changed reaches the sidecar (issue 31, item 5).
+//! policy the later webhook changed reaches the sidecar (contract:
+//! select.idempotent, egress.present).
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};

@@ -17,6 +17,8 @@ const EXCLUDED_SKIPS: (&str, &[(&str, &str)]) = (
     &[("reason", "excluded-namespace")],
 );
 
+/// contract: select.pod-create, select.sandbox-label, select.excluded-namespace,
+/// select.opt-out, metrics.skips
 pub async fn untouched_pods(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     scope

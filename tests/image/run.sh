@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The image users run, built and run on this machine (issue 25).
+# The image users run, built and run on this machine.
 #
 #   tests/image/run.sh
 #

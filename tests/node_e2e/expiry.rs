@@ -4,7 +4,9 @@
 //! tasks and from the host, and the pod is gone from the API only after.
 //! The sandbox starts with an hour to live; once it runs, its expiry is
 //! moved a few seconds ahead (the annotation is the control plane's to
-//! overwrite, SPEC 10), so a slow start never lets it expire unseen.
+//! overwrite: contract: controller.expiry-renewal), so a slow start never
+//! lets it expire unseen (contract: controller.expiry-on-time,
+//! controller.expiry-delete-pod).
 
 use std::time::Duration;
 

@@ -1,4 +1,6 @@
-//! Scenario 2: sandboxes run. What the webhook injected (SPEC 3 and 4) is
+//! contract: execd.installer, execd.command-wrap, execd.env-id, egress.native, egress.token
+//!
+//! Scenario 2: sandboxes run. What the webhook injected (execd and egress) is
 //! seen working on the real node, from the inside (the main container's
 //! log, `kubectl exec`), from the sidecar's own log, from the kubelet's
 //! probe and from the host over the bridge:
@@ -56,21 +58,19 @@ pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> 
     egress_works(env, &ns, &p)?;
     egress_needs_net_admin(env, &ns).await?;
 
-    // SPEC 3 as issue 32 completes it (the id in the env, the optional copies).
+    // The id in the env (contract: execd.env-id) and the installer's optional
+    // copies (contract: execd.install-script).
     let mut missing = Vec::new();
     let want_id = format!("sandbox: env OPENSANDBOX_ID={}", "policed");
     for (needle, what) in [
         (
             want_id.as_str(),
-            "OPENSANDBOX_ID in the main container's env (SPEC 3)",
+            "OPENSANDBOX_ID in the main container's env",
         ),
-        (
-            "sandbox: installed bwrap",
-            "the installer's copy of bwrap (SPEC 3)",
-        ),
+        ("sandbox: installed bwrap", "the installer's copy of bwrap"),
         (
             "sandbox: installed opensandbox-session-gate",
-            "the installer's copy of the session gate (SPEC 3)",
+            "the installer's copy of the session gate",
         ),
     ] {
         if logged(&main, needle, what).is_err() {

@@ -34,8 +34,9 @@ fn refused(yaml: &str, field: &str, words: &str) {
 }
 
 /// Every row of `refusals.jsonl`: a document, the field its message names,
-/// and words it says. The table holds most of the configuration's refusals
-/// (contract: config.errors); the tests below add what a row cannot say.
+/// and words it says. The table holds most of the configuration's refusals; the tests
+/// below add what a row cannot say.
+/// contract: config.errors, config.strict-keys, config.strict-types
 #[test]
 fn every_refusal_names_its_field() {
     let mut rows = 0;
@@ -97,6 +98,7 @@ expiry:  {defaultTimeoutSeconds: 600, maxTimeoutSeconds: 3600}
     );
 }
 
+/// contract: config.defaults
 #[test]
 fn partial_sections_keep_defaults() {
     let c = ok("egress: {mode: dns}");
@@ -119,6 +121,7 @@ fn every_fixture_config_is_accepted() {
     assert!(seen >= 5, "only {seen} fixture configs found");
 }
 
+/// contract: config.defaults
 #[test]
 fn defaults_round_trip() {
     let yaml = Config::default().to_yaml().unwrap();
@@ -127,6 +130,7 @@ fn defaults_round_trip() {
     assert!(yaml.contains("defaultTimeoutSeconds: null"), "{yaml}");
 }
 
+/// contract: config.strict-null
 #[test]
 fn nulls_only_where_the_defaults_show_them() {
     for allowed in [
@@ -144,6 +148,7 @@ fn nulls_only_where_the_defaults_show_them() {
 
 // What each field rule accepts (the refusals are in the table).
 
+/// contract: config.names
 #[test]
 fn prefix_is_a_dns_subdomain() {
     assert_eq!(
@@ -157,6 +162,7 @@ fn prefix_is_a_dns_subdomain() {
     );
 }
 
+/// contract: config.names
 #[test]
 fn namespaces_are_dns_labels() {
     assert_eq!(
@@ -169,6 +175,7 @@ fn namespaces_are_dns_labels() {
     );
 }
 
+/// contract: config.images
 #[test]
 fn images_are_references() {
     assert_eq!(
@@ -179,6 +186,7 @@ fn images_are_references() {
     );
 }
 
+/// contract: config.resources
 #[test]
 fn resources_follow_the_apiserver() {
     let c = ok(
@@ -197,6 +205,7 @@ fn resources_follow_the_apiserver() {
     ok("egress: {resources: {requests: {hugepages-2Mi: 4Mi}, limits: {hugepages-2Mi: 4Mi}}}");
 }
 
+/// contract: config.values
 #[test]
 fn numbers_in_range() {
     assert_eq!(ok("egress: {maxRules: 1}").egress.max_rules, 1);
@@ -242,6 +251,7 @@ pod: {automountServiceAccountToken: null}
     );
 }
 
+/// contract: config.controller
 #[test]
 fn controller_section() {
     let c = ok(
@@ -361,6 +371,7 @@ fn messages_never_leak_rust_types() {
 
 /// The chart's schema refuses what this reader refuses with the very same
 /// patterns; a change to one without the other fails here.
+/// contract: config.chart-parity
 #[test]
 fn chart_schema_carries_the_same_patterns() {
     let path =

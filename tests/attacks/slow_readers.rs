@@ -1,0 +1,166 @@
+//! contract: limits.answers, limits.write-timeout, limits.good-client
+//!
+//! Connections that pipeline reviews and read their
+//! answers one TLS record every 5 s, over a pod network's packet size
+//! (MSS 1400) and a small receive window, more of them than the cap. Their
+//! answers wait unread (the write blocks, or the kernel holds the bytes),
+//! which kept them from ever being evicted, so a new client waited for a
+//! slot for seconds. An answer left unread past the grace makes its
+//! connection evictable like an idle one: a new client is answered within
+//! a second at a p99 of 50 ms. Meanwhile clients that read their answers
+//! at once (as the apiserver's Go client does), some 150 KB long, lose no
+//! review they were answered, however much eviction goes on around them.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::attack::{P99_WITHIN, alone, good_client, hold, open_files_for, sandbox_review};
+use common::pods::SandboxPod;
+use common::server::{review_body, start_tuned};
+use common::wire::{Load, Tls, keep_alive_client, post, tls_over};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+
+const SECOND: Duration = Duration::from_secs(1);
+const CAP: u32 = 256;
+
+/// A review whose answer is about 150 KB: its entrypoint, 110 KB, comes
+/// back in the patch.
+fn large_answer(uid: &str) -> Vec<u8> {
+    let big = "x".repeat(110_000);
+    let pod = SandboxPod::new("sb-1")
+        .namespace("team-a")
+        .command(&["sh", &big])
+        .json();
+    post("/mutate", "application/json", &review_body(uid, &pod))
+}
+
+/// A TLS connection with a pod network's MSS and a small receive buffer,
+/// that has sent `bytes`.
+async fn slow_reader(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    bytes: Arc<Vec<u8>>,
+) -> std::io::Result<Tls> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_recv_buffer_size(4096)?;
+    let mss: libc::c_int = 1400;
+    // SAFETY: TCP_MAXSEG takes an int, passed with its size, on this socket.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_MAXSEG,
+            (&raw const mss).cast(),
+            u32::try_from(size_of::<libc::c_int>()).unwrap_or(4),
+        )
+    };
+    assert_eq!(set, 0, "TCP_MAXSEG");
+    let tcp = socket.connect(addr).await?;
+    let mut tls = tls_over(tcp, config).await?;
+    tls.write_all(&bytes).await?;
+    Ok(tls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
+    const HOSTILE: usize = 300;
+    let _alone = alone().await;
+    open_files_for(2 * HOSTILE as u64 + 400);
+    let (pki, server) = start_tuned(|t| {
+        t.max_connections = CAP;
+        t.request_timeout = 60 * SECOND;
+    })
+    .await;
+    let (addr, config) = (server.addr, pki.client_config());
+
+    // Clients that read at once, until the end: a review with a 150 KB
+    // answer, then normal ones, on keep-alive connections.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..4)
+        .map(|i| {
+            let request = if i % 2 == 0 {
+                large_answer(&format!("reader-{i}"))
+            } else {
+                post(
+                    "/mutate",
+                    "application/json",
+                    &sandbox_review(&format!("reader-{i}")),
+                )
+            };
+            tokio::spawn(keep_alive_client(
+                addr,
+                config.clone(),
+                request,
+                answered.clone(),
+            ))
+        })
+        .collect();
+
+    // The slow readers: 150 reviews pipelined.
+    let mut pipelined = Vec::new();
+    for i in 0..150 {
+        pipelined.extend(post(
+            "/mutate",
+            "application/json",
+            &sandbox_review(&format!("p-{i}")),
+        ));
+    }
+    let pipelined = Arc::new(pipelined);
+    let held = hold(HOSTILE, 16, 5 * SECOND, 32, |_| {
+        slow_reader(addr, config.clone(), pipelined.clone())
+    })
+    .await;
+    assert!(held.len() >= HOSTILE - 32, "{} opened", held.len());
+    // Each reads one record every 5 s.
+    let trickle: Vec<_> = held
+        .into_iter()
+        .map(|mut tls| {
+            tokio::spawn(async move {
+                let mut record = vec![0u8; 16 * 1024];
+                for _ in 0..3 {
+                    tokio::time::sleep(5 * SECOND).await;
+                    if !matches!(tls.read(&mut record).await, Ok(n) if n > 0) {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(2 * SECOND).await;
+
+    let during = "300 slow readers with 150 reviews pipelined each";
+    good_client(addr, &config, (100, P99_WITHIN), during).await;
+    let evicted = server
+        .metric(
+            "sandbox_webhook_connections_evicted_total",
+            &[("listener", "admission")],
+        )
+        .await;
+    eprintln!("{evicted} connections evicted");
+    assert!(evicted > 0);
+
+    // The readers stop when the listener closes; each counts what it wrote
+    // whole and was never answered.
+    server.shutdown().await;
+    let mut load = Load::default();
+    for r in readers {
+        load = load + r.await.unwrap();
+    }
+    for t in trickle {
+        t.abort();
+    }
+    eprintln!(
+        "readers: {} answered, {} lost ({} in all)",
+        load.answered,
+        load.lost,
+        answered.load(Ordering::Relaxed)
+    );
+    assert!(load.answered > 100, "the readers were served");
+    assert_eq!(load.lost, 0, "answered reviews lost");
+}

@@ -1,0 +1,216 @@
+//! contract: egress.present, egress.reserved-name, execd.reserved-names, egress.net-capability-main,
+//! egress.privileged-main, select.idempotent
+//!
+//! A pod spec that tries to undo its own network policy,
+//! against the real server on loopback. Each spoofed container under a name
+//! the webhook injects comes out as exactly the webhook's own; every other
+//! container that could rewrite the sidecar's rules is denied; and a policy
+//! changed between two passes (another webhook, on reinvocation) reaches
+//! the sidecar.
+
+use crate::common;
+
+use common::https::{client, patch_of, post_review};
+use common::pods::SandboxPod;
+use common::server::{Running, review_body, start_with_config};
+use serde_json::{Value, json};
+
+const EGRESS_IMAGE: &str = "example.com/egress:v1";
+const EXECD_IMAGE: &str = "example.com/execd:v1";
+const CONFIG: &str =
+    "egress:\n  image: example.com/egress:v1\nexecd:\n  image: example.com/execd:v1\n";
+const POLICY: &str =
+    r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
+
+/// The answer to a review of `pod`.
+async fn answer(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<u8>) {
+    let r = post_review(c, &server.url("/mutate"), review_body("u-spoof", pod)).await;
+    assert_eq!(r.status(), 200);
+    let body = r.bytes().await.expect("an answer").to_vec();
+    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    (answer["response"].clone(), body)
+}
+
+/// `pod` as the apiserver stores it after the server's answer.
+async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<String>) {
+    let (response, body) = answer(c, server, pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let ops: json_patch::Patch = serde_json::from_value(patch_of(&body)).expect("a JSON patch");
+    let mut out = pod.clone();
+    json_patch::patch(&mut out, &ops).expect("the patch applies");
+    let warnings = response["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| w.as_str().unwrap().to_owned())
+        .collect();
+    (out, warnings)
+}
+
+fn policy_pod(name: &str) -> SandboxPod {
+    SandboxPod::new(name)
+        .namespace("team-a")
+        .annotation("network-policy", POLICY)
+}
+
+/// Every container named `name`, in either list.
+fn named<'p>(pod: &'p Value, name: &str) -> Vec<&'p Value> {
+    ["initContainers", "containers"]
+        .into_iter()
+        .flat_map(|l| pod["spec"][l].as_array().into_iter().flatten())
+        .filter(|c| c["name"] == name)
+        .collect()
+}
+
+fn env<'c>(c: &'c Value, name: &str) -> Option<&'c str> {
+    c["env"].as_array()?.iter().find(|e| e["name"] == name)?["value"].as_str()
+}
+
+/// The pod holds one sidecar, the webhook's, right after the installer,
+/// with `rules`; and one installer, the webhook's, first.
+fn assert_real_sidecar(pod: &Value, rules: &str) {
+    let sidecars = named(pod, "egress");
+    assert_eq!(sidecars.len(), 1, "{pod}");
+    let s = sidecars[0];
+    assert_eq!(s["image"], EGRESS_IMAGE, "{s}");
+    let policy: Value = serde_json::from_str(rules).unwrap();
+    let got: Value = serde_json::from_str(env(s, "OPENSANDBOX_EGRESS_RULES").unwrap()).unwrap();
+    assert_eq!(got, policy);
+    assert!(s.get("command").is_none() && s.get("args").is_none(), "{s}");
+    assert_eq!(pod["spec"]["initContainers"][1], *s);
+    let installer = &pod["spec"]["initContainers"][0];
+    assert_eq!(installer["name"], "execd-installer");
+    assert_eq!(installer["image"], EXECD_IMAGE);
+    assert_eq!(installer["securityContext"]["privileged"], true);
+    assert!(
+        installer["args"][0]
+            .as_str()
+            .unwrap()
+            .contains("/proc/sys/net/ipv6/conf/all/disable_ipv6"),
+        "{installer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
+    let _alone = common::attack::alone().await;
+    let (pki, server, _) = start_with_config(CONFIG).await;
+    let c = client(&pki);
+    let busybox = json!({"name": "egress", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+        "env": [{"name": "OPENSANDBOX_EGRESS_RULES", "value": "{}"}]});
+    let installer = json!({"name": "execd-installer", "image": "attacker/installer",
+        "command": ["/bin/sh", "-c"], "args": ["cp ./execd /opt/opensandbox/execd"],
+        "volumeMounts": [{"name": "opensandbox-bin", "mountPath": "/opt/opensandbox"}]});
+    let mut as_container = policy_pod("spoof-1").json();
+    as_container["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(busybox.clone());
+    let as_init = policy_pod("spoof-2")
+        .spec_field("initContainers", json!([busybox]))
+        .json();
+    let fake_installer = policy_pod("spoof-3")
+        .spec_field("initContainers", json!([installer]))
+        .json();
+    let both = policy_pod("spoof-4")
+        .spec_field(
+            "initContainers",
+            json!([installer, {"name": "egress", "image": "busybox",
+                "env": [{"name": "OPENSANDBOX_EGRESS_RULES", "value": "{\"defaultAction\":\"allow\"}"}],
+                "restartPolicy": "Always"}]),
+        )
+        .json();
+    for pod in [as_container, as_init, fake_installer, both] {
+        let (stored, warnings) = admitted(&c, &server, &pod).await;
+        assert_real_sidecar(&stored, POLICY);
+        assert!(
+            warnings.iter().any(|w| w.starts_with("replaced ")),
+            "{warnings:?}"
+        );
+        // The webhook's own output admitted again needs nothing.
+        let (again, _) = answer(&c, &server, &stored).await;
+        assert!(again.get("patch").is_none(), "{again}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_changed_between_passes_reaches_the_sidecar() {
+    let _alone = common::attack::alone().await;
+    let (pki, server, _) = start_with_config(CONFIG).await;
+    let c = client(&pki);
+    let (mut stored, _) = admitted(&c, &server, &policy_pod("repolicy").json()).await;
+    assert_real_sidecar(&stored, POLICY);
+    // Another webhook changes the policy; the apiserver calls this one again.
+    let new = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"files.pythonhosted.org"}]}"#;
+    stored["metadata"]["annotations"]["opensandbox.io/network-policy"] = json!(new);
+    let (updated, warnings) = admitted(&c, &server, &stored).await;
+    assert_real_sidecar(&updated, new);
+    assert_eq!(
+        warnings,
+        ["replaced init container 'egress': its env differed from what the webhook injects"]
+    );
+    let (again, _) = answer(&c, &server, &updated).await;
+    assert!(again.get("patch").is_none(), "{again}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_container_that_could_undo_the_rules_is_denied() {
+    let _alone = common::attack::alone().await;
+    let (pki, server, _) = start_with_config(CONFIG).await;
+    let c = client(&pki);
+    let helper = |sc: Value| json!({"name": "helper", "image": "busybox", "securityContext": sc});
+    for (list, sc, says) in [
+        (
+            "initContainers",
+            json!({"privileged": true}),
+            "init container 'helper' is privileged",
+        ),
+        (
+            "containers",
+            json!({"privileged": true}),
+            "container 'helper' is privileged",
+        ),
+        (
+            "initContainers",
+            json!({"capabilities": {"add": ["NET_ADMIN"]}}),
+            "init container 'helper' adds capability NET_ADMIN",
+        ),
+        (
+            "containers",
+            json!({"capabilities": {"add": ["net_raw"]}}),
+            "container 'helper' adds capability NET_RAW",
+        ),
+        (
+            "containers",
+            json!({"capabilities": {"add": ["SYS_TIME", "ALL"]}}),
+            "container 'helper' adds capability ALL",
+        ),
+    ] {
+        let mut pod = policy_pod("extra").json();
+        match pod["spec"][list].as_array_mut() {
+            Some(items) => items.push(helper(sc.clone())),
+            None => pod["spec"][list] = json!([helper(sc.clone())]),
+        }
+        let (response, _) = answer(&c, &server, &pod).await;
+        assert_eq!(response["allowed"], false, "{list} {sc}: {response}");
+        assert_eq!(response["status"]["code"], 403);
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(message.starts_with(says), "{message}");
+    }
+    // SYS_ADMIN alone is allowed (execd's isolated sessions need it), and
+    // without a policy nothing is checked.
+    let mut pod = policy_pod("sys-admin").json();
+    pod["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(helper(json!({"capabilities": {"add": ["SYS_ADMIN"]}})));
+    let (response, _) = answer(&c, &server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let mut pod = SandboxPod::new("no-policy").namespace("team-a").json();
+    pod["spec"]["initContainers"] = json!([helper(json!({"privileged": true}))]);
+    let (response, _) = answer(&c, &server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    server.shutdown().await;
+}

@@ -1,0 +1,62 @@
+//! contract: config.validate-command, config.errors, cli.input-errors
+//!
+//! `config validate` names every mistake of a file at once, so a platform team fixes them in one round, and says "tab" for a tab.
+
+use crate::common;
+
+use common::cli::run;
+
+#[test]
+fn config_validate_reports_every_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("bad.yaml"),
+        "prefix: Not_A_Domain\nexecd:\n  image: 123\n  resources: {limits: {cpu: lots, memory: 1Gi}, requests: {memory: 2Gi}}\negress: {mode: nft, colour: red}\nexpiry: {defaultTimeoutSeconds: 7200, maxTimeoutSeconds: 3600}\ncontroller: {expiry: {deleteOwnerKinds: [job]}}\n",
+    )
+    .unwrap();
+    let r = run(&["config", "validate", "bad.yaml"], d);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let fields = [
+        "  prefix: ",
+        "  execd.image: must be an image reference",
+        "  execd.resources.limits.cpu: 'lots' is not a Kubernetes quantity",
+        "  execd.resources.requests.memory: must not be above limits.memory",
+        // Unknown keys of a section first, then its values.
+        "  egress.colour: unknown field",
+        "  egress.mode: must be dns or dns+nft; got 'nft'",
+        "  expiry.defaultTimeoutSeconds: 7200 is above expiry.maxTimeoutSeconds (3600)",
+        "  controller.expiry.deleteOwnerKinds[0]: 'job' is not Kind.group",
+    ];
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines[0], "config file bad.yaml: 8 mistakes:",
+        "{}",
+        r.stderr
+    );
+    for (line, field) in lines[1..].iter().zip(fields) {
+        assert!(
+            line.starts_with(field),
+            "{line:?} is not {field:?}:\n{}",
+            r.stderr
+        );
+    }
+    assert_eq!(lines.len(), 1 + fields.len(), "{}", r.stderr);
+
+    // One mistake reads as before.
+    std::fs::write(d.join("one.yaml"), "egress: {mode: nft}\n").unwrap();
+    let one = run(&["config", "validate", "one.yaml"], d);
+    assert_eq!(
+        one.stderr,
+        "config file one.yaml: egress.mode: must be dns or dns+nft; got 'nft'\n"
+    );
+
+    std::fs::write(d.join("tab.yaml"), "execd:\n\timage: x\n").unwrap();
+    let tab = run(&["config", "validate", "tab.yaml"], d);
+    assert_eq!(tab.code, 1);
+    assert!(
+        tab.stderr.contains("line 2 is indented with a tab"),
+        "{}",
+        tab.stderr
+    );
+}

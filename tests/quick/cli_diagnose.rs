@@ -1,0 +1,316 @@
+//! contract: diagnose.json, diagnose.same-plan, diagnose.input, diagnose.expiry, diagnose.reason,
+//! diagnose.platform, diagnose.not-watched
+//!
+//! `sandbox-webhook diagnose`: the controller's decision as JSON for a pod
+//! manifest, from YAML or JSON, with `--now` and `--config`, and besides it:
+//! when (`at`) and why (`reason`), the platform fields named for what they
+//! read, one result per pod of a List or stream, every field documented.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::cli::{Run, run_with_input};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
+const SCHEDULER_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+
+fn diagnose(manifest: &str, args: &[&str]) -> Run {
+    let args = [&["diagnose", "-f", "-"], args].concat();
+    run_with_input(&args, Path::new("."), manifest.as_bytes())
+}
+
+fn json_of(out: &Run) -> Value {
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+const UNSCHEDULABLE_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: s1
+  namespace: team
+  uid: 8a1f
+  labels: {opensandbox.io/id: s1}
+  annotations: {opensandbox.io/expires-at: "2026-01-02T03:04:05Z"}
+  ownerReferences:
+  - {apiVersion: batch/v1, kind: Job, name: j, uid: ju, controller: true}
+spec:
+  nodeSelector: {kubernetes.io/arch: arm64}
+  containers: [{name: sandbox, image: busybox}]
+status:
+  phase: Pending
+  conditions:
+  - type: PodScheduled
+    status: "False"
+    reason: Unschedulable
+    message: "MESSAGE"
+"#;
+
+#[test]
+fn unschedulable_expiring_job_pod() {
+    let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", SCHEDULER_MESSAGE);
+    let before = json_of(&diagnose(&yaml, &["--now", "2026-01-02T03:04:04Z"]));
+    assert_eq!(
+        before,
+        json!({
+            "pod": "team/s1",
+            "expiry": {"expiresAt": "2026-01-02T03:04:05Z", "expired": false, "action": "delete-owner",
+                       "at": "2026-01-02T03:04:05Z",
+                       "reason": "at expires-at; its controller owner Job/j is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later"},
+            "platform": {"hasPlatform": true, "hasNonPlatform": false,
+                         "hasPlatformConstraints": true, "hasNonPlatformConstraints": false,
+                         "platformAnnotation": null,
+                         "unschedulable": true, "message": SCHEDULER_MESSAGE,
+                         "reason": "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event"},
+        })
+    );
+    let at = json_of(&diagnose(&yaml, &["--now", "2026-01-02T03:04:05Z"]));
+    assert_eq!(at["expiry"]["expired"], json!(true));
+}
+
+#[test]
+fn capacity_message_and_config() {
+    let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", "0/3 nodes are available: 3 Insufficient cpu.");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "controller: {expiry: {deleteOwnerKinds: [ReplicaSet.apps]}}\n",
+    )
+    .unwrap();
+    let out = json_of(&diagnose(
+        &yaml,
+        &[
+            "--now",
+            "2026-01-02T03:04:04Z",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(out["expiry"]["action"], json!("leave-owned"));
+    assert_eq!(
+        out["platform"],
+        json!({"hasPlatform": true, "hasNonPlatform": false,
+               "hasPlatformConstraints": true, "hasNonPlatformConstraints": false,
+               "platformAnnotation": null, "unschedulable": false, "message": null,
+               "reason": "Pending, but nothing the scheduler says is about its platform"})
+    );
+}
+
+#[test]
+fn json_input_manual_cleanup_and_invalid() {
+    let pod = |labels: Value, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "p", "labels": labels, "annotations": annotations},
+               "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        .to_string()
+    };
+    let manual = pod(
+        json!({"opensandbox.io/id": "p", "opensandbox.io/manual-cleanup": "true"}),
+        json!({}),
+    );
+    assert_eq!(
+        json_of(&diagnose(&manual, &[]))["expiry"],
+        json!({"expiresAt": null, "expired": false, "action": "none", "at": null,
+               "reason": "manual cleanup: label opensandbox.io/manual-cleanup is \"true\", so the pod is never removed"})
+    );
+    let invalid = pod(
+        json!({"opensandbox.io/id": "p"}),
+        json!({"opensandbox.io/expires-at": "soon"}),
+    );
+    assert_eq!(
+        json_of(&diagnose(&invalid, &[]))["expiry"],
+        json!({"expiresAt": "soon", "expired": false, "action": "invalid", "at": null,
+               "reason": "opensandbox.io/expires-at is 'soon', not an RFC 3339 time: the controller records a warning Event InvalidExpiry and deletes nothing"})
+    );
+}
+
+#[test]
+fn errors_exit_non_zero() {
+    let out = diagnose(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+        &[],
+    );
+    assert_eq!(out.code, 2);
+    let stderr = &out.stderr;
+    assert!(stderr.contains("is a Deployment/d, not a Pod"), "{stderr}");
+    for (input, says) in [
+        ("", "standard input holds no Kubernetes object"),
+        ("[1]\n", "standard input is a list, not a Kubernetes object"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {ownerReferences: [5]}\n",
+            "metadata.ownerReferences[0]: expected an object, got the number 5",
+        ),
+    ] {
+        let out = diagnose(input, &[]);
+        let stderr = &out.stderr;
+        assert_eq!(out.code, 2, "{stderr}");
+        assert!(stderr.contains(says), "{input:?}: {stderr}");
+        assert!(
+            !stderr.contains("struct") && !stderr.contains("OwnerReference"),
+            "{stderr}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.yaml");
+    std::fs::write(&config, "controller: {expiry: {deleteOwnerKinds: [job]}}\n").unwrap();
+    let out = diagnose(UNSCHEDULABLE_POD, &["--config", config.to_str().unwrap()]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("controller.expiry.deleteOwnerKinds[0]"));
+}
+
+/// contract: diagnose.not-watched, diagnose.expiry, diagnose.platform
+///
+/// "none, namespace excluded" for kube-system; `at` in
+/// UTC; the platform fields say they read the spec, and the annotation is
+/// shown apart.
+#[test]
+fn when_and_why() {
+    let pod = |ns: &str, annotations: &str, selector: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: {ns}\n  labels: {{opensandbox.io/id: p}}\n  annotations: {{{annotations}}}\nspec:\n  nodeSelector: {{{selector}}}\n  containers: [{{name: c, image: i}}]\nstatus: {{phase: Running}}\n"
+        )
+    };
+    let system = json_of(&diagnose(
+        &pod(
+            "kube-system",
+            "opensandbox.io/expires-at: '2026-12-02T14:30:00+02:00'",
+            "",
+        ),
+        &["--now", "2027-01-01T00:00:00Z"],
+    ));
+    assert_eq!(system["expiry"]["action"], json!("none"));
+    assert_eq!(system["expiry"]["expired"], json!(true));
+    assert_eq!(system["expiry"]["at"], json!(null));
+    assert!(
+        system["expiry"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("namespace excluded: kube-system"),
+        "{system}"
+    );
+    let team = json_of(&diagnose(
+        &pod(
+            "team",
+            "opensandbox.io/expires-at: '2026-12-02T14:30:00+02:00', opensandbox.io/platform: linux/arm64",
+            "'kubernetes.io/arch': arm64, disk: ssd",
+        ),
+        &["--now", "2026-12-02T12:00:00Z"],
+    ));
+    assert_eq!(team["pod"], json!("team/p"));
+    assert_eq!(
+        team["expiry"],
+        json!({"expiresAt": "2026-12-02T14:30:00+02:00", "expired": false, "action": "delete-pod",
+               "at": "2026-12-02T12:30:00Z",
+               "reason": "at expires-at; the pod has no controller owner, so it is deleted"})
+    );
+    assert_eq!(team["platform"]["hasPlatformConstraints"], json!(true));
+    assert_eq!(team["platform"]["hasNonPlatformConstraints"], json!(true));
+    assert_eq!(team["platform"]["platformAnnotation"], json!("linux/arm64"));
+    assert_eq!(
+        team["platform"]["reason"],
+        json!("not Pending: it was scheduled")
+    );
+    // The annotation alone is no constraint: the seed reads the spec.
+    let annotation_only = json_of(&diagnose(
+        &pod("team", "opensandbox.io/platform: linux/arm64", ""),
+        &[],
+    ));
+    assert_eq!(annotation_only["platform"]["hasPlatform"], json!(false));
+    assert_eq!(
+        annotation_only["platform"]["hasPlatformConstraints"],
+        json!(false)
+    );
+    assert_eq!(
+        annotation_only["platform"]["platformAnnotation"],
+        json!("linux/arm64")
+    );
+}
+
+/// contract: diagnose.input
+///
+/// `kubectl get pods -o yaml` (a List) and several
+/// documents give one result per pod, in order; other kinds are passed
+/// over with a note.
+#[test]
+fn a_list_and_a_stream_give_one_result_per_pod() {
+    let item = |name: &str| {
+        format!(
+            "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: {name}\n    namespace: team\n    labels: {{opensandbox.io/id: {name}}}\n    annotations: {{opensandbox.io/expires-at: '2026-01-02T03:04:05Z'}}\n  spec: {{containers: [{{name: c, image: i}}]}}\n"
+        )
+    };
+    let list = format!(
+        "apiVersion: v1\nkind: List\nmetadata: {{resourceVersion: \"\"}}\nitems:\n{}{}",
+        item("a"),
+        item("b")
+    );
+    let out = json_of(&diagnose(&list, &["--now", "2026-01-02T03:04:05Z"]));
+    let names: Vec<&Value> = out.as_array().unwrap().iter().map(|d| &d["pod"]).collect();
+    assert_eq!(names, [&json!("team/a"), &json!("team/b")]);
+    assert!(
+        out.as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["expiry"]["expired"] == json!(true))
+    );
+
+    let stream = format!(
+        "{}---\napiVersion: v1\nkind: Service\nmetadata: {{name: s}}\n---\n{}",
+        UNSCHEDULABLE_POD.replace("MESSAGE", "x"),
+        UNSCHEDULABLE_POD
+            .replace("name: s1", "name: s2")
+            .replace("MESSAGE", "x")
+    );
+    let out = diagnose(&stream, &[]);
+    let all = json_of(&out);
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
+    assert_eq!(all[1]["pod"], json!("team/s2"));
+    assert!(
+        out.stderr
+            .contains("document 2 (Service/s): not a Pod, passed over"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// contract: diagnose.json, cli.docs
+///
+/// Every field is in the docs and in `man diagnose`.
+#[test]
+fn every_field_is_documented() {
+    let readme = include_str!("../../docs/behaviour.md");
+    let man = Command::new(BIN)
+        .args(["man", "diagnose"])
+        .output()
+        .unwrap();
+    let man = String::from_utf8(man.stdout).unwrap();
+    let help = Command::new(BIN)
+        .args(["diagnose", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", SCHEDULER_MESSAGE);
+    let out = json_of(&diagnose(&yaml, &[]));
+    let mut fields = vec!["pod".to_owned()];
+    for section in ["expiry", "platform"] {
+        for key in out[section].as_object().unwrap().keys() {
+            fields.push(format!("{section}.{key}"));
+        }
+    }
+    assert!(fields.len() > 12, "{fields:?}");
+    for field in &fields {
+        let last = field.rsplit('.').next().unwrap();
+        assert!(
+            readme
+                .lines()
+                .any(|l| l.starts_with("| `") && l.contains(last)),
+            "{field} is not in the README's table"
+        );
+        assert!(man.contains(last), "{field} is not in man diagnose");
+        assert!(help.contains(last), "{field} is not in diagnose --help");
+    }
+}

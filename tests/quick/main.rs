@@ -1,0 +1,34 @@
+//! The quick suite: everything that needs neither a control plane nor a
+//! latency bound, in one binary (`cargo test --test quick`, and
+//! `./test.sh quick`): the golden fixtures, the properties, the CLI, the
+//! server on loopback sockets (answers, errors, limits, TLS, lifecycle,
+//! observability), the layering rule and the test harness's own promise.
+//!
+//! One binary rather than one per file: each integration test binary links
+//! every dependency again. `cargo test --test quick -- server_tls` runs one
+//! module's tests.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod cli_config;
+mod cli_diagnose;
+mod cli_fixtures;
+mod cli_flags;
+mod cli_inject;
+mod cli_manifests;
+mod cli_security;
+mod contract;
+mod golden;
+mod harness_processes;
+mod layers;
+mod properties;
+mod serve_dev;
+mod server_answers;
+mod server_errors;
+mod server_lifecycle;
+mod server_limits;
+mod server_observability;
+mod server_tls;
+mod server_validate;

@@ -1,0 +1,201 @@
+//! What the real server answers to well-formed reviews, over TLS on
+//! 127.0.0.1 port 0: the same bytes as the library and the CLI, the null
+//! handler's allow, and a thousand reviews over 32 keep-alive connections.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use common::cli::{bin, stdout_of};
+use common::clock::NOW;
+use common::context::TestContext;
+use common::https::{client, client_builder, patch_of, post_review};
+use common::server::{Pki, Running, egress_review, start_with_config};
+use sandbox_webhook::config::Config;
+use sandbox_webhook::server::Handler;
+use serde_json::{Value, json};
+
+const MUTATED: [(&str, &str); 2] = [("operation", "CREATE"), ("outcome", "mutated")];
+
+/// contract: cli.reproducible, answer.deterministic
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_exactly_like_review_and_the_cli() {
+    let yaml = "egress: {image: example.com/egress:v1}\nexpiry: {maxTimeoutSeconds: 86400}\n";
+    let (pki, server, config_path) = start_with_config(yaml).await;
+
+    let body = egress_review("uid-same", true);
+    let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+    let over_https = response.bytes().await.unwrap().to_vec();
+
+    let ctx = TestContext::new().config(Config::load(&config_path).unwrap());
+    let direct = sandbox_webhook::review::review(&body, &ctx.get()).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&over_https),
+        String::from_utf8_lossy(&direct.body)
+    );
+
+    let input = pki.path("review.json");
+    std::fs::write(&input, &body).unwrap();
+    let cli = stdout_of(
+        bin()
+            .args(["review", "--now", NOW, "--config"])
+            .arg(&config_path)
+            .arg("-f")
+            .arg(&input),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&over_https).trim_end(),
+        String::from_utf8_lossy(&cli).trim_end()
+    );
+
+    // And it really is a mutation with the configured image.
+    let patch = patch_of(&over_https).to_string();
+    assert!(patch.contains("example.com/egress:v1"), "{patch}");
+    let requests = "sandbox_webhook_admission_requests_total";
+    assert_eq!(server.metric(requests, &MUTATED).await, 1);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_handler_allows_without_looking() {
+    let pki = Pki::new();
+    let mut s = pki.settings();
+    s.handler = Handler::Null;
+    let server = Running::start(s).await;
+
+    let body = egress_review("uid-null", true);
+    let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
+    assert_eq!(response.status(), 200);
+    let over_https = response.bytes().await.unwrap().to_vec();
+    assert_eq!(
+        over_https,
+        sandbox_webhook::review::null_review(&body).unwrap()
+    );
+    let review = sandbox_webhook::review::parse_response(&over_https).expect("AdmissionReview");
+    let response = review.response.expect("response");
+    assert!(response.allowed);
+    assert!(response.patch.is_none());
+    let unchanged = [("operation", "CREATE"), ("outcome", "unchanged")];
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_admission_requests_total", &unchanged)
+            .await,
+        1
+    );
+    server.shutdown().await;
+}
+
+/// The benchmarks' fixed-patch handler (bench/apiserver.sh) answers every
+/// review with its patch and the request's uid, the object unread; the CLI
+/// refuses a file that is not a JSON patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_patch_handler_answers_its_patch() {
+    let ops = json!([{"op": "add", "path": "/metadata/labels/bench", "value": "1"}]);
+    let patch = sandbox_webhook::mutate::Patch::from_json(ops.to_string().into_bytes()).unwrap();
+    assert_eq!(patch.len(), 1);
+    let pki = Pki::new();
+    let mut s = pki.settings();
+    s.handler = Handler::Fixed(Box::leak(Box::new(patch)));
+    let server = Running::start(s).await;
+    let response = post_review(
+        &client(&pki),
+        &server.url("/mutate"),
+        egress_review("uid-fixed", true),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let review = sandbox_webhook::review::parse_response(&response.bytes().await.unwrap())
+        .expect("AdmissionReview");
+    let response = review.response.expect("response");
+    assert_eq!(response.uid, "uid-fixed");
+    assert!(response.allowed);
+    let sent: Value = serde_json::from_slice(response.patch.as_deref().expect("a patch")).unwrap();
+    assert_eq!(sent, ops);
+    server.shutdown().await;
+
+    let bad = pki.path("not-a-patch.json");
+    std::fs::write(&bad, r#"{"op": "add"}"#).unwrap();
+    // Refused before the certificates are read, so none are needed.
+    let out = bin()
+        .args([
+            "serve",
+            "--tls-cert",
+            "absent.crt",
+            "--tls-key",
+            "absent.key",
+        ])
+        .arg("--fixed-patch")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--fixed-patch"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_requests_over_32_connections() {
+    const CONNECTIONS: usize = 32;
+    const REQUESTS: usize = 1000;
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let url = Arc::new(server.url("/mutate"));
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+
+    let mut tasks = Vec::new();
+    for _ in 0..CONNECTIONS {
+        // One client with at most one connection each, used sequentially:
+        // 32 keep-alive connections in all.
+        let c = client_builder(&pki)
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        let (url, next) = (url.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= REQUESTS {
+                    return ok;
+                }
+                let uid = format!("uid-{i}");
+                let r = post_review(&c, &url, egress_review(&uid, true)).await;
+                assert_eq!(r.status(), 200);
+                let review: Value = r.json().await.unwrap();
+                assert_eq!(review["response"]["uid"], json!(uid));
+                assert_eq!(review["response"]["allowed"], true);
+                assert_eq!(review["response"]["patchType"], "JSONPatch");
+                ok += 1;
+            }
+        }));
+    }
+    let mut answered = 0;
+    for t in tasks {
+        answered += t.await.expect("client task");
+    }
+    assert_eq!(answered, REQUESTS);
+    eprintln!(
+        "{REQUESTS} requests over {CONNECTIONS} connections answered in {:?} (debug build)",
+        started.elapsed()
+    );
+    let requests = "sandbox_webhook_admission_requests_total";
+    assert_eq!(
+        server.metric(requests, &MUTATED).await,
+        u64::try_from(REQUESTS).unwrap()
+    );
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_requests_in_flight", &[])
+            .await,
+        0
+    );
+    server.shutdown().await;
+}

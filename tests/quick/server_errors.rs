@@ -1,0 +1,184 @@
+//! The real server's error answers, over TLS on 127.0.0.1 port 0: each
+//! status code with its JSON body, oversize and slow requests on raw
+//! connections, and a panicking handler.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::https::{assert_error, client, post_review, try_post};
+use common::server::{Pki, Running, assert_header, egress_review, read_response, tls_connect};
+use sandbox_webhook::mutate::{TokenError, TokenSource};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+/// Admission requests that never got as far as an operation.
+async fn admission_errors(server: &Running) -> u64 {
+    let labels = [("operation", "unknown"), ("outcome", "error")];
+    server
+        .metric("sandbox_webhook_admission_requests_total", &labels)
+        .await
+}
+
+/// contract: http.errors
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_errors_have_json_bodies() {
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let c = client(&pki);
+    let mutate = server.url("/mutate");
+
+    let r = post_review(&c, &mutate, Vec::new()).await;
+    let body = assert_error(r, 400).await;
+    assert_eq!(body["error"], "request body is empty");
+    let r = post_review(&c, &mutate, b"{not json".to_vec()).await;
+    let body = assert_error(r, 400).await;
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("not an AdmissionReview")
+    );
+    let r = post_review(&c, &mutate, br#"{"kind":"AdmissionReview"}"#.to_vec()).await;
+    assert_error(r, 400).await;
+
+    // Content-Type: wrong, missing; parameters are fine.
+    let r = try_post(&c, &mutate, "text/plain", egress_review("u", true)).await;
+    assert_error(r.unwrap(), 415).await;
+    let r = c
+        .post(&mutate)
+        .body(egress_review("u", true))
+        .send()
+        .await
+        .unwrap();
+    assert_error(r, 415).await;
+    let with_charset = "application/json; charset=utf-8";
+    let r = try_post(&c, &mutate, with_charset, egress_review("u", true)).await;
+    assert_eq!(r.unwrap().status(), 200);
+
+    // (Over the limit: see `oversize_bodies_are_413`.) Exactly the limit is read (and then is not an AdmissionReview).
+    let r = post_review(&c, &mutate, vec![b' '; 7 * 1024 * 1024]).await;
+    assert_error(r, 400).await;
+
+    let r = c.post(server.url("/nope")).send().await.unwrap();
+    assert_error(r, 404).await;
+    let r = c.get(server.url("/")).send().await.unwrap();
+    assert_error(r, 404).await;
+    let r = c.get(&mutate).send().await.unwrap();
+    assert_eq!(r.headers()["allow"], "POST");
+    assert_error(r, 405).await;
+
+    // 400, 400, 400, 415, 415, 400 on /mutate are admission errors.
+    assert_eq!(admission_errors(&server).await, 6);
+    server.shutdown().await;
+}
+
+/// Raw connections: an HTTP client that is still writing a body the server
+/// has already refused sees a broken pipe instead of the 413.
+/// contract: limits.body-size
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversize_bodies_are_413() {
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+
+    // Declared too large: refused from the headers alone, body never sent.
+    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let head = format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        7 * 1024 * 1024 + 1
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let response = read_response(&mut stream).await.expect("a response");
+    assert_eq!(response.status, 413);
+    assert_header(&response, "content-type", "application/json");
+    let body: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(body["status"], 413);
+    assert!(
+        body["error"].as_str().unwrap().contains("7340032"),
+        "{body}"
+    );
+
+    // No Content-Length: the limit is enforced while reading. The writer runs
+    // on its own, since the server answers before the client is done.
+    let stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let (mut read, mut write) = tokio::io::split(stream);
+    let writer = tokio::spawn(async move {
+        let head = "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        write.write_all(head.as_bytes()).await?;
+        let chunk = vec![b' '; 1024 * 1024];
+        for _ in 0..8 {
+            write
+                .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .await?;
+            write.write_all(&chunk).await?;
+            write.write_all(b"\r\n").await?;
+        }
+        write.write_all(b"0\r\n\r\n").await?;
+        std::io::Result::Ok(())
+    });
+    let response = read_response(&mut read).await.expect("a response");
+    assert_eq!(response.status, 413);
+    let body: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(body["status"], 413);
+    writer.abort();
+    assert_eq!(admission_errors(&server).await, 2);
+    server.shutdown().await;
+}
+
+/// contract: limits.request-timeout
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_hits_the_deadline() {
+    let pki = Pki::new();
+    let mut s = pki.settings();
+    s.tuning.request_timeout = Duration::from_millis(300);
+    let server = Running::start(s).await;
+    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let head = "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+                content-length: 100\r\n\r\n{";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let response = read_response(&mut stream).await.expect("a response");
+    assert_eq!(response.status, 503);
+    let body: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(body["status"], 503);
+    server.shutdown().await;
+}
+
+/// Panics whenever the webhook needs a fresh egress token.
+struct PanickingTokens;
+
+impl TokenSource for PanickingTokens {
+    fn token(&self) -> Result<String, TokenError> {
+        panic!("token source exploded")
+    }
+}
+
+/// contract: limits.panic
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_answers_500_and_is_counted() {
+    let pki = Pki::new();
+    let mut s = pki.settings();
+    s.tokens = Arc::new(PanickingTokens);
+    let server = Running::start(s).await;
+    let c = client(&pki);
+    let url = server.url("/mutate");
+
+    // No token annotation: the handler asks the token source and panics.
+    let r = post_review(&c, &url, egress_review("uid-panic", false)).await;
+    let body = assert_error(r, 500).await;
+    assert_eq!(body["error"], "internal error");
+    assert_eq!(server.metric("sandbox_webhook_panics_total", &[]).await, 1);
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_requests_in_flight", &[])
+            .await,
+        0
+    );
+
+    // The server (and the same keep-alive client) carry on.
+    let r = post_review(&c, &url, egress_review("uid-ok", true)).await;
+    assert_eq!(r.status(), 200);
+    server.shutdown().await;
+}

@@ -1,0 +1,207 @@
+//! contract: http.endpoints, workload.judge, workload.no-patch, workload.denial, workload.skips,
+//! metrics.admissions
+//!
+//! `POST /validate` over HTTPS: the same server, TLS, limits and
+//! metrics as `/mutate`, allowed or denied, never a patch.
+
+use crate::common;
+
+use common::clock::now;
+use common::metrics::Metrics;
+use common::pods::SandboxPod;
+use common::server::{Pki, Response, Running, post, read_response, start_with_config, tls_connect};
+use common::workloads::{workload, workload_review};
+use sandbox_webhook::config::Config;
+use sandbox_webhook::mutate::{Context, FixedToken};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+const REQUESTS: &str = "sandbox_webhook_admission_requests_total";
+
+/// One request on one fresh TLS connection.
+async fn send(server: &Running, pki: &Pki, request: &[u8]) -> Response {
+    let mut tls = tls_connect(server.addr, pki.client_config())
+        .await
+        .expect("TLS");
+    tls.write_all(request).await.expect("write");
+    read_response(&mut tls).await.expect("response")
+}
+
+async fn review(server: &Running, pki: &Pki, path: &str, body: &[u8]) -> (Vec<u8>, Value) {
+    let response = send(server, pki, &post(path, "application/json", body)).await;
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    let answer = serde_json::from_slice(&response.body).expect("JSON");
+    (response.body, answer)
+}
+
+/// The answer of `/validate` to a review of `object` (`old` for an UPDATE).
+async fn validate(
+    server: &Running,
+    pki: &Pki,
+    uid: &str,
+    operation: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Value {
+    let body = workload_review(uid, operation, object, old);
+    review(server, pki, "/validate", &body).await.1
+}
+
+/// The status message of a review's answer ("" when there is none).
+fn message(answer: &Value) -> &str {
+    answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn too_long() -> SandboxPod {
+    SandboxPod::new("s1").annotation("timeout", "2h")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_denies_a_template_the_pod_webhook_would_deny() {
+    let yaml = "expiry: {maxTimeoutSeconds: 3600}\n";
+    let (pki, server, config_path) = start_with_config(yaml).await;
+
+    let deployment = workload("Deployment", "web", &too_long());
+    let body = workload_review("uid-deny", "CREATE", &deployment, None);
+    let (over_https, answer) = review(&server, &pki, "/validate", &body).await;
+    let response = &answer["response"];
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(response["uid"], "uid-deny");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    assert_eq!(
+        response["status"]["message"],
+        "spec.template: Sandbox timeout 7200s exceeds configured maximum of 3600s."
+    );
+    assert!(response.get("patch").is_none() && response.get("patchType").is_none());
+
+    // Byte for byte what the pure function answers.
+    let config = Config::load(&config_path).unwrap();
+    let tokens = FixedToken("unused".into());
+    let ctx = Context {
+        config: &config,
+        now: now(),
+        own_namespace: None,
+        tokens: &tokens,
+    };
+    let direct = sandbox_webhook::review::validate(&body, &ctx).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&over_https),
+        String::from_utf8_lossy(&direct.body)
+    );
+
+    // A valid Job is allowed, with no patch; a CronJob's path is its own.
+    let job = workload(
+        "Job",
+        "batch",
+        &SandboxPod::new("s2").annotation("timeout", "30m"),
+    );
+    let answer = validate(&server, &pki, "uid-ok", "CREATE", &job, None).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+    let cron = workload("CronJob", "nightly", &too_long());
+    let answer = validate(&server, &pki, "uid-cron", "UPDATE", &cron, Some(&job)).await;
+    let denied = "spec.jobTemplate.spec.template: Sandbox timeout";
+    assert!(message(&answer).starts_with(denied), "{answer}");
+
+    // /mutate leaves workloads alone: the two paths are two webhooks.
+    let (_, answer) = review(&server, &pki, "/mutate", &body).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+
+    // The same HTTP errors as /mutate.
+    let wrong_type = send(&server, &pki, &post("/validate", "text/plain", &body)).await;
+    assert_eq!(wrong_type.status, 415);
+    let get = send(
+        &server,
+        &pki,
+        b"GET /validate HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    )
+    .await;
+    assert_eq!(get.status, 405);
+    assert_eq!(get.header("allow"), Some("POST"));
+
+    // One set of metrics; the operation label tells the paths apart.
+    let metrics = Metrics::parse(&server.metrics().await);
+    for (operation, outcome, n) in [
+        ("validate/CREATE", "denied", 1),
+        ("validate/CREATE", "allowed", 1),
+        ("validate/UPDATE", "denied", 1),
+        ("validate/unknown", "error", 1),
+        ("CREATE", "skipped", 1),
+    ] {
+        let labels = [("operation", operation), ("outcome", outcome)];
+        assert_eq!(
+            metrics.value_or_zero(REQUESTS, &labels),
+            n,
+            "{operation} {outcome}"
+        );
+    }
+    assert_eq!(metrics.sum(REQUESTS, &[("outcome", "mutated")]), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_skips_what_it_does_not_judge() {
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let pod = SandboxPod::new("p").json();
+    let service =
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {}});
+    let unlabelled = workload("BatchSandbox", "b", &SandboxPod::new("x").not_a_sandbox());
+    let labelled = workload(
+        "Sandbox",
+        "a",
+        &SandboxPod::new("y").annotation("platform", "plan9/amd64"),
+    );
+    let cases = [
+        (
+            workload_review("u1", "CREATE", &pod, None),
+            "not-a-workload",
+        ),
+        (
+            workload_review("u2", "CREATE", &service, None),
+            "not-a-workload",
+        ),
+        (
+            workload_review("u3", "DELETE", &labelled, None),
+            "not-a-workload",
+        ),
+        (
+            workload_review("u4", "CREATE", &unlabelled, None),
+            "not-a-sandbox",
+        ),
+        (
+            workload_review("u5", "UPDATE", &labelled, Some(&labelled)),
+            "template-unchanged",
+        ),
+    ];
+    for (body, _) in &cases {
+        let (_, answer) = review(&server, &pki, "/validate", body).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    }
+    let metrics = Metrics::parse(&server.metrics().await);
+    for reason in ["not-a-workload", "not-a-sandbox", "template-unchanged"] {
+        let n = cases.iter().filter(|(_, r)| *r == reason).count() as u64;
+        let got = metrics.value(
+            "sandbox_webhook_admission_skips_total",
+            &[("reason", reason)],
+        );
+        assert_eq!(got, n, "{reason}");
+    }
+    // And the labelled Sandbox, created, is judged.
+    let answer = validate(&server, &pki, "u6", "CREATE", &labelled, None).await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let denied = "spec.podTemplate: Unsupported platform.os 'plan9'";
+    assert!(message(&answer).starts_with(denied), "{answer}");
+    server.shutdown().await;
+}
