@@ -28,6 +28,7 @@ use http_body_util::BodyExt;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+use super::conn::ConnState;
 use super::settings::MAX_BODY_BYTES;
 
 /// Bodies larger than this draw from the large pool.
@@ -165,13 +166,31 @@ impl BodyBudget {
     }
 }
 
+/// Answers up to this size never wait for budget: charged if it has room,
+/// else held as they are (with what their body held). The apiserver's
+/// answers are a few KiB, so an attacker who fills the budget with
+/// unread answers cannot delay them; what is held outside the budget is
+/// at most this much per connection (16 MiB at the default 1,024).
+/// Larger answers are charged to the large pool, so that the small one
+/// stays for small bodies and answers.
+pub const SMALL_ANSWER_BYTES: usize = 16 * 1024;
+
+/// An answer as the budget lists it, so that a shorter one can close its
+/// connection.
+struct Holder {
+    conn: Option<Arc<ConnState>>,
+    since: Instant,
+    bytes: usize,
+    closing: AtomicBool,
+}
+
 /// One pool: its bytes, and the bodies still arriving that hold some of
 /// them (those a body short of budget may shed).
 struct Pool {
     permits: Arc<Semaphore>,
     readers: Mutex<Vec<Arc<Reader>>>,
     /// Answers charged to this pool and not yet all written.
-    answers: Mutex<Vec<Arc<answer::Holder>>>,
+    answers: Mutex<Vec<Arc<Holder>>>,
 }
 
 /// A body being read, as the pool sees it.
@@ -283,7 +302,7 @@ struct Held {
     large: bool,
     registered: bool,
     /// Whose answer this is, once it is one: listed in the pool's answers.
-    answer: Option<Arc<answer::Holder>>,
+    answer: Option<Arc<Holder>>,
 }
 
 impl Held {
@@ -320,12 +339,12 @@ impl Held {
 
     /// Holds at least `len` bytes, moving to the large pool when `len`
     /// crosses [`LARGE_BODY_BYTES`] (an answer's, when it crosses
-    /// [`answer::SMALL_ANSWER_BYTES`]: the small pool is for the small
+    /// [`SMALL_ANSWER_BYTES`]: the small pool is for the small
     /// bodies and answers the apiserver sends and reads).
     async fn grow(&mut self, len: usize) -> Result<(), BodyError> {
         let budget = self.budget.clone();
         let large_above = if self.answer.is_some() {
-            answer::SMALL_ANSWER_BYTES
+            SMALL_ANSWER_BYTES
         } else {
             LARGE_BODY_BYTES
         };

@@ -16,25 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::super::conn::ConnState;
-use super::{BodyError, Held, Pool, Reservation, gauge_value, lock};
-
-/// Answers up to this size never wait for budget: charged if it has room,
-/// else held as they are (with what their body held). The apiserver's
-/// answers are a few KiB, so an attacker who fills the budget with
-/// unread answers cannot delay them; what is held outside the budget is
-/// at most this much per connection (16 MiB at the default 1,024).
-/// Larger answers are charged to the large pool, so that the small one
-/// stays for small bodies and answers.
-pub const SMALL_ANSWER_BYTES: usize = 16 * 1024;
-
-/// An answer as the budget lists it, so that a shorter one can close its
-/// connection.
-pub(crate) struct Holder {
-    conn: Option<Arc<ConnState>>,
-    since: Instant,
-    bytes: usize,
-    closing: AtomicBool,
-}
+use super::{BodyError, Held, Holder, Pool, Reservation, SMALL_ANSWER_BYTES, gauge_value, lock};
 
 impl Reservation {
     /// Charges an answer of `len` bytes instead of the body: the charge is
