@@ -8,7 +8,7 @@
 //! which ones it saw) instead of building a second cache beside the first:
 //! the peak during a relist is the cache itself.
 //!
-//! Memory per pod is held by `tests/controller_memory.rs`.
+//! Memory per pod is held by `tests/controller_memory/main.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

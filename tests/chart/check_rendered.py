@@ -250,8 +250,8 @@ def ctl_one(kind):
 
 
 def case_controller():
-    """The lifecycle controller (SPEC 10): hardening like the webhook's, its
-    own selector, exactly SPEC 10's RBAC, config, PDB, metrics Service."""
+    """The lifecycle controller (contract: controller.rbac): hardening like the webhook's, its
+    own selector, exactly the contract's RBAC, config, PDB, metrics Service."""
     webhook = one("Deployment")["spec"]["template"]["spec"]
     dep = ctl_one("Deployment")
     spec = dep["spec"]
@@ -284,7 +284,7 @@ def case_controller():
                    (("agents.x-k8s.io",), ("sandboxes",), ("delete",)),
                    (("batch",), ("jobs",), ("delete",)),
                    (("sandbox.opensandbox.io",), ("batchsandboxes",), ("delete",))])
-    check("controller: ClusterRole is exactly SPEC 10's verbs", got == want, got)
+    check("controller: ClusterRole is exactly the contract's verbs", got == want, got)
     binding = ctl_one("ClusterRoleBinding")
     check("controller: ClusterRoleBinding binds its ServiceAccount",
           binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NS}])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Assert the workload pre-flight's ValidatingWebhookConfiguration (SPEC 11)
+"""Assert the workload pre-flight's ValidatingWebhookConfiguration (contract: workload.webhook-configuration)
 in a `helm template` rendering of charts/sandbox-webhook.
 
 Usage: check_validating.py CASE RENDERED.yaml [NAMESPACE]
@@ -17,7 +17,7 @@ from tap import check, finish, run_checks
 CASE, PATH = sys.argv[1], sys.argv[2]
 NS = sys.argv[3] if len(sys.argv) > 3 else "sbx"
 
-# The kinds of SPEC 11, as src/workload/kinds.rs KINDS has them.
+# The kinds of the contract (contract: workload.kinds), as src/workload/kinds.rs KINDS has them.
 # agent-sandbox 1.0 serves only Sandbox v1beta1; earlier releases v1alpha1.
 RULES = [
     ("apps", ["v1"], ["deployments", "statefulsets", "daemonsets", "replicasets"]),
@@ -65,7 +65,7 @@ def check_vwc(prefix="opensandbox.io", name=None, failure="Ignore", timeout=5, c
     check(f"timeoutSeconds is {timeout}", w["timeoutSeconds"] == timeout, w["timeoutSeconds"])
     expected = [{"operations": ["CREATE", "UPDATE"], "apiGroups": [g], "apiVersions": v, "resources": r,
                  "scope": "Namespaced"} for g, v, r in RULES]
-    check("rules: CREATE and UPDATE of the SPEC 11 kinds, no subresources",
+    check("rules: CREATE and UPDATE of the workload kinds, no subresources",
           w["rules"] == expected, json.dumps(w["rules"]))
     check("namespaceSelector is the pod webhook's", w["namespaceSelector"] == m["namespaceSelector"],
           (w["namespaceSelector"], m["namespaceSelector"]))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The chart rejects at `helm install` what the binary would reject at start-up
-# (SPEC 8; issue 10): for each configuration below, `helm template` with it as
+# (contract: config.chart-parity): for each configuration below, `helm template` with it as
 # the `config:` value must fail exactly when `sandbox-webhook config validate`
 # fails on it. When the chart accepts, the binary validates the config.yaml the
 # chart actually rendered (the file the pods load), so a value the schema lets

@@ -32,7 +32,7 @@ readme_has "building the image without a registry: what failed, what the test bu
     'buildah pull gcr.io/distroless/static-debian12:nonroot' 'no such host' 'BINARY=prebuilt' 'tests/image/run.sh'
 readme_has "helm test" '^## helm test' 'helm test sandbox-webhook'
 # shellcheck disable=SC2016 # backticks: literal Markdown, not command substitution
-readme_has "the compared-with table has every row of issue 14" '^## Compared with the Istio, Linkerd and Kyverno charts' \
+readme_has "the compared-with table has every row of the chart review" '^## Compared with the Istio, Linkerd and Kyverno charts' \
     '^\| row \| Istio \(istiod\) \| Linkerd \(control plane\) \| Kyverno \| this chart \| test \|' \
     '^\| blast radius \|' '^\| PDB and rollout strategy \|' '^\| strict values schema \|' '^\| RBAC / token \|' \
     '^\| `helm test` \|' '^\| cloud notes \|' '^\| service meshes \|' '^\| certificate modes \|' \

@@ -57,6 +57,7 @@ def selector_values(sel, key, op):
 # ---------------------------------------------------------------- webhook config
 def check_webhook(prefix="opensandbox.io", failure="Fail", timeout=5, extra_ns=(), url=None, ca_bundle=None,
                   port=443):
+    """The chart's MutatingWebhookConfiguration (contract: select.webhook-configuration)."""
     mwc = one("MutatingWebhookConfiguration")
     fullname = one("Service")["metadata"]["name"] if "Service" in by_kind else "rel-sandbox-webhook"
     check(f"MutatingWebhookConfiguration name carries the release namespace ({fullname}-{NS})",

@@ -192,7 +192,7 @@ run_test "helm template (containerPorts.webhook=10250, GKE private clusters)" re
     --set containerPorts.webhook=10250
 check_rendered gke "$WORK/gke.yaml" "$NS"
 
-# The workload pre-flight's ValidatingWebhookConfiguration (SPEC 11).
+# The workload pre-flight's ValidatingWebhookConfiguration (contract: workload.webhook-configuration).
 check_validating default "$WORK/helm.yaml" "$NS"
 check_validating certManager "$WORK/cm.yaml" "$NS"
 check_validating url "$WORK/url.yaml" "$NS"
