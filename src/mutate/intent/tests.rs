@@ -1,7 +1,6 @@
 //! Reading the annotations: what each one accepts and refuses.
 
 use super::*;
-use crate::mutate::Denial;
 use serde_json::json;
 
 const POLICY: &str = r#"{"defaultAction":"deny"}"#;
@@ -88,21 +87,25 @@ fn isolation_is_enable_only_and_only_where_allowed() {
 }
 
 /// A token travels in an HTTP header: visible ASCII, at least one
-/// character; anything else is refused, not replaced.
+/// character; anything else is refused (the golden fixtures
+/// `egress-auth-token-*` show the whole 400 denial), not replaced.
 /// contract: intent.egress-auth-token
 #[test]
 fn an_egress_token_is_visible_ascii() {
     let key = "opensandbox.io/egress-auth-token";
     for bad in ["", " ", "two words", "tab\there", "née", "del\u{7f}", "\n"] {
         let r = read_one(&json!({"opensandbox.io/network-policy": POLICY, key: bad}));
-        let Err(e) = r else {
-            panic!("{bad:?} is taken as a token");
+        let Err(IntentError::MalformedAnnotation {
+            key: named,
+            problem,
+        }) = r
+        else {
+            panic!("{bad:?} is taken as a token: {r:?}");
         };
+        assert_eq!(named, key);
         assert_eq!(
-            Denial::from(e).to_string(),
-            format!(
-                "annotation {key} must be a non-empty string of visible ASCII characters; remove it to have one generated."
-            ),
+            problem,
+            "must be a non-empty string of visible ASCII characters; remove it to have one generated",
             "{bad:?}"
         );
     }
@@ -113,19 +116,24 @@ fn an_egress_token_is_visible_ascii() {
 }
 
 /// An annotation value that is not a string is refused, naming the
-/// annotation; a null one counts as absent.
+/// annotation (the golden fixture `annotation-not-a-string` shows the 400
+/// denial); a null one counts as absent.
 /// contract: intent.string-values
 #[test]
 fn annotation_values_are_strings_and_null_is_absent() {
     for key in ["opensandbox.io/timeout", "opensandbox.io/network-policy"] {
         for value in [json!(3600), json!(true), json!(["1h"]), json!({"a": "b"})] {
-            let Err(e) = read_one(&json!({key: value})) else {
-                panic!("{key}: {value} is read");
+            let r = read_one(&json!({key: value}));
+            let Err(IntentError::MalformedAnnotation {
+                key: named,
+                problem,
+            }) = r
+            else {
+                panic!("{key}: {value} is read: {r:?}");
             };
             assert_eq!(
-                Denial::from(e).to_string(),
-                format!("annotation {key} must be a string."),
-                "{value}"
+                (named.as_str(), problem.as_str()),
+                (key, "must be a string")
             );
         }
     }
