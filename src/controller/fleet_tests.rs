@@ -231,3 +231,27 @@ async fn an_unschedulable_pod_is_reported_once() {
     f.on_event(Event::Apply(p));
     assert!(started(&mut f).is_empty());
 }
+
+/// A failed write is retried after a delay that doubles each time, up to
+/// its cap.
+/// contract: controller.api-errors
+#[tokio::test]
+async fn each_retry_waits_twice_as_long_up_to_the_cap() {
+    let mut f = fleet();
+    f.on_event(Event::Apply(pod("p", "u1", Some(&in_seconds(-1)), None)));
+    let mut start = f.take_started().remove(0);
+    let mut delays = Vec::new();
+    for _ in 0..8 {
+        f.finished(done(&start, false));
+        let at = f.timers.next_at().expect("a retry is armed");
+        delays.push(at - Utc::now().timestamp_millis());
+        let key = f.timers.pop_due(i64::MAX).expect("armed");
+        f.on_timer(&key);
+        start = f.take_started().remove(0);
+    }
+    // Give or take the milliseconds the loop itself takes.
+    let want = [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000];
+    for (got, want) in delays.iter().zip(want) {
+        assert!((want - 200..=want).contains(got), "{delays:?}");
+    }
+}

@@ -110,6 +110,7 @@ fn fit(message: String) -> String {
 mod tests {
     use super::*;
 
+    /// contract: warning.length
     #[test]
     fn warnings_fit_in_120_characters() {
         assert_eq!(fit("x".repeat(120)), "x".repeat(120));

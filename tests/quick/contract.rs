@@ -10,30 +10,11 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-/// Rules no test cites yet: each is held by a unit test in `src/` that
-/// does not name it, by the chart's checks (`tests/chart/`), or by no test
-/// at all. The list only shrinks: a rule cited since fails the test until
-/// it is taken off.
-const NOT_YET_CITED: &[&str] = &[
-    "select.order",
-    "intent.known-names",
-    "intent.string-values",
-    "intent.egress-auth-token",
-    "config.startup",
-    "http.tls",
-    "limits.idle-timeout",
-    "limits.metric-labels",
-    "metrics.latency",
-    "metrics.startup-log",
-    "cli.serve",
-    "controller.watch",
-    "controller.admin",
-    "controller.metrics",
-    "controller.api-errors",
-    "controller.platform-constraints",
-    "workload.warnings",
-    "warning.length",
-];
+/// Rules no test cites yet. `metrics.latency` promises buckets past the
+/// 5 s webhook timeout, but the histogram's largest finite bucket is
+/// 0.8192 s; no test can hold it until the two agree. The list only
+/// shrinks: a rule cited since fails the test until it is taken off.
+const NOT_YET_CITED: &[&str] = &["metrics.latency"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
