@@ -242,7 +242,7 @@ impl Metrics {
             "admission_duration",
             "Time from request start to response, including reading the body",
             Unit::Seconds,
-            Histogram::new(exponential_buckets(0.000_05, 2.0, 15)),
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 18)),
         );
         let in_flight = r.add("requests_in_flight", "Admission requests being handled");
         let panics = r.add("panics", "Handler panics caught and answered with 500");
