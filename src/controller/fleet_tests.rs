@@ -22,6 +22,11 @@ fn in_seconds(s: i64) -> String {
     (Utc::now() + TimeDelta::seconds(s)).to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+/// A sandbox pod that expires `s` seconds from now.
+fn expiring_in(s: i64, name: &str, uid: &str, owner: Option<&str>) -> SandboxPod {
+    pod(name, uid, Some(&in_seconds(s)), owner)
+}
+
 /// A sandbox pod; `owner` is the UID of its controller `Job`.
 fn pod(name: &str, uid: &str, expires_at: Option<&str>, owner: Option<&str>) -> SandboxPod {
     let annotations = expires_at.map(|at| json!({"opensandbox.io/expires-at": at}));
@@ -69,12 +74,7 @@ async fn a_due_pod_is_removed_once_and_a_future_one_waits() {
     let mut f = fleet();
     let past = in_seconds(-1);
     f.on_event(Event::Apply(pod("due", "u1", Some(&past), None)));
-    f.on_event(Event::Apply(pod(
-        "later",
-        "u2",
-        Some(&in_seconds(3600)),
-        None,
-    )));
+    f.on_event(Event::Apply(expiring_in(3600, "later", "u2", None)));
     f.on_event(Event::Apply(pod("never", "u3", None, None)));
     let mut starts = f.take_started();
     assert_eq!(starts.len(), 1, "only the due pod");
@@ -96,7 +96,7 @@ async fn a_due_pod_is_removed_once_and_a_future_one_waits() {
     assert!(started(&mut f).is_empty());
     // Being deleted: nothing, and a deleted pod leaves the cache.
     let deleting = with(
-        pod("later", "u2", Some(&in_seconds(3600)), None),
+        expiring_in(3600, "later", "u2", None),
         &json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
     );
     f.on_event(Event::Apply(deleting));
@@ -108,7 +108,7 @@ async fn a_due_pod_is_removed_once_and_a_future_one_waits() {
 #[tokio::test]
 async fn a_failed_write_is_retried_later_unless_the_pod_changed() {
     let mut f = fleet();
-    f.on_event(Event::Apply(pod("p", "u1", Some(&in_seconds(-1)), None)));
+    f.on_event(Event::Apply(expiring_in(-1, "p", "u1", None)));
     let start = f.take_started().remove(0);
     f.finished(done(&start, false));
     assert!(started(&mut f).is_empty(), "not at once");
@@ -122,7 +122,7 @@ async fn a_failed_write_is_retried_later_unless_the_pod_changed() {
     assert_eq!(again.len(), 1, "retried");
     // The cache saw a newer version in the meantime: decided on it at once.
     f.on_event(Event::Apply(with(
-        pod("p", "u1", Some(&in_seconds(3600)), None),
+        expiring_in(3600, "p", "u1", None),
         &json!({"metadata": {"resourceVersion": "2"}}),
     )));
     f.finished(done(&again[0], false));
@@ -133,12 +133,7 @@ async fn a_failed_write_is_retried_later_unless_the_pod_changed() {
 #[tokio::test]
 async fn a_recreated_pod_is_its_own() {
     let mut f = fleet();
-    f.on_event(Event::Apply(pod(
-        "same",
-        "old",
-        Some(&in_seconds(60)),
-        None,
-    )));
+    f.on_event(Event::Apply(expiring_in(60, "same", "old", None)));
     assert_eq!(f.timers(), 1);
     // Deleted and created again between two events: the old timer goes
     // with the old pod; the new one has no expiry.
@@ -146,9 +141,9 @@ async fn a_recreated_pod_is_its_own() {
     assert_eq!((f.cached(), f.timers()), (1, 0));
     // A write decided for the old UID ending does not mark the new pod,
     // which is decided on its own account.
-    f.on_event(Event::Apply(pod("x", "x1", Some(&in_seconds(-1)), None)));
+    f.on_event(Event::Apply(expiring_in(-1, "x", "x1", None)));
     let old = f.take_started().remove(0);
-    f.on_event(Event::Apply(pod("x", "x2", Some(&in_seconds(-1)), None)));
+    f.on_event(Event::Apply(expiring_in(-1, "x", "x2", None)));
     let new = f.take_started();
     assert_eq!(new.len(), 1);
     assert_eq!(new[0].pod.uid.to_string(), "x2");
@@ -169,18 +164,8 @@ async fn an_owner_goes_with_its_last_pod() {
             .delete_owner_kinds
             .contains(&"Job.batch".to_owned())
     );
-    f.on_event(Event::Apply(pod(
-        "b",
-        "ub",
-        Some(&in_seconds(3600)),
-        Some("j1"),
-    )));
-    f.on_event(Event::Apply(pod(
-        "a",
-        "ua",
-        Some(&in_seconds(-1)),
-        Some("j1"),
-    )));
+    f.on_event(Event::Apply(expiring_in(3600, "b", "ub", Some("j1"))));
+    f.on_event(Event::Apply(expiring_in(-1, "a", "ua", Some("j1"))));
     assert!(
         started(&mut f).is_empty(),
         "a waits for b: deleting the Job deletes both"
@@ -198,25 +183,10 @@ async fn an_owner_goes_with_its_last_pod() {
 #[tokio::test]
 async fn a_relist_forgets_the_pods_it_did_not_bring() {
     let mut f = fleet();
-    f.on_event(Event::Apply(pod(
-        "kept",
-        "u1",
-        Some(&in_seconds(60)),
-        Some("j1"),
-    )));
-    f.on_event(Event::Apply(pod(
-        "gone",
-        "u2",
-        Some(&in_seconds(60)),
-        Some("j1"),
-    )));
+    f.on_event(Event::Apply(expiring_in(60, "kept", "u1", Some("j1"))));
+    f.on_event(Event::Apply(expiring_in(60, "gone", "u2", Some("j1"))));
     f.on_event(Event::Init);
-    f.on_event(Event::InitApply(pod(
-        "kept",
-        "u1",
-        Some(&in_seconds(60)),
-        Some("j1"),
-    )));
+    f.on_event(Event::InitApply(expiring_in(60, "kept", "u1", Some("j1"))));
     f.on_event(Event::InitApply(pod("new", "u3", None, None)));
     assert_eq!(f.cached(), 3, "the cache keeps serving during the relist");
     f.on_event(Event::InitDone);
@@ -260,4 +230,28 @@ async fn an_unschedulable_pod_is_reported_once() {
     f.finished(done(&start, true));
     f.on_event(Event::Apply(p));
     assert!(started(&mut f).is_empty());
+}
+
+/// A failed write is retried after a delay that doubles each time, up to
+/// its cap.
+/// contract: controller.api-errors
+#[tokio::test]
+async fn each_retry_waits_twice_as_long_up_to_the_cap() {
+    let mut f = fleet();
+    f.on_event(Event::Apply(pod("p", "u1", Some(&in_seconds(-1)), None)));
+    let mut start = f.take_started().remove(0);
+    let mut delays = Vec::new();
+    for _ in 0..8 {
+        f.finished(done(&start, false));
+        let at = f.timers.next_at().expect("a retry is armed");
+        delays.push(at - Utc::now().timestamp_millis());
+        let key = f.timers.pop_due(i64::MAX).expect("armed");
+        f.on_timer(&key);
+        start = f.take_started().remove(0);
+    }
+    // Give or take the milliseconds the loop itself takes.
+    let want = [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000];
+    for (got, want) in delays.iter().zip(want) {
+        assert!((want - 200..=want).contains(got), "{delays:?}");
+    }
 }

@@ -93,6 +93,9 @@ mod tests {
         probe(&Api::all(client), Duration::from_secs(1)).await
     }
 
+    /// `--initial-list auto` asks at start: the streaming list where the
+    /// apiserver serves it, else a LIST.
+    /// contract: controller.watch
     #[tokio::test]
     async fn the_initial_events_end_bookmark_means_streaming() {
         let body = r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"42","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;

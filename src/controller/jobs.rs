@@ -234,3 +234,138 @@ async fn record(
         shared.metrics.api_error("create-event");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::lifecycle::SandboxPod;
+    use crate::server::metrics::Exposition;
+
+    const FAILURE: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is down","reason":"InternalError","code":500}"#;
+    const POD: &str =
+        r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"team","uid":"u1"}}"#;
+
+    /// Reads one request (head and body) and answers it, closing after.
+    async fn answer(mut stream: tokio::net::TcpStream, delete: (u16, &str), other: (u16, &str)) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let (head_end, length) = loop {
+            let Ok(n) = stream.read(&mut chunk).await else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap_or(0));
+                break (end + 4, length);
+            }
+        };
+        while buf.len() < head_end + length {
+            let Ok(n) = stream.read(&mut chunk).await else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let (status, body) = if buf.starts_with(b"DELETE ") {
+            delete
+        } else {
+            other
+        };
+        let response = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+    }
+
+    /// What the loop shares, its client pointed at an apiserver stand-in
+    /// that answers every DELETE with `delete` and everything else with
+    /// `other` (status, body).
+    async fn shared(delete: (u16, &'static str), other: (u16, &'static str)) -> Shared {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(answer(stream, delete, other));
+            }
+        });
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        Shared {
+            streaming_list: false,
+            rules: Arc::new(Rules::new(Config::default(), None)),
+            actions: Actions::new(client, "test".into()),
+            metrics: Arc::new(ControllerMetrics::new()),
+        }
+    }
+
+    fn pod() -> PodRef {
+        let pod: SandboxPod = serde_json::from_value(json!({"metadata": {"name": "p",
+            "namespace": "team", "uid": "u1", "resourceVersion": "1",
+            "labels": {"opensandbox.io/id": "p"}}}))
+        .unwrap();
+        PodRef::of(&pod).unwrap()
+    }
+
+    /// The value of `series` in the controller's metrics.
+    fn metric(shared: &Shared, series: &str) -> String {
+        let text = shared.metrics.encode().unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ').map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+    }
+
+    fn expire() -> Job {
+        Job::Expire {
+            removal: Removal::DeletePod,
+            at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    /// A write that fails is counted by operation and reported for a
+    /// retry; an Event that cannot be recorded after a removal is counted
+    /// but not retried (the removal happened).
+    /// contract: controller.api-errors
+    #[tokio::test]
+    async fn failed_writes_are_counted_and_retried_and_a_lost_event_is_not() {
+        let errors =
+            |op: &str| format!("sandbox_webhook_controller_api_errors_total{{operation=\"{op}\"}}");
+        let down = shared((500, FAILURE), (500, FAILURE)).await;
+        let (_, done) = execute(&down, &pod(), expire()).await;
+        assert!(!done, "a failed delete is retried");
+        assert_eq!(metric(&down, &errors("delete-pod")), "1");
+        assert_eq!(
+            metric(
+                &down,
+                "sandbox_webhook_expired_total{action=\"deleted-pod\"}"
+            ),
+            "0"
+        );
+
+        let no_events = shared((200, POD), (500, FAILURE)).await;
+        let (_, done) = execute(&no_events, &pod(), expire()).await;
+        assert!(done, "the pod is deleted: the lost Event is not retried");
+        assert_eq!(metric(&no_events, &errors("create-event")), "1");
+        assert_eq!(metric(&no_events, &errors("delete-pod")), "0");
+        assert_eq!(
+            metric(
+                &no_events,
+                "sandbox_webhook_expired_total{action=\"deleted-pod\"}"
+            ),
+            "1"
+        );
+    }
+}

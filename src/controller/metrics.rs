@@ -8,7 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::memory;
-use crate::server::metrics::{Exposition, Registrar, encode};
+use crate::server::metrics::{Exposition, Registrar, create_series, encode};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
@@ -92,14 +92,12 @@ impl ControllerMetrics {
         };
         // Every series exists from the start at 0, so a rate or a test sees
         // an increase rather than a new series.
-        for action in EXPIRED_ACTIONS {
-            let _ = metrics.expired.get_or_create(&ActionLabels { action });
-        }
-        for operation in OPERATIONS {
-            let _ = metrics
-                .api_errors
-                .get_or_create(&OperationLabels { operation });
-        }
+        create_series(
+            &metrics.expired,
+            EXPIRED_ACTIONS.map(|action| ActionLabels { action }),
+        );
+        let operations = OPERATIONS.map(|operation| OperationLabels { operation });
+        create_series(&metrics.api_errors, operations);
         metrics
     }
 

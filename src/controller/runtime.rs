@@ -35,19 +35,35 @@ pub fn field_selector(config: &Config, own_namespace: Option<&str>) -> String {
         .join(",")
 }
 
+/// The one watch: pods with the `P/id` label, outside the excluded
+/// namespaces and the controller's own, its cache filled by the streaming
+/// list when the apiserver serves it.
+pub fn watch_config(
+    config: &Config,
+    own_namespace: Option<&str>,
+    streaming_list: bool,
+) -> watcher::Config {
+    let mut watch = watcher::Config::default().labels(&config.keys().id);
+    let fields = field_selector(config, own_namespace);
+    if !fields.is_empty() {
+        watch = watch.fields(&fields);
+    }
+    if streaming_list {
+        watch = watch.streaming_lists();
+    }
+    watch
+}
+
 /// Runs until `stop` resolves (leadership lost or shutdown). Watch errors
 /// are retried with kube-runtime's default backoff and never end the loop.
 pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output = ()>) {
     let api: Api<SandboxPod> = Api::all(client);
     let rules = &shared.rules;
-    let mut config = watcher::Config::default().labels(&rules.config.keys().id);
-    let fields = field_selector(&rules.config, rules.own_namespace.as_deref());
-    if !fields.is_empty() {
-        config = config.fields(&fields);
-    }
-    if shared.streaming_list {
-        config = config.streaming_lists();
-    }
+    let config = watch_config(
+        &rules.config,
+        rules.own_namespace.as_deref(),
+        shared.streaming_list,
+    );
     let events = watcher::watcher(api, config).default_backoff();
     let mut events = std::pin::pin!(events);
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
@@ -101,4 +117,43 @@ fn spawn(
             version: pod.resource_version,
         });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::InitialListStrategy;
+
+    use super::*;
+
+    /// One watch, on the sandbox label, that leaves out the excluded
+    /// namespaces and the controller's own (nothing when there are none),
+    /// and lists by streaming only when the apiserver was found to serve it
+    /// (`initial_list`).
+    /// contract: controller.watch
+    #[test]
+    fn the_watch_takes_sandboxes_outside_the_excluded_namespaces() {
+        let config = Config::from_yaml("prefix: sandbox.example.com").unwrap();
+        let watch = watch_config(&config, Some("sandbox-system"), true);
+        assert_eq!(
+            watch.label_selector.as_deref(),
+            Some("sandbox.example.com/id")
+        );
+        assert_eq!(
+            watch.field_selector.as_deref(),
+            Some(
+                "metadata.namespace!=kube-system,metadata.namespace!=kube-public,\
+                 metadata.namespace!=kube-node-lease,metadata.namespace!=sandbox-system"
+            )
+        );
+        assert_eq!(
+            watch.initial_list_strategy,
+            InitialListStrategy::StreamingList
+        );
+
+        let none = Config::from_yaml("excludedNamespaces: []").unwrap();
+        let watch = watch_config(&none, None, false);
+        assert_eq!(watch.label_selector.as_deref(), Some("opensandbox.io/id"));
+        assert_eq!(watch.field_selector, None);
+        assert_eq!(watch.initial_list_strategy, InitialListStrategy::ListWatch);
+    }
 }

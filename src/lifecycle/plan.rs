@@ -46,7 +46,10 @@ pub fn plan(
     let mut expiry = expiry::plan(pod, config, now);
     let mut platform = pod.platform();
     if !watched {
+        // Nothing is removed outside the watched namespaces, whatever the
+        // annotation says: without a removal `decide` starts no job.
         expiry.action = ExpiryAction::None;
+        expiry.removal = None;
         platform.unschedulable = false;
         platform.message = None;
     }

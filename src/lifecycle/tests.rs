@@ -46,15 +46,22 @@ fn with_owner(
     p
 }
 
+/// What `plan` decides for `p` under `cfg`, now.
+fn plan_with(p: &SandboxPod, cfg: &Config) -> Plan {
+    plan(&PodFacts::of(p, cfg), cfg, None, now())
+}
+
+/// [`plan_with`] the default configuration.
+fn planned(p: &SandboxPod) -> Plan {
+    plan_with(p, &Config::default())
+}
+
 fn action(p: &SandboxPod) -> ExpiryAction {
-    plan(
-        &PodFacts::of(p, &Config::default()),
-        &Config::default(),
-        None,
-        now(),
-    )
-    .expiry
-    .action
+    planned(p).expiry.action
+}
+
+fn action_with(p: &SandboxPod, cfg: &Config) -> ExpiryAction {
+    plan_with(p, cfg).expiry.action
 }
 
 #[test]
@@ -93,12 +100,7 @@ fn never_touched() {
         &json!({format!("{P}/expires-at"): "2020-01-01T00:00:00Z"}),
         &json!({format!("{P}/manual-cleanup"): "true"}),
     );
-    let p = plan(
-        &PodFacts::of(&manual, &Config::default()),
-        &Config::default(),
-        None,
-        now(),
-    );
+    let p = planned(&manual);
     assert_eq!(p.expiry.action, ExpiryAction::None);
     assert!(
         p.expiry.expired,
@@ -127,12 +129,7 @@ fn invalid_values() {
         "2026-13-02T00:00:00Z",
         "1767322000",
     ] {
-        let p = plan(
-            &PodFacts::of(&expiring(bad), &Config::default()),
-            &Config::default(),
-            None,
-            now(),
-        );
+        let p = planned(&expiring(bad));
         assert_eq!(p.expiry.action, ExpiryAction::Invalid, "{bad:?}");
         assert!(!p.expiry.expired);
         assert_eq!(p.expiry.removal, None);
@@ -148,12 +145,7 @@ fn owner_rules() {
         ("agents.x-k8s.io/v1alpha1", "Sandbox"),
         ("agents.x-k8s.io/v1beta1", "Sandbox"),
     ] {
-        let p = plan(
-            &PodFacts::of(&with_owner(e(), api, kind, Some(true)), &Config::default()),
-            &Config::default(),
-            None,
-            now(),
-        );
+        let p = planned(&with_owner(e(), api, kind, Some(true)));
         assert_eq!(p.expiry.action, ExpiryAction::DeleteOwner, "{kind}");
         let Some(Removal::DeleteOwner(owner)) = p.expiry.removal else {
             panic!("{kind}: {:?}", p.expiry.removal);
@@ -187,29 +179,14 @@ fn owner_rules() {
     let cfg =
         Config::from_yaml("controller: {expiry: {deleteOwnerKinds: [ReplicaSet.apps]}}").unwrap();
     let rs = with_owner(e(), "apps/v1", "ReplicaSet", Some(true));
-    assert_eq!(
-        plan(&PodFacts::of(&rs, &cfg), &cfg, None, now())
-            .expiry
-            .action,
-        ExpiryAction::DeleteOwner
-    );
+    assert_eq!(action_with(&rs, &cfg), ExpiryAction::DeleteOwner);
     let job = with_owner(e(), "batch/v1", "Job", Some(true));
-    assert_eq!(
-        plan(&PodFacts::of(&job, &cfg), &cfg, None, now())
-            .expiry
-            .action,
-        ExpiryAction::LeaveOwned
-    );
+    assert_eq!(action_with(&job, &cfg), ExpiryAction::LeaveOwned);
     let core = with_owner(e(), "v1", "ReplicationController", Some(true));
     let cfg =
         Config::from_yaml("controller: {expiry: {deleteOwnerKinds: [ReplicationController]}}")
             .unwrap();
-    assert_eq!(
-        plan(&PodFacts::of(&core, &cfg), &cfg, None, now())
-            .expiry
-            .action,
-        ExpiryAction::DeleteOwner
-    );
+    assert_eq!(action_with(&core, &cfg), ExpiryAction::DeleteOwner);
 }
 
 #[test]
@@ -238,20 +215,10 @@ fn unwatched_pods_get_no_action() {
         "the controller's own namespace"
     );
     p.metadata.namespace = Some("kube-system".into());
-    assert_eq!(
-        plan(&PodFacts::of(&p, &cfg), &cfg, None, now())
-            .expiry
-            .action,
-        ExpiryAction::None
-    );
+    assert_eq!(action_with(&p, &cfg), ExpiryAction::None);
     let mut plain = expiring("2020-01-01T00:00:00Z");
     plain.metadata.labels = None;
-    assert_eq!(
-        plan(&PodFacts::of(&plain, &cfg), &cfg, None, now())
-            .expiry
-            .action,
-        ExpiryAction::None
-    );
+    assert_eq!(action_with(&plain, &cfg), ExpiryAction::None);
     // A manifest without a namespace is in `default`.
     let mut bare = expiring("2020-01-01T00:00:00Z");
     bare.metadata.namespace = None;

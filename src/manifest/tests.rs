@@ -37,6 +37,15 @@ fn inject(object: &Value) -> (Value, bool, Vec<Entry>) {
     (v, changed, injector.entries)
 }
 
+/// The one entry of injecting `object`, which must leave it as it is.
+fn the_entry_of_unchanged(object: &Value) -> Entry {
+    let (v, changed, entries) = inject(object);
+    assert!(!changed);
+    assert_eq!(&v, object);
+    let [entry] = <[Entry; 1]>::try_from(entries).unwrap_or_else(|e| panic!("{e:?}"));
+    entry
+}
+
 #[test]
 fn both_sandbox_versions_have_their_pod_template_injected() {
     for api_version in ["agents.x-k8s.io/v1alpha1", "agents.x-k8s.io/v1beta1"] {
@@ -66,11 +75,9 @@ fn a_denied_v1beta1_template_is_denied_at_its_path() {
         "agents.x-k8s.io/v1beta1",
         &json!({"opensandbox.io/timeout": "2h"}),
     );
-    let (v, changed, entries) = inject(&object);
-    assert!(!changed);
-    assert_eq!(v, object);
-    let [Entry::Judged(judged)] = &entries[..] else {
-        panic!("{entries:?}");
+    let entry = the_entry_of_unchanged(&object);
+    let Entry::Judged(judged) = &entry else {
+        panic!("{entry:?}");
     };
     let Outcome::Denied(denial) = &judged.outcome else {
         panic!("{:?}", judged.outcome);
@@ -88,11 +95,9 @@ fn a_version_inject_does_not_know_passes_through_with_a_note() {
         "agents.x-k8s.io/v1",
         &json!({"opensandbox.io/timeout": "2h"}),
     );
-    let (v, changed, entries) = inject(&object);
-    assert!(!changed);
-    assert_eq!(v, object);
-    let [Entry::Note { kind, at, text }] = &entries[..] else {
-        panic!("{entries:?}");
+    let entry = the_entry_of_unchanged(&object);
+    let Entry::Note { kind, at, text } = &entry else {
+        panic!("{entry:?}");
     };
     assert_eq!(*kind, NoteKind::UnknownVersion);
     assert_eq!(at, "document 1 (Sandbox/s)");

@@ -1,6 +1,6 @@
 //! Warnings for likely mistakes (contract: warning.cap): what the webhook
 //! accepts but what almost certainly does not do what its author meant. Each is
-//! one sentence of at most [`MAX_WARNING`] characters for `kubectl` users. On
+//! one sentence of at most [`MAX_WARNING`](super::quote::MAX_WARNING) characters for `kubectl` users. On
 //! the hot path, so each check works on what the decision has already read: the
 //! annotation keys are compared, never decoded, the expiry is the intent's
 //! parsed time, and the policy's targets were classified as it was parsed.
@@ -11,10 +11,8 @@ use super::context::Context;
 use super::intent::Intent;
 use super::intent::policy::{Address, address};
 use super::intent::typo::misspelled;
+use super::quote::fit;
 use super::read::pod::PodView;
-
-/// What `kubectl` shows of a warning in full (contract: warning.length).
-const MAX_WARNING: usize = 120;
 
 /// At most this many warnings reach an answer, then one line says how many
 /// more there were: a pod's author chooses how many annotation keys it has,
@@ -95,21 +93,11 @@ fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-/// At most [`MAX_WARNING`] characters: a long prefix or key is cut with an
-/// ellipsis rather than the warning dropped.
-fn fit(message: String) -> String {
-    match message.char_indices().nth(MAX_WARNING - 1) {
-        Some((end, _)) if message[end..].chars().nth(1).is_some() => {
-            format!("{}…", &message[..end])
-        }
-        _ => message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// contract: warning.length
     #[test]
     fn warnings_fit_in_120_characters() {
         assert_eq!(fit("x".repeat(120)), "x".repeat(120));

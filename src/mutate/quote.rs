@@ -18,3 +18,17 @@ pub(crate) fn clip(value: &str) -> Cow<'_, str> {
         Some((end, _)) => Cow::Owned(format!("{}…", &value[..end])),
     }
 }
+
+/// What `kubectl` shows of a warning in full (contract: warning.length).
+pub(crate) const MAX_WARNING: usize = 120;
+
+/// At most [`MAX_WARNING`] characters: a long prefix or key is cut with an
+/// ellipsis rather than the warning dropped.
+pub(crate) fn fit(message: String) -> String {
+    match message.char_indices().nth(MAX_WARNING - 1) {
+        Some((end, _)) if message[end..].chars().nth(1).is_some() => {
+            format!("{}…", &message[..end])
+        }
+        _ => message,
+    }
+}

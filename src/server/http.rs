@@ -32,7 +32,7 @@ use super::conn::ConnHandle;
 use super::heavy::{HEAVY_BODY_BYTES, Heavy};
 use super::log::{Clean, RateLimit};
 use super::metrics::{Metrics, Webhook};
-use super::settings::{Clock, Handler, MAX_BODY_BYTES};
+use super::settings::{Clock, Handler, MAX_BODY_BYTES, ServerSettings};
 use super::shutdown::Readiness;
 
 /// Everything that goes wrong with one HTTP request, mapped to a status in
@@ -133,6 +133,36 @@ pub(crate) struct AppState {
     /// at most one a second (400 stalled bodies that reach their deadline
     /// together write one line, not 400).
     pub rejected_log: RateLimit,
+}
+
+impl AppState {
+    /// The state a server built from `settings` shares between its
+    /// admission requests, `config` loaded and the review thread started.
+    pub(crate) fn new(
+        settings: &ServerSettings,
+        config: Config,
+        metrics: Arc<Metrics>,
+        heavy: Heavy,
+        ready: Readiness,
+    ) -> AppState {
+        AppState {
+            config: Arc::new(ArcSwap::from_pointee(config)),
+            own_namespace: settings.own_namespace.clone(),
+            tokens: settings.tokens.clone(),
+            clock: settings.clock,
+            request_timeout: settings.tuning.request_timeout,
+            handler: settings.handler,
+            budget: Arc::new(BodyBudget::new(
+                settings.tuning.max_buffered_bytes,
+                metrics.body_buffered.clone(),
+                metrics.answer_buffered.clone(),
+            )),
+            heavy,
+            metrics,
+            ready,
+            rejected_log: RateLimit::new(1),
+        }
+    }
 }
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {

@@ -91,25 +91,47 @@ impl Registrar {
     }
 
     pub(crate) fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
-        self.add_with(name, help, None, M::default())
+        let metric = M::default();
+        self.0.register(name, help, metric.clone());
+        metric
     }
 
+    /// [`Registrar::add`] for a metric measured in `unit`.
+    pub(crate) fn add_in<M: Metric + Clone + Default>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Unit,
+    ) -> M {
+        self.add_with(name, help, unit, M::default())
+    }
+
+    /// [`Registrar::add_in`] for a metric that is not built by default (a
+    /// histogram and its buckets).
     pub(crate) fn add_with<M: Metric + Clone>(
         &mut self,
         name: &str,
         help: &str,
-        unit: Option<Unit>,
+        unit: Unit,
         metric: M,
     ) -> M {
-        match unit {
-            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
-            None => self.0.register(name, help, metric.clone()),
-        }
+        self.0.register_with_unit(name, help, unit, metric.clone());
         metric
     }
 
     pub(crate) fn finish(self) -> Registry {
         self.0
+    }
+}
+
+/// Creates the series of `family` with each of `labels` (at 0), so that a
+/// dashboard (or a test) sees an increase rather than a new series.
+pub(crate) fn create_series<L, M>(family: &Family<L, M>, labels: impl IntoIterator<Item = L>)
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    for labels in labels {
+        let _ = family.get_or_create(&labels);
     }
 }
 
@@ -219,8 +241,8 @@ impl Metrics {
         let duration = r.add_with(
             "admission_duration",
             "Time from request start to response, including reading the body",
-            Some(Unit::Seconds),
-            Histogram::new(exponential_buckets(0.000_05, 2.0, 15)),
+            Unit::Seconds,
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 18)),
         );
         let in_flight = r.add("requests_in_flight", "Admission requests being handled");
         let panics = r.add("panics", "Handler panics caught and answered with 500");
@@ -240,23 +262,20 @@ impl Metrics {
             "config_last_reload_success",
             "1 if the last configuration load or reload succeeded, 0 if it was rejected and the previous configuration is still in use",
         );
-        let certificate_expiry = r.add_with(
+        let certificate_expiry = r.add_in(
             "certificate_expiry_timestamp",
             "Expiry (notAfter) of the serving certificate in use, as a Unix time",
-            Some(Unit::Seconds),
-            Gauge::default(),
+            Unit::Seconds,
         );
-        let body_buffered = r.add_with(
+        let body_buffered = r.add_in(
             "request_body_buffered",
             "Request body bytes buffered right now, across connections (bounded by --max-buffered-bytes)",
-            Some(Unit::Bytes),
-            Gauge::default(),
+            Unit::Bytes,
         );
-        let answer_buffered = r.add_with(
+        let answer_buffered = r.add_in(
             "answer_buffered",
             "Answer bytes held until the client takes them, across connections (in the budget of --max-buffered-bytes)",
-            Some(Unit::Bytes),
-            Gauge::default(),
+            Unit::Bytes,
         );
         let handshake_failures = r.add(
             "tls_handshake_failures",
@@ -311,30 +330,20 @@ impl Metrics {
     /// Every series that can appear exists from the start at 0, so a
     /// dashboard (or a test) sees an increase rather than a new series.
     fn create_every_series(&self) {
-        for reason in SkipReason::ALL {
-            let _ = self.skips.get_or_create(&ReasonLabels {
-                reason: reason.as_str(),
-            });
-        }
+        let skips = SkipReason::ALL.map(|r| ReasonLabels { reason: r.as_str() });
+        create_series(&self.skips, skips);
         for family in [&self.cert_reloads, &self.config_reloads] {
-            let _ = family.get_or_create(&SUCCESS);
-            let _ = family.get_or_create(&FAILURE);
+            create_series(family, [SUCCESS, FAILURE]);
         }
-        for reason in VALIDITY_REASONS {
-            let _ = self
-                .cert_validity_rejections
-                .get_or_create(&ReasonLabels { reason });
-        }
-        for reason in HANDSHAKE_FAILURE_REASONS {
-            let _ = self
-                .handshake_failures
-                .get_or_create(&ReasonLabels { reason });
-        }
-        for listener in ["admission", "admin"] {
-            let labels = ListenerLabels { listener };
-            let _ = self.open_connections.get_or_create(&labels);
-            let _ = self.evictions.get_or_create(&labels);
-        }
+        let reason = |reason| ReasonLabels { reason };
+        create_series(&self.cert_validity_rejections, VALIDITY_REASONS.map(reason));
+        create_series(
+            &self.handshake_failures,
+            HANDSHAKE_FAILURE_REASONS.map(reason),
+        );
+        let listeners = ["admission", "admin"].map(|listener| ListenerLabels { listener });
+        create_series(&self.open_connections, listeners.clone());
+        create_series(&self.evictions, listeners);
     }
 
     pub fn handshake_failed(&self, reason: &'static str) {

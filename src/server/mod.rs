@@ -35,7 +35,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use hyper_util::service::TowerToHyperService;
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -148,23 +147,13 @@ impl Server {
             admin_stopped,
         ));
 
-        let app = Arc::new(http::AppState {
-            config: Arc::new(ArcSwap::from_pointee(config)),
-            own_namespace: settings.own_namespace.clone(),
-            tokens: settings.tokens.clone(),
-            clock: settings.clock,
-            request_timeout: settings.tuning.request_timeout,
-            handler: settings.handler,
-            budget: Arc::new(budget::BodyBudget::new(
-                settings.tuning.max_buffered_bytes,
-                metrics.body_buffered.clone(),
-                metrics.answer_buffered.clone(),
-            )),
-            heavy,
+        let app = Arc::new(http::AppState::new(
+            &settings,
+            config,
             metrics,
-            ready: ready.clone(),
-            rejected_log: log::RateLimit::new(1),
-        });
+            heavy,
+            ready.clone(),
+        ));
         Server {
             listener,
             local_addr,
@@ -271,6 +260,45 @@ impl Server {
         let _ = (&mut admin.0).await;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// The admission port's HTTP service alone, with no socket and no TLS:
+/// what a [`Server`] built from the same settings answers on each
+/// connection, for tests that check a request's answer (status, headers,
+/// body, metrics) in-process with `tower::ServiceExt::oneshot`. What needs
+/// a connection (TLS, timeouts, keep-alive, draining, limits on the bytes
+/// as they arrive) is the [`Server`]'s.
+#[doc(hidden)]
+pub struct Admission {
+    app: Arc<http::AppState>,
+}
+
+impl Admission {
+    /// Loads `settings` as [`Server::bind`] does (the TLS files included),
+    /// binding no port; ready, as a serving server is.
+    ///
+    /// # Errors
+    /// The configuration or the TLS files, as [`Server::bind`].
+    pub async fn load(settings: &ServerSettings) -> Result<Admission, ServeError> {
+        let loaded = Loaded::load(settings).await?;
+        let ready = Readiness::default();
+        ready.set(true);
+        let app = http::AppState::new(settings, loaded.config, loaded.metrics, loaded.heavy, ready);
+        Ok(Admission { app: Arc::new(app) })
+    }
+
+    /// The router a connection's requests go to.
+    pub fn router(&self) -> axum::Router {
+        http::router(self.app.clone())
+    }
+
+    /// What the admin port's `/metrics` would show.
+    ///
+    /// # Errors
+    /// When the text exposition cannot be written.
+    pub fn metrics(&self) -> Result<String, std::fmt::Error> {
+        metrics::Exposition::encode(self.app.metrics.as_ref())
     }
 }
 

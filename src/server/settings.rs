@@ -184,6 +184,8 @@ mod tests {
         assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
     }
 
+    /// The idle timeout among them: 95 s, past Go's 90 s.
+    /// contract: limits.idle-timeout
     #[test]
     fn defaults_are_the_documented_production_values() {
         let t = Tuning::default();

@@ -134,6 +134,7 @@ fn prefixed(path: &str, warning: &str) -> String {
 mod tests {
     use super::*;
 
+    /// contract: workload.warnings
     #[test]
     fn warnings_are_cut_to_120_characters_with_their_prefix() {
         assert_eq!(prefixed("spec.template", "short"), "spec.template: short");

@@ -209,6 +209,7 @@ fn every_denial_is_the_pod_webhooks() {
     }
 }
 
+/// contract: workload.warnings
 #[test]
 fn an_admitted_template_keeps_its_warnings_under_its_path() {
     let t = template(&json!({"opensandbox.io/platform": "windows/amd64"}));

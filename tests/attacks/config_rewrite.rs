@@ -33,8 +33,8 @@ fn versions(patch: &str) -> (Option<u32>, Option<u32>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_rewritten_in_place_is_never_applied_half_written() {
-    let _alone = common::attack::alone().await;
     const REWRITES: u32 = 40;
+    let _alone = common::attack::alone().await;
     let (pki, server, path) = start_with_config(&version(0).0).await;
     let rewriting = Arc::new(AtomicBool::new(true));
     let writer = {

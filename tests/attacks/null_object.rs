@@ -7,8 +7,7 @@
 use crate::common;
 
 use common::cli::run;
-use common::https::{client, post_review};
-use common::server::{Pki, Running};
+use common::https::post_review;
 use serde_json::{Value, json};
 
 /// A Pod `operation` whose `object` field is `object` (left out when `None`).
@@ -40,10 +39,7 @@ fn assert_denied(answer: &Value, input: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_denies_a_create_without_its_pod() {
-    let _alone = common::attack::alone().await;
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(None).await;
     let url = server.url("/mutate");
     for input in [review("CREATE", Some(Value::Null)), review("CREATE", None)] {
         let r = post_review(&c, &url, serde_json::to_vec(&input).unwrap()).await;

@@ -8,9 +8,9 @@
 
 use crate::common;
 
-use common::https::{client, patch_of, post_review};
+use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
-use common::server::{Running, review_body, start_with_config};
+use common::server::{Running, review_body};
 use serde_json::{Value, json};
 
 /// An egress image, so that an admitted policy gets its sidecar.
@@ -54,9 +54,7 @@ fn env_value<'v>(value: &'v Value, name: &str) -> Option<&'v str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_bad_target_is_denied_naming_it() {
-    let _alone = common::attack::alone().await;
-    let (pki, server, _) = start_with_config(CONFIG).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     let long = format!("{}.example.com", "a".repeat(64));
     for target in [
         "'; rm -rf /'",
@@ -112,9 +110,7 @@ async fn each_bad_target_is_denied_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn good_targets_reach_the_sidecar_and_url_like_ones_are_warned_about() {
-    let _alone = common::attack::alone().await;
-    let (pki, server, _) = start_with_config(CONFIG).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     for (target, warning) in [
         ("files.pythonhosted.org", None),
         ("PyPI.org.", None),

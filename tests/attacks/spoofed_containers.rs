@@ -10,9 +10,9 @@
 
 use crate::common;
 
-use common::https::{client, patch_of, post_review};
+use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
-use common::server::{Running, review_body, start_with_config};
+use common::server::{Running, review_body};
 use serde_json::{Value, json};
 
 const EGRESS_IMAGE: &str = "example.com/egress:v1";
@@ -93,9 +93,7 @@ fn assert_real_sidecar(pod: &Value, rules: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
-    let _alone = common::attack::alone().await;
-    let (pki, server, _) = start_with_config(CONFIG).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     let busybox = json!({"name": "egress", "image": "busybox:1.36", "command": ["sleep", "infinity"],
         "env": [{"name": "OPENSANDBOX_EGRESS_RULES", "value": "{}"}]});
     let installer = json!({"name": "execd-installer", "image": "attacker/installer",
@@ -136,9 +134,7 @@ async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_changed_between_passes_reaches_the_sidecar() {
-    let _alone = common::attack::alone().await;
-    let (pki, server, _) = start_with_config(CONFIG).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     let (mut stored, _) = admitted(&c, &server, &policy_pod("repolicy").json()).await;
     assert_real_sidecar(&stored, POLICY);
     // Another webhook changes the policy; the apiserver calls this one again.
@@ -157,9 +153,7 @@ async fn a_policy_changed_between_passes_reaches_the_sidecar() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_other_container_that_could_undo_the_rules_is_denied() {
-    let _alone = common::attack::alone().await;
-    let (pki, server, _) = start_with_config(CONFIG).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     let helper = |sc: Value| json!({"name": "helper", "image": "busybox", "securityContext": sc});
     for (list, sc, says) in [
         (

@@ -11,8 +11,7 @@ use crate::common;
 use std::path::Path;
 
 use common::cli::run;
-use common::https::{client, post_review};
-use common::server::{Pki, Running};
+use common::https::post_review;
 use common::workloads::KINDS;
 use regex::Regex;
 use serde_json::Value;
@@ -341,11 +340,8 @@ fn assert_says(texts: &[String], want: &str, input: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_answers_in_json_words() {
-    let _alone = common::attack::alone().await;
+    let (_alone, _pki, server, c) = common::attack::attacked(None).await;
     let names = TypeNames::new();
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
-    let c = client(&pki);
     let cases = [
         ("/mutate", envelopes(), 400),
         ("/mutate", objects(), 200),

@@ -14,9 +14,9 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::P;
-use common::https::{client, post_review};
+use common::https::post_review;
 use common::pods::SandboxPod;
-use common::server::{Pki, Running, review_body};
+use common::server::{Running, review_body};
 use serde_json::Value;
 
 /// How many keys an attacking pod carries: about 230 KB of annotations,
@@ -128,10 +128,7 @@ async fn review(c: &reqwest::Client, server: &Running, body: &[u8]) -> (Duration
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_ten_warnings_and_how_many_more() {
-    let _alone = common::attack::alone().await;
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(None).await;
     let names = typos(KEYS);
     let pod = pod_with(P, &names).annotation("expires-at", "2000-01-01T00:00:00Z");
     let started = Instant::now();
@@ -210,10 +207,7 @@ async fn cost_against_elsewhere(c: &reqwest::Client, server: &Running, names: &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_under_the_prefix_cost_at_most_three_times_keys_elsewhere() {
-    let _alone = common::attack::alone().await;
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
-    let c = client(&pki);
+    let (_alone, _pki, server, c) = common::attack::attacked(None).await;
     // The attack: every key a misspelling, each drawing a warning.
     let ratio = cost_against_elsewhere(&c, &server, &typos(KEYS)).await;
     assert!(

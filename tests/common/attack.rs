@@ -11,8 +11,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::https::client;
 use super::pods::SandboxPod;
-use super::server::{review_body, timed_review};
+use super::server::{Pki, Running, review_body, start_with_config, timed_review};
 use super::stats::percentile;
 use super::wire::{Tls, read_response, tls_connect};
 
@@ -33,6 +34,34 @@ pub async fn alone() -> tokio::sync::MutexGuard<'static, ()> {
         .await
         .expect("waiting for the previous attack's sockets");
     guard
+}
+
+/// An attack on a server's answers: this test [`alone`], a server on fresh
+/// test settings (reading the configuration `yaml` when there is one), the
+/// PKI that serves it (keep it: the server polls its files) and a
+/// keep-alive client that trusts it.
+pub async fn attacked(
+    yaml: Option<&str>,
+) -> (
+    tokio::sync::MutexGuard<'static, ()>,
+    Pki,
+    Running,
+    reqwest::Client,
+) {
+    let guard = alone().await;
+    let (pki, server) = match yaml {
+        Some(yaml) => {
+            let (pki, server, _) = start_with_config(yaml).await;
+            (pki, server)
+        }
+        None => {
+            let pki = Pki::new();
+            let server = Running::start(pki.settings()).await;
+            (pki, server)
+        }
+    };
+    let client = client(&pki);
+    (guard, pki, server, client)
 }
 
 /// [`alone`] for a test that runs outside a runtime.

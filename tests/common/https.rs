@@ -83,15 +83,23 @@ pub fn patch_of(body: &[u8]) -> Value {
 /// Asserts an HTTP error answer: `status`, a JSON body that repeats it and a
 /// non-empty `error`. Returns the body.
 pub async fn assert_error(response: reqwest::Response, status: u16) -> Value {
-    assert_eq!(response.status().as_u16(), status);
+    let got = response.status().as_u16();
     let content_type = response
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let body = response.bytes().await.expect("the body");
+    assert_error_parts(got, &content_type, &body, status)
+}
+
+/// [`assert_error`] on an answer's parts: its status, `Content-Type` and body.
+#[track_caller]
+pub fn assert_error_parts(got: u16, content_type: &str, body: &[u8], status: u16) -> Value {
+    assert_eq!(got, status);
     assert_eq!(content_type, "application/json");
-    let body: Value = response.json().await.expect("JSON error body");
+    let body: Value = serde_json::from_slice(body).expect("JSON error body");
     assert_eq!(body["status"], json!(status), "{body}");
     assert!(
         body["error"].as_str().is_some_and(|e| !e.is_empty()),

@@ -15,6 +15,7 @@ pub mod context;
 pub mod crds;
 pub mod events;
 pub mod https;
+pub mod inprocess;
 pub mod load;
 pub mod metrics;
 pub mod pods;

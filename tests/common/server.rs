@@ -74,6 +74,16 @@ impl Pki {
         test_settings(files)
     }
 
+    /// [`Pki::settings`] reading (and reloading) the configuration file
+    /// `config.yaml`, first written with `yaml`; and the file's path.
+    pub fn settings_with_config(&self, yaml: &str) -> (ServerSettings, PathBuf) {
+        let path = self.path("config.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let mut settings = self.settings();
+        settings.config_path = Some(path.clone());
+        (settings, path)
+    }
+
     pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
         client_config(self.ca.cert_pem().as_bytes()).expect("a client configuration")
     }
@@ -182,10 +192,7 @@ pub async fn start_tuned(tune: impl FnOnce(&mut Tuning)) -> (Pki, Running) {
 /// the file's path.
 pub async fn start_with_config(yaml: &str) -> (Pki, Running, PathBuf) {
     let pki = Pki::new();
-    let path = pki.path("config.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let mut settings = pki.settings();
-    settings.config_path = Some(path.clone());
+    let (settings, path) = pki.settings_with_config(yaml);
     let server = Running::start(settings).await;
     (pki, server, path)
 }

@@ -148,7 +148,9 @@ async fn renewals_are_checked(env: &Env, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// contract: controller.leader
+/// The killed leader, restarted, is ready (`restart` waits for its
+/// `/readyz` 200) while it stands by.
+/// contract: controller.leader, controller.admin
 pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let leader = env.wait_leader(Duration::from_secs(10)).await?;

@@ -253,17 +253,24 @@ async fn create_with(
     api.create(&pp, &object).await
 }
 
-/// The chart's matchCondition, read from the template, with the default
-/// prefix: the expression the apiserver compiles is the one the chart ships.
-fn chart_condition() -> Result<String> {
+/// The text of the chart's validating webhook template from just after
+/// `start` to just before the first `end` after it.
+fn validating_between(start: &str, end: &str) -> Result<String> {
     let path = repo().join("charts/sandbox-webhook/templates/_validating.tpl");
     let text = std::fs::read_to_string(&path)?;
     let (_, rest) = text
-        .split_once("expression: >-")
-        .ok_or("no expression in the chart")?;
-    let (folded, _) = rest
-        .split_once("{{- end }}")
-        .ok_or("no end of the expression")?;
+        .split_once(start)
+        .ok_or_else(|| format!("no {start:?} in {}", path.display()))?;
+    let (between, _) = rest
+        .split_once(end)
+        .ok_or_else(|| format!("no {end:?} after {start:?} in {}", path.display()))?;
+    Ok(between.to_owned())
+}
+
+/// The chart's matchCondition, read from the template, with the default
+/// prefix: the expression the apiserver compiles is the one the chart ships.
+fn chart_condition() -> Result<String> {
+    let folded = validating_between("expression: >-", "{{- end }}")?;
     let expression = folded.split_whitespace().collect::<Vec<_>>().join(" ");
     Ok(expression.replace("{{ $id | quote }}", &format!("\"{P}/id\"")))
 }
@@ -271,15 +278,8 @@ fn chart_condition() -> Result<String> {
 /// The chart's rules, read from the template (plain YAML there): the kinds
 /// and versions the apiserver sends are the ones the chart ships.
 fn chart_rules() -> Result<Value> {
-    let path = repo().join("charts/sandbox-webhook/templates/_validating.tpl");
-    let text = std::fs::read_to_string(&path)?;
-    let (_, rest) = text
-        .split_once("\n    rules:\n")
-        .ok_or("no rules in the chart")?;
-    let (block, _) = rest
-        .split_once("\n    namespaceSelector:")
-        .ok_or("no namespaceSelector after the rules")?;
-    let rules: Value = serde_yaml_ng::from_str(block)?;
+    let block = validating_between("\n    rules:\n", "\n    namespaceSelector:")?;
+    let rules: Value = serde_yaml_ng::from_str(&block)?;
     let sandboxes = rules
         .as_array()
         .into_iter()

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::cli::run;
+use common::cli::{bin, run};
 
 #[test]
 fn config_validate_reports_every_error() {
@@ -59,4 +59,50 @@ fn config_validate_reports_every_error() {
         "{}",
         tab.stderr
     );
+}
+
+/// An invalid file at start-up stops `serve` and `controller` with the
+/// file's error and exit code 2, before anything else is read (the serving
+/// files here do not exist, and there is no cluster to reach).
+/// contract: config.startup
+#[test]
+fn an_invalid_file_stops_serve_and_the_controller() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("bad.yaml"), "egress: {mode: nft}\n").unwrap();
+    let said = "config file bad.yaml: egress.mode: must be dns or dns+nft; got 'nft'";
+    let serve = [
+        "serve",
+        "--config",
+        "bad.yaml",
+        "--tls-cert",
+        "absent.crt",
+        "--tls-key",
+        "absent.key",
+        "--addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+    ];
+    let controller = [
+        "controller",
+        "--config",
+        "bad.yaml",
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--identity",
+        "test",
+    ];
+    for args in [&serve[..], &controller[..]] {
+        let out = bin()
+            .args(args)
+            .current_dir(d)
+            .env("KUBECONFIG", d.join("absent-kubeconfig"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", args[0]);
+        assert!(stderr.contains(said), "{}: {stderr}", args[0]);
+    }
 }

@@ -135,3 +135,53 @@ fn completions_and_man_pages_come_from_the_same_flags() {
     assert_eq!(run(&["man", "no-such"]).0, Some(2));
     assert_eq!(run(&["completions", "tcsh"]).0, Some(2));
 }
+
+/// `serve`'s command line: the serving pair (required), the configuration,
+/// the client CA, both addresses, the namespace, the limit and shutdown
+/// flags, the worker threads and the log format, each taken as given.
+/// contract: cli.serve
+#[test]
+fn serve_takes_the_documented_flags() {
+    use sandbox_webhook::cli::Command;
+    use std::time::Duration;
+
+    let line = "sandbox-webhook serve --tls-cert c.crt --tls-key c.key --config w.yaml \
+        --client-ca ca.crt --addr 127.0.0.1:8443 --admin-addr 127.0.0.1:8081 --namespace sw \
+        --max-connections 10 --admin-max-connections 3 --request-timeout 2s --head-timeout 3s \
+        --idle-timeout 4s --write-timeout 6s --max-buffered-bytes 16777216 --shutdown-delay 0s \
+        --shutdown-timeout 7s --worker-threads 2 --log-format json";
+    let args = Args::try_parse_from(line.split_whitespace()).unwrap();
+    let Command::Serve(a) = args.command else {
+        panic!("not serve: {args:?}");
+    };
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    assert_eq!(path(&a.tls_cert).as_deref(), Some("c.crt"));
+    assert_eq!(path(&a.tls_key).as_deref(), Some("c.key"));
+    assert_eq!(path(&a.config).as_deref(), Some("w.yaml"));
+    assert_eq!(path(&a.client_ca).as_deref(), Some("ca.crt"));
+    assert_eq!(a.addr, Some("127.0.0.1:8443".parse().unwrap()));
+    assert_eq!(a.admin_addr, Some("127.0.0.1:8081".parse().unwrap()));
+    assert_eq!(a.namespace.as_deref(), Some("sw"));
+    let t = &a.tuning;
+    assert_eq!((t.max_connections, t.admin_max_connections), (10, 3));
+    assert_eq!(t.request_timeout, Duration::from_secs(2));
+    assert_eq!(t.head_timeout, Duration::from_secs(3));
+    assert_eq!(t.idle_timeout, Duration::from_secs(4));
+    assert_eq!(t.write_timeout, Duration::from_secs(6));
+    assert_eq!(t.max_buffered_bytes, 16 << 20);
+    assert_eq!(t.shutdown_delay, Duration::ZERO);
+    assert_eq!(t.shutdown_timeout, Duration::from_secs(7));
+    assert_eq!(a.worker_threads, Some(2));
+    assert_eq!(format!("{:?}", a.log_format), "Json");
+
+    // The serving pair is required (unless --dev).
+    for without in ["--tls-cert c.crt", "--tls-key c.key"] {
+        let short = line.replace(without, "");
+        let e = Args::try_parse_from(short.split_whitespace()).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "{without}"
+        );
+    }
+}

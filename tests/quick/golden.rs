@@ -100,8 +100,11 @@ fn manifest_fixtures() {
     run_golden(cases);
 }
 
+/// A skipped review carries no warnings (`review-skip-no-warnings`: a pod
+/// that opts out with a misspelt and a Windows annotation, each of which
+/// warns when admitted).
 /// contract: select.pod-create, select.dry-run, select.unreadable-pod, select.null-object,
-/// platform.node-selector-strings, answer.patch, answer.denial
+/// platform.node-selector-strings, answer.patch, answer.denial, select.order
 #[test]
 fn review_fixtures() {
     let cases = cases(Kind::Review);

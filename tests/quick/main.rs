@@ -1,8 +1,10 @@
 //! The quick suite: everything that needs neither a control plane nor a
 //! latency bound, in one binary (`cargo test --test quick`, and
 //! `./test.sh quick`): the golden fixtures, the properties, the CLI, the
-//! server on loopback sockets (answers, errors, limits, TLS, lifecycle,
-//! observability), the layering rule and the test harness's own promise.
+//! server's answers to single requests in-process (`common::inprocess`, no
+//! socket), the server on loopback sockets where the connection matters
+//! (limits, TLS, lifecycle, observability), the layering rule and the test
+//! harness's own promise.
 //!
 //! One binary rather than one per file: each integration test binary links
 //! every dependency again. `cargo test --test quick -- server_tls` runs one

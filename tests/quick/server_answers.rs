@@ -1,6 +1,7 @@
-//! What the real server answers to well-formed reviews, over TLS on
-//! 127.0.0.1 port 0: the same bytes as the library and the CLI, the null
-//! handler's allow, and a thousand reviews over 32 keep-alive connections.
+//! What the server answers to well-formed reviews: the same bytes as the
+//! library and the CLI, the null handler's allow and the fixed patch,
+//! in-process (`common::inprocess`); and a thousand reviews over 32
+//! keep-alive connections to the real server, over TLS on 127.0.0.1 port 0.
 
 use crate::common;
 
@@ -11,8 +12,9 @@ use std::time::Instant;
 use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::TestContext;
-use common::https::{client, client_builder, patch_of, post_review};
-use common::server::{Pki, Running, egress_review, start_with_config};
+use common::https::{client_builder, patch_of, post_review};
+use common::inprocess::InProcess;
+use common::server::{Pki, Running, egress_review};
 use sandbox_webhook::config::Config;
 use sandbox_webhook::server::Handler;
 use serde_json::{Value, json};
@@ -20,28 +22,25 @@ use serde_json::{Value, json};
 const MUTATED: [(&str, &str); 2] = [("operation", "CREATE"), ("outcome", "mutated")];
 
 /// contract: cli.reproducible, answer.deterministic
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn answers_exactly_like_review_and_the_cli() {
     let yaml = "egress: {image: example.com/egress:v1}\nexpiry: {maxTimeoutSeconds: 86400}\n";
-    let (pki, server, config_path) = start_with_config(yaml).await;
+    let (app, config_path) = InProcess::with_config(yaml).await;
 
     let body = egress_review("uid-same", true);
-    let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(
-        response.headers()["content-type"].to_str().unwrap(),
-        "application/json"
-    );
-    let over_https = response.bytes().await.unwrap().to_vec();
+    let response = app.post_review("/mutate", body.clone()).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    let served = response.body;
 
     let ctx = TestContext::new().config(Config::load(&config_path).unwrap());
     let direct = sandbox_webhook::review::review(&body, &ctx.get()).unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&over_https),
+        String::from_utf8_lossy(&served),
         String::from_utf8_lossy(&direct.body)
     );
 
-    let input = pki.path("review.json");
+    let input = app.pki.path("review.json");
     std::fs::write(&input, &body).unwrap();
     let cli = stdout_of(
         bin()
@@ -51,76 +50,59 @@ async fn answers_exactly_like_review_and_the_cli() {
             .arg(&input),
     );
     assert_eq!(
-        String::from_utf8_lossy(&over_https).trim_end(),
+        String::from_utf8_lossy(&served).trim_end(),
         String::from_utf8_lossy(&cli).trim_end()
     );
 
     // And it really is a mutation with the configured image.
-    let patch = patch_of(&over_https).to_string();
+    let patch = patch_of(&served).to_string();
     assert!(patch.contains("example.com/egress:v1"), "{patch}");
     let requests = "sandbox_webhook_admission_requests_total";
-    assert_eq!(server.metric(requests, &MUTATED).await, 1);
-    server.shutdown().await;
+    assert_eq!(app.metric(requests, &MUTATED), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn null_handler_allows_without_looking() {
-    let pki = Pki::new();
-    let mut s = pki.settings();
-    s.handler = Handler::Null;
-    let server = Running::start(s).await;
+    let app = InProcess::start(|s| s.handler = Handler::Null).await;
 
     let body = egress_review("uid-null", true);
-    let response = post_review(&client(&pki), &server.url("/mutate"), body.clone()).await;
-    assert_eq!(response.status(), 200);
-    let over_https = response.bytes().await.unwrap().to_vec();
-    assert_eq!(
-        over_https,
-        sandbox_webhook::review::null_review(&body).unwrap()
-    );
-    let review = sandbox_webhook::review::parse_response(&over_https).expect("AdmissionReview");
+    let response = app.post_review("/mutate", body.clone()).await;
+    assert_eq!(response.status, 200);
+    let served = response.body;
+    assert_eq!(served, sandbox_webhook::review::null_review(&body).unwrap());
+    let review = sandbox_webhook::review::parse_response(&served).expect("AdmissionReview");
     let response = review.response.expect("response");
     assert!(response.allowed);
     assert!(response.patch.is_none());
     let unchanged = [("operation", "CREATE"), ("outcome", "unchanged")];
     assert_eq!(
-        server
-            .metric("sandbox_webhook_admission_requests_total", &unchanged)
-            .await,
+        app.metric("sandbox_webhook_admission_requests_total", &unchanged),
         1
     );
-    server.shutdown().await;
 }
 
 /// The benchmarks' fixed-patch handler (bench/apiserver.sh) answers every
 /// review with its patch and the request's uid, the object unread; the CLI
 /// refuses a file that is not a JSON patch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn fixed_patch_handler_answers_its_patch() {
     let ops = json!([{"op": "add", "path": "/metadata/labels/bench", "value": "1"}]);
     let patch = sandbox_webhook::mutate::Patch::from_json(ops.to_string().into_bytes()).unwrap();
     assert_eq!(patch.len(), 1);
-    let pki = Pki::new();
-    let mut s = pki.settings();
-    s.handler = Handler::Fixed(Box::leak(Box::new(patch)));
-    let server = Running::start(s).await;
-    let response = post_review(
-        &client(&pki),
-        &server.url("/mutate"),
-        egress_review("uid-fixed", true),
-    )
-    .await;
-    assert_eq!(response.status(), 200);
-    let review = sandbox_webhook::review::parse_response(&response.bytes().await.unwrap())
-        .expect("AdmissionReview");
+    let patch: &'static _ = Box::leak(Box::new(patch));
+    let app = InProcess::start(|s| s.handler = Handler::Fixed(patch)).await;
+    let response = app
+        .post_review("/mutate", egress_review("uid-fixed", true))
+        .await;
+    assert_eq!(response.status, 200);
+    let review = sandbox_webhook::review::parse_response(&response.body).expect("AdmissionReview");
     let response = review.response.expect("response");
     assert_eq!(response.uid, "uid-fixed");
     assert!(response.allowed);
     let sent: Value = serde_json::from_slice(response.patch.as_deref().expect("a patch")).unwrap();
     assert_eq!(sent, ops);
-    server.shutdown().await;
 
-    let bad = pki.path("not-a-patch.json");
+    let bad = app.pki.path("not-a-patch.json");
     std::fs::write(&bad, r#"{"op": "add"}"#).unwrap();
     // Refused before the certificates are read, so none are needed.
     let out = bin()

@@ -227,3 +227,43 @@ async fn no_review_is_lost_at_shutdown_under_full_load() {
         "reviews written and never answered: {total:?}"
     );
 }
+
+/// A keep-alive connection that sits idle between requests for
+/// `--idle-timeout` is closed by the server, and not before: requests closer
+/// together than that keep it open.
+/// contract: limits.idle-timeout
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let idle = Duration::from_secs(1);
+    let (pki, server) = start_tuned(|t| t.idle_timeout = idle).await;
+    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let review = post(
+        "/mutate",
+        "application/json",
+        &egress_review("uid-idle", true),
+    );
+    for i in 0..3 {
+        if i > 0 {
+            tokio::time::sleep(idle / 2).await;
+        }
+        stream.write_all(&review).await.unwrap();
+        let r = read_response(&mut stream).await.expect("a response");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), None, "{:?}", r.headers);
+    }
+    let since = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await;
+    let closed_after = since.elapsed();
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "an idle connection is not closed within {PATIENCE:?}: {read:?} {rest:?}"
+    );
+    // The server's timer starts as it writes the answer, just before the
+    // client has read it.
+    assert!(
+        closed_after >= idle * 4 / 5,
+        "closed {closed_after:?} after the answer, before the idle timeout of {idle:?}"
+    );
+    server.shutdown().await;
+}

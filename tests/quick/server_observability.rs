@@ -2,15 +2,24 @@
 //!
 //! What an operator sees of the classic outages: handshake failures
 //! by reason, the certificate's expiry, the build, and whether the last
-//! configuration reload took.
+//! configuration reload took; series no client can multiply; the log.
 
 use crate::common;
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
+use common::https::{client, post_review, try_post};
 use common::metrics::Metrics;
-use common::server::{Pki, Running, eventually, start_with_config, tls_connect};
+use common::processes::Daemon;
+use common::reviews;
+use common::served::Served;
+use common::server::{
+    Pki, Running, egress_review, eventually, read_response, start_with_config, tls_connect,
+};
 use sandbox_webhook::certs::Ca;
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 /// contract: metrics.handshakes
@@ -144,4 +153,241 @@ async fn the_readme_lists_every_exposed_metric() {
         missing.is_empty(),
         "README.md lacks the metrics {missing:?}"
     );
+}
+
+/// The series `/metrics` exposes (name and labels, without values).
+fn series(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s.to_owned()))
+        .collect()
+}
+
+/// Requests a hostile client varies at will, each carrying `mark`: an
+/// operation, a kind, a namespace, a path and a content type of its own
+/// choosing, and a body that is no review.
+async fn hostile_round(c: &reqwest::Client, server: &Running, mark: &str) {
+    let pod = json!({"apiVersion": "v1", "kind": mark, "metadata": {"name": mark, "namespace": mark,
+        "labels": {"opensandbox.io/id": mark}}, "spec": {"containers": [{"name": mark, "image": mark}]}});
+    for (path, operation) in [
+        ("/mutate", mark),
+        ("/validate", mark),
+        ("/mutate", "CREATE"),
+    ] {
+        let body = reviews::review(mark, mark, operation, &pod, None);
+        let _ = post_review(c, &server.url(path), body).await;
+    }
+    let _ = try_post(
+        c,
+        &server.url(&format!("/{mark}")),
+        "application/json",
+        b"{}".to_vec(),
+    )
+    .await;
+    let _ = try_post(
+        c,
+        &server.url("/mutate"),
+        &format!("text/{mark}"),
+        b"{}".to_vec(),
+    )
+    .await;
+    let _ = post_review(c, &server.url("/mutate"), mark.as_bytes().to_vec()).await;
+}
+
+/// Every metric label takes its value from a fixed set: after a first
+/// round of hostile requests has made each kind of series appear, a second
+/// round with other values adds none, and no value a client sent is a label.
+/// contract: limits.metric-labels
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_cannot_create_series() {
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let c = client(&pki);
+    hostile_round(&c, &server, "zzhostile-one").await;
+    let first = series(&server.metrics().await);
+    hostile_round(&c, &server, "zzhostile-two").await;
+    let text = server.metrics().await;
+    let second = series(&text);
+    let added: Vec<&String> = second.difference(&first).collect();
+    assert!(added.is_empty(), "new series: {added:?}");
+    assert!(!text.contains("zzhostile"), "{text}");
+    // The operations a client made up reached the counter, as `other`.
+    for operation in ["other", "validate/other"] {
+        let seen = second
+            .iter()
+            .any(|s| s.contains(&format!("operation=\"{operation}\"")));
+        assert!(seen, "no operation {operation}: {text}");
+    }
+    let requests = Metrics::parse(&text).sum("sandbox_webhook_admission_requests_total", &[]);
+    assert!(requests >= 8, "the hostile requests were counted: {text}");
+    server.shutdown().await;
+}
+
+/// `serve` logs to stderr, filtered by `RUST_LOG`, as JSON with
+/// `--log-format json`: at start-up its version, configuration path, prefix
+/// and images, then one line per admission with its outcome.
+/// contract: metrics.startup-log
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_logs_its_start_and_each_admission_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "prefix: sandbox.example.com\nexecd: {image: registry.example.com/execd:v9}\negress: {image: registry.example.com/egress:v9}\n",
+    )
+    .unwrap();
+    let config_arg = config.display().to_string();
+    let mut served = Served::start(&["--log-format", "json", "--config", &config_arg]);
+    let pki = &served.pki;
+    let c = client(pki);
+    let url = format!("https://127.0.0.1:{}/mutate", served.addr.port());
+    let sandbox = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "logged",
+        "labels": {"sandbox.example.com/id": "logged"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1"]}]}});
+    let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}});
+    for (uid, pod) in [("uid-logged", &sandbox), ("uid-plain", &plain)] {
+        let r = post_review(&c, &url, reviews::review(uid, "team", "CREATE", pod, None)).await;
+        assert_eq!(r.status(), 200);
+    }
+    let log_path = pki.path("serve.log");
+    served.daemon.terminate().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let fields = |message: &str| -> Vec<&Value> {
+        lines
+            .iter()
+            .filter(|l| l["fields"]["message"] == message)
+            .map(|l| &l["fields"])
+            .collect()
+    };
+    let start = fields("starting sandbox-webhook");
+    assert_eq!(start.len(), 1, "{log}");
+    assert_eq!(start[0]["version"], env!("CARGO_PKG_VERSION"), "{log}");
+    assert_eq!(start[0]["config"], config_arg.as_str(), "{log}");
+    let loaded = fields("configuration loaded");
+    assert_eq!(loaded.len(), 1, "{log}");
+    assert_eq!(loaded[0]["prefix"], "sandbox.example.com", "{log}");
+    assert_eq!(
+        loaded[0]["execd_image"], "registry.example.com/execd:v9",
+        "{log}"
+    );
+    assert_eq!(
+        loaded[0]["egress_image"], "registry.example.com/egress:v9",
+        "{log}"
+    );
+    let admissions = fields("admission");
+    let outcomes: Vec<(&Value, &Value)> = admissions
+        .iter()
+        .map(|f| (&f["uid"], &f["outcome"]))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (&json!("uid-logged"), &json!("mutated")),
+            (&json!("uid-plain"), &json!("skipped"))
+        ],
+        "{log}"
+    );
+    assert!(lines.iter().all(|l| l["level"] != "DEBUG"), "RUST_LOG=info");
+
+    // RUST_LOG=warn keeps the info lines out.
+    let (pki, addr, admin, args) = Served::args(&["--log-format", "json"]);
+    let log_path = pki.path("warn.log");
+    let mut daemon = Daemon::new("webhook", log_path.clone());
+    daemon
+        .start(
+            &args,
+            &[("RUST_LOG", Path::new("warn"))],
+            &admin.to_string(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    let url = format!("https://127.0.0.1:{}/mutate", addr.port());
+    let r = post_review(
+        &client(&pki),
+        &url,
+        reviews::review("uid-warn", "team", "CREATE", &sandbox, None),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    daemon.terminate().unwrap();
+    let quiet = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!quiet.contains("\"INFO\""), "RUST_LOG=warn:\n{quiet}");
+}
+
+/// A sample of the exposition by its whole series name (for a histogram's
+/// `_count` and `_sum`, which the parser folds into the histogram).
+fn raw_sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+}
+
+/// Each admission is observed once in `admission_duration_seconds`, from
+/// the request's start to its answer (a body that arrives slowly counts its
+/// wait), into buckets that reach past the 5 s webhook timeout (so a p99
+/// near the timeout is seen, not clamped), and `requests_in_flight` is 1
+/// while it is handled, 0 after. (`panics_total` is `server_errors`'.)
+/// contract: metrics.latency
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_admission_is_timed_from_its_start_and_counted_in_flight() {
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let histogram = "sandbox_webhook_admission_duration_seconds";
+    let in_flight = "sandbox_webhook_requests_in_flight";
+    let before = server.metrics().await;
+    assert_eq!(raw_sample(&before, &format!("{histogram}_count")), 0.0);
+
+    let body = egress_review("uid-timed", true);
+    let (first, rest) = body.split_at(body.len() / 2);
+    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    let head = format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(first).await.unwrap();
+    stream.flush().await.unwrap();
+    eventually(
+        "the request is in flight",
+        Duration::from_secs(5),
+        || async { server.metric(in_flight, &[]).await == 1 },
+    )
+    .await;
+    let wait = Duration::from_millis(300);
+    tokio::time::sleep(wait).await;
+    stream.write_all(rest).await.unwrap();
+    let answer = read_response(&mut stream).await.expect("an answer");
+    assert_eq!(answer.status, 200);
+
+    let after = server.metrics().await;
+    assert_eq!(Metrics::parse(&after).value(in_flight, &[]), 0);
+    assert_eq!(raw_sample(&after, &format!("{histogram}_count")), 1.0);
+    let took = raw_sample(&after, &format!("{histogram}_sum"));
+    assert!(
+        took >= wait.as_secs_f64(),
+        "observed {took} s, less than the {wait:?} the body took"
+    );
+    let largest = after
+        .lines()
+        .filter(|l| l.starts_with(&format!("{histogram}_bucket")))
+        .filter_map(|l| {
+            l.split("le=\"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|le| le.is_finite())
+        .fold(0.0, f64::max);
+    assert!(
+        largest > 5.0,
+        "the largest finite bucket is {largest} s, short of the 5 s timeout"
+    );
+    server.shutdown().await;
 }

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use common::https::{client, client_builder, der, fresh_client, peer_cert, post_review, try_post};
 use common::server::{
-    PATIENCE, Pki, RELOAD, Running, egress_review, eventually, replace, test_settings,
+    PATIENCE, Pki, RELOAD, Running, egress_review, eventually, post, read_response, replace,
+    test_settings, tls_connect,
 };
 use sandbox_webhook::certs::{Ca, Pair};
 use sandbox_webhook::server::{Server, TlsFiles};
@@ -137,6 +138,48 @@ async fn certificate_rotation_by_replacing_files() {
     let other = pki.leaf();
     replace(&files.cert, other.cert_pem.as_bytes());
     keeps_after_a_bad_pair(&server, &pki, &new, before + 1, "the mismatch is counted").await;
+    server.shutdown().await;
+}
+
+/// TLS 1.2 and 1.3 are both served, and the one application protocol is
+/// `http/1.1`: a client that offers h2 first is given HTTP/1.1, and a
+/// review is answered over each.
+/// contract: http.tls
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_12_and_13_are_served_with_alpn_http_11() {
+    use std::sync::Arc;
+    use tokio::io::AsyncWriteExt;
+
+    let pki = Pki::new();
+    let server = Running::start(pki.settings()).await;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = pki.ca.cert_pem();
+    for cert in rustls_pemfile::certs(&mut ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let mut tls = tls_connect(server.addr, Arc::new(config))
+            .await
+            .unwrap_or_else(|e| panic!("{:?}: {e}", version.version));
+        let (_, session) = tls.get_ref();
+        assert_eq!(session.protocol_version(), Some(version.version));
+        assert_eq!(session.alpn_protocol(), Some(&b"http/1.1"[..]));
+        let review = post(
+            "/mutate",
+            "application/json",
+            &egress_review("uid-tls", true),
+        );
+        tls.write_all(&review).await.unwrap();
+        let answer = read_response(&mut tls).await.expect("a response");
+        assert_eq!(answer.status, 200, "{:?}", version.version);
+    }
     server.shutdown().await;
 }
 

@@ -1,34 +1,24 @@
 //! contract: http.endpoints, workload.judge, workload.no-patch, workload.denial, workload.skips,
 //! metrics.admissions
 //!
-//! `POST /validate` over HTTPS: the same server, TLS, limits and
-//! metrics as `/mutate`, allowed or denied, never a patch.
+//! `POST /validate`, in-process (`common::inprocess`): the same router,
+//! errors and metrics as `/mutate`, allowed or denied, never a patch. (The
+//! sockets, TLS and limits in front of the router are `/mutate`'s tests'.)
 
 use crate::common;
 
 use common::clock::now;
-use common::metrics::Metrics;
+use common::inprocess::InProcess;
 use common::pods::SandboxPod;
-use common::server::{Pki, Response, Running, post, read_response, start_with_config, tls_connect};
 use common::workloads::{workload, workload_review};
 use sandbox_webhook::config::Config;
 use sandbox_webhook::mutate::{Context, FixedToken};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 const REQUESTS: &str = "sandbox_webhook_admission_requests_total";
 
-/// One request on one fresh TLS connection.
-async fn send(server: &Running, pki: &Pki, request: &[u8]) -> Response {
-    let mut tls = tls_connect(server.addr, pki.client_config())
-        .await
-        .expect("TLS");
-    tls.write_all(request).await.expect("write");
-    read_response(&mut tls).await.expect("response")
-}
-
-async fn review(server: &Running, pki: &Pki, path: &str, body: &[u8]) -> (Vec<u8>, Value) {
-    let response = send(server, pki, &post(path, "application/json", body)).await;
+async fn review(app: &InProcess, path: &str, body: &[u8]) -> (Vec<u8>, Value) {
+    let response = app.post_review(path, body.to_vec()).await;
     assert_eq!(
         response.status,
         200,
@@ -42,15 +32,14 @@ async fn review(server: &Running, pki: &Pki, path: &str, body: &[u8]) -> (Vec<u8
 
 /// The answer of `/validate` to a review of `object` (`old` for an UPDATE).
 async fn validate(
-    server: &Running,
-    pki: &Pki,
+    app: &InProcess,
     uid: &str,
     operation: &str,
     object: &Value,
     old: Option<&Value>,
 ) -> Value {
     let body = workload_review(uid, operation, object, old);
-    review(server, pki, "/validate", &body).await.1
+    review(app, "/validate", &body).await.1
 }
 
 /// The status message of a review's answer ("" when there is none).
@@ -64,14 +53,14 @@ fn too_long() -> SandboxPod {
     SandboxPod::new("s1").annotation("timeout", "2h")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn validate_denies_a_template_the_pod_webhook_would_deny() {
     let yaml = "expiry: {maxTimeoutSeconds: 3600}\n";
-    let (pki, server, config_path) = start_with_config(yaml).await;
+    let (app, config_path) = InProcess::with_config(yaml).await;
 
     let deployment = workload("Deployment", "web", &too_long());
     let body = workload_review("uid-deny", "CREATE", &deployment, None);
-    let (over_https, answer) = review(&server, &pki, "/validate", &body).await;
+    let (served, answer) = review(&app, "/validate", &body).await;
     let response = &answer["response"];
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(answer["kind"], "AdmissionReview");
@@ -95,7 +84,7 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
     };
     let direct = sandbox_webhook::review::validate(&body, &ctx).unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&over_https),
+        String::from_utf8_lossy(&served),
         String::from_utf8_lossy(&direct.body)
     );
 
@@ -105,33 +94,28 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
         "batch",
         &SandboxPod::new("s2").annotation("timeout", "30m"),
     );
-    let answer = validate(&server, &pki, "uid-ok", "CREATE", &job, None).await;
+    let answer = validate(&app, "uid-ok", "CREATE", &job, None).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(answer["response"].get("patch").is_none(), "{answer}");
     let cron = workload("CronJob", "nightly", &too_long());
-    let answer = validate(&server, &pki, "uid-cron", "UPDATE", &cron, Some(&job)).await;
+    let answer = validate(&app, "uid-cron", "UPDATE", &cron, Some(&job)).await;
     let denied = "spec.jobTemplate.spec.template: Sandbox timeout";
     assert!(message(&answer).starts_with(denied), "{answer}");
 
     // /mutate leaves workloads alone: the two paths are two webhooks.
-    let (_, answer) = review(&server, &pki, "/mutate", &body).await;
+    let (_, answer) = review(&app, "/mutate", &body).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(answer["response"].get("patch").is_none(), "{answer}");
 
     // The same HTTP errors as /mutate.
-    let wrong_type = send(&server, &pki, &post("/validate", "text/plain", &body)).await;
+    let wrong_type = app.post("/validate", "text/plain", body.clone()).await;
     assert_eq!(wrong_type.status, 415);
-    let get = send(
-        &server,
-        &pki,
-        b"GET /validate HTTP/1.1\r\nHost: localhost\r\n\r\n",
-    )
-    .await;
+    let get = app.request("GET", "/validate", &[], Vec::new()).await;
     assert_eq!(get.status, 405);
     assert_eq!(get.header("allow"), Some("POST"));
 
     // One set of metrics; the operation label tells the paths apart.
-    let metrics = Metrics::parse(&server.metrics().await);
+    let metrics = app.metrics();
     for (operation, outcome, n) in [
         ("validate/CREATE", "denied", 1),
         ("validate/CREATE", "allowed", 1),
@@ -147,13 +131,11 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
         );
     }
     assert_eq!(metrics.sum(REQUESTS, &[("outcome", "mutated")]), 0);
-    server.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn validate_skips_what_it_does_not_judge() {
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let app = InProcess::start(|_| {}).await;
     let pod = SandboxPod::new("p").json();
     let service =
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {}});
@@ -186,10 +168,10 @@ async fn validate_skips_what_it_does_not_judge() {
         ),
     ];
     for (body, _) in &cases {
-        let (_, answer) = review(&server, &pki, "/validate", body).await;
+        let (_, answer) = review(&app, "/validate", body).await;
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
     }
-    let metrics = Metrics::parse(&server.metrics().await);
+    let metrics = app.metrics();
     for reason in ["not-a-workload", "not-a-sandbox", "template-unchanged"] {
         let n = cases.iter().filter(|(_, r)| *r == reason).count() as u64;
         let got = metrics.value(
@@ -199,9 +181,8 @@ async fn validate_skips_what_it_does_not_judge() {
         assert_eq!(got, n, "{reason}");
     }
     // And the labelled Sandbox, created, is judged.
-    let answer = validate(&server, &pki, "u6", "CREATE", &labelled, None).await;
+    let answer = validate(&app, "u6", "CREATE", &labelled, None).await;
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     let denied = "spec.podTemplate: Unsupported platform.os 'plan9'";
     assert!(message(&answer).starts_with(denied), "{answer}");
-    server.shutdown().await;
 }

@@ -204,3 +204,40 @@ fn an_invalid_expiry_is_warned_about_once() {
     history.record(job.mark());
     assert_eq!(decide_alone(&pod, &config, &history).action, Action::Idle);
 }
+
+/// contract: controller.watch
+///
+/// The watch keeps the excluded namespaces and the controller's own out;
+/// a pod from them that reaches the decision anyway is never removed.
+#[test]
+fn an_expired_pod_outside_the_watched_namespaces_is_left() {
+    let config = Config::default();
+    let expired = Some(at(-60));
+    let excluded = facts(
+        expired.as_deref(),
+        None,
+        &json!({"metadata": {"namespace": "kube-system"}}),
+        &config,
+    );
+    let d = decide_alone(&excluded, &config, &History::default());
+    assert!(matches!(d.action, Action::Idle), "{:?}", d.action);
+    let own = facts(
+        expired.as_deref(),
+        None,
+        &json!({"metadata": {"namespace": "sandbox-webhook"}}),
+        &config,
+    );
+    let d = decide(
+        &own,
+        &config,
+        Some("sandbox-webhook"),
+        &History::default(),
+        std::iter::empty(),
+        now(),
+    );
+    assert!(matches!(d.action, Action::Idle), "{:?}", d.action);
+    // The same pod in a watched namespace is removed.
+    let watched = facts(expired.as_deref(), None, &json!({}), &config);
+    let d = decide_alone(&watched, &config, &History::default());
+    assert!(matches!(d.action, Action::Start(_)), "{:?}", d.action);
+}

@@ -77,6 +77,9 @@ fn python_strip_includes_ascii_separators() {
     assert_eq!(py_strip("\u{1b}a"), "\u{1b}a");
 }
 
+/// `kubernetes.io/os` and `kubernetes.io/arch` in the nodeSelector are
+/// platform constraints; any other key is another constraint.
+/// contract: controller.platform-constraints
 #[test]
 fn node_selector_keys() {
     let a = analyze_platform_constraints_in_pod_spec;
@@ -112,6 +115,9 @@ fn affinity_terms(terms: &Value) -> Value {
     json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
 }
 
+/// The same keys in an expression of any required node-affinity term;
+/// an empty key is none.
+/// contract: controller.platform-constraints
 #[test]
 fn affinity_keys() {
     let a = analyze_platform_constraints_in_pod_spec;

@@ -28,8 +28,10 @@ use super::egress::Sidecar;
 use super::execd::{EmptyDirVolume, Installer};
 use super::owned::{At, EGRESS, INSTALLER, List, Owned};
 use super::same::{self, Difference};
+use crate::json_error::quoted;
 use crate::mutate::denial::Denial;
 use crate::mutate::patch::PatchBuilder;
+use crate::mutate::quote::{clip, fit};
 use crate::mutate::read::lists::VolumeAt;
 use crate::mutate::read::pod::{PodView, SpecView};
 
@@ -152,10 +154,19 @@ pub(crate) fn plan<'a>(
             // which each pod gets at admission: no warning for that.
             Err(_) if tokenless.is_some_and(|t| same::container(raw, t).is_ok()) => false,
             Err(Difference(field)) => {
-                warnings.push(format!(
+                // The key is the pod's: a field of the container spec is
+                // named as it is, anything else quoted in JSON's notation,
+                // and the whole cut to what kubectl shows.
+                let field = if field.len() <= 40 && field.bytes().all(|b| b.is_ascii_alphanumeric())
+                {
+                    field
+                } else {
+                    quoted(&clip(&field))
+                };
+                warnings.push(fit(format!(
                     "replaced {} '{name}': its {field} differed from what the webhook injects",
                     at.list.noun()
-                ));
+                )));
                 false
             }
         }

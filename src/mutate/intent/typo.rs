@@ -220,6 +220,9 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
+    /// The names the webhook and the controller read or write are exactly
+    /// the contract's, in `config::Keys` and in the did-you-mean list alike.
+    /// contract: intent.known-names
     #[test]
     fn known_names_are_the_configured_keys() {
         let config = Config::default();
@@ -245,7 +248,25 @@ mod tests {
             .iter()
             .map(|k| k.strip_prefix("opensandbox.io/").expect("under the prefix"))
             .collect();
-        assert_eq!(names, KNOWN);
+        let contract = [
+            "id",
+            "inject",
+            "platform",
+            "timeout",
+            "expires-at",
+            "network-policy",
+            "egress-mode",
+            "credential-proxy",
+            "entrypoint",
+            "main-container",
+            "egress-auth-token",
+            "manual-cleanup",
+            "egress-env",
+            "execd-isolation",
+            "lifecycle",
+        ];
+        assert_eq!(names, contract);
+        assert_eq!(KNOWN, contract);
     }
 
     #[test]

@@ -192,6 +192,30 @@ fn a_changed_policy_replaces_the_sidecar_with_the_new_rules() {
     assert!(admit(&twice, &config).0.is_empty());
 }
 
+/// contract: warning.length
+///
+/// A key the pod's author added to an injected container names the
+/// difference; a long or odd one is quoted and the warning still fits what
+/// kubectl shows (found by fuzzing: a 300-character key made a 400-character
+/// warning).
+#[test]
+fn a_foreign_key_in_an_injected_container_makes_a_short_warning() {
+    let config = Config::default();
+    for (key, named) in [
+        ("x".repeat(300), "\"xxx".to_owned()),
+        ("a\u{2028}b".to_owned(), "\"a\\u2028b\"".to_owned()),
+        ("extra".to_owned(), "its extra differed".to_owned()),
+    ] {
+        let mut once = defaulted(injected(&sandbox(Some(POLICY)), &config));
+        once["spec"]["initContainers"][1][&key] = json!(1);
+        let (ops, warnings) = admit(&once, &config);
+        assert_eq!(paths(&ops), ["replace /spec/initContainers"]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].chars().count() <= 120, "{warnings:?}");
+        assert!(warnings[0].contains(&named), "{warnings:?}");
+    }
+}
+
 #[test]
 fn a_classic_sidecar_is_replaced_in_place_or_moved_to_the_init_containers() {
     let classic = Config::from_yaml("egress: {nativeSidecar: false}").unwrap();

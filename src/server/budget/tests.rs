@@ -31,6 +31,15 @@ fn send(tx: &mpsc::UnboundedSender<Bytes>, bytes: usize, chunk: usize) {
     }
 }
 
+/// A budget of `total` bytes, with the gauges of its buffered bodies and
+/// of its held answers.
+fn budget(total: usize) -> (Arc<BodyBudget>, Gauge, Gauge) {
+    let (buffered, answers) = (Gauge::default(), Gauge::default());
+    let total = u64::try_from(total).unwrap();
+    let budget = BodyBudget::new(total, buffered.clone(), answers.clone());
+    (Arc::new(budget), buffered, answers)
+}
+
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..500 {
         if check() {
@@ -43,11 +52,7 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn small_bodies_flow_while_large_ones_hold_their_pool() {
-    let budget = Arc::new(BodyBudget::new(
-        16 * 1024 * 1024,
-        Gauge::default(),
-        Gauge::default(),
-    ));
+    let (budget, _, _) = budget(16 * MIB);
     let (small, large) = budget.available();
     assert_eq!((small, large), (4 * MIB, 12 * MIB));
 
@@ -80,12 +85,7 @@ async fn small_bodies_flow_while_large_ones_hold_their_pool() {
 
 #[tokio::test]
 async fn reservations_are_released_and_limits_hold() {
-    let buffered = Gauge::default();
-    let budget = Arc::new(BodyBudget::new(
-        16 * 1024 * 1024,
-        buffered.clone(),
-        Gauge::default(),
-    ));
+    let (budget, buffered, _) = budget(16 * MIB);
     let full = budget.available();
     {
         let (_b, _r) = budget.read(body(b"abc"), None).await.unwrap();
@@ -105,12 +105,7 @@ async fn reservations_are_released_and_limits_hold() {
 
 #[tokio::test]
 async fn a_body_is_charged_for_what_arrived_not_for_what_it_declares() {
-    let buffered = Gauge::default();
-    let budget = Arc::new(BodyBudget::new(
-        16 * 1024 * 1024,
-        buffered.clone(),
-        Gauge::default(),
-    ));
+    let (budget, buffered, _) = budget(16 * MIB);
     let full = budget.available();
     let (tx, stalled) = streamed();
     let reading = {
@@ -135,13 +130,8 @@ async fn a_body_is_charged_for_what_arrived_not_for_what_it_declares() {
 
 #[tokio::test]
 async fn the_slowest_stalled_bodies_are_shed_for_a_new_one() {
-    let buffered = Gauge::default();
     // A small pool of 1 MiB.
-    let budget = Arc::new(BodyBudget::new(
-        4 * MIB as u64,
-        buffered.clone(),
-        Gauge::default(),
-    ));
+    let (budget, buffered, _) = budget(4 * MIB);
     let mut stalled = Vec::new();
     for i in 0..5 {
         let (tx, body) = streamed();
@@ -201,12 +191,7 @@ async fn the_slowest_stalled_bodies_are_shed_for_a_new_one() {
 async fn bodies_that_wait_for_each_other_do_not_wait_until_their_deadline() {
     // A large pool of 3 MiB, and three 2 MiB bodies that each get half in:
     // every one needs more than is left, and waits for the others.
-    let buffered = Gauge::default();
-    let budget = Arc::new(BodyBudget::new(
-        4 * MIB as u64,
-        buffered.clone(),
-        Gauge::default(),
-    ));
+    let (budget, buffered, _) = budget(4 * MIB);
     let mut reads = Vec::new();
     let mut senders = Vec::new();
     for _ in 0..3 {
@@ -247,12 +232,7 @@ async fn bodies_that_wait_for_each_other_do_not_wait_until_their_deadline() {
 
 #[tokio::test]
 async fn an_answer_takes_over_its_bodys_charge() {
-    let (buffered, answers) = (Gauge::default(), Gauge::default());
-    let budget = Arc::new(BodyBudget::new(
-        16 * MIB as u64,
-        buffered.clone(),
-        answers.clone(),
-    ));
+    let (budget, buffered, answers) = budget(16 * MIB);
     let (bytes, charge) = budget
         .read(body(b"{\"review\":1}"), Some(12))
         .await
@@ -286,13 +266,8 @@ async fn an_answer_takes_over_its_bodys_charge() {
 #[tokio::test]
 async fn an_answer_short_of_budget_closes_connections_that_leave_theirs_unread() {
     use super::super::conn::{ANSWER_GRACE, ConnState};
-    let answers = Gauge::default();
     // A large pool of 3 MiB.
-    let budget = Arc::new(BodyBudget::new(
-        4 * MIB as u64,
-        Gauge::default(),
-        answers.clone(),
-    ));
+    let (budget, _, answers) = budget(4 * MIB);
     let answering = || {
         let conn = ConnState::new();
         conn.request_began();
