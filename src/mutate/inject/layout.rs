@@ -28,7 +28,7 @@ use super::egress::Sidecar;
 use super::execd::{EmptyDirVolume, Installer};
 use super::owned::{At, EGRESS, INSTALLER, List, Owned};
 use super::same::{self, Difference};
-use crate::json_error::quoted;
+use crate::json_error::{self, quoted};
 use crate::mutate::denial::Denial;
 use crate::mutate::patch::PatchBuilder;
 use crate::mutate::quote::{clip, fit};
@@ -222,6 +222,23 @@ pub(crate) fn plan<'a>(
             front: 1 + usize::from(native.is_some()),
         },
     };
+    if let InitPlan::Rebuild { .. } = init {
+        // The pod's own init containers go into the patch as they were
+        // sent. A hand-made review can hold what Go's JSON writer never
+        // emits (a lone `\ud800` escape in a field the reader skips): it is
+        // read now, and refused with its path, rather than echoed into a
+        // patch that a strict JSON reader rejects.
+        for (index, raw) in lists.init_containers.iter().enumerate() {
+            json_error::from_str::<Value>(raw.get(), "").map_err(|e| {
+                let at = format!("request.object.spec.initContainers[{index}]");
+                Denial::MalformedPod(if e.path.is_empty() {
+                    format!("{at}: {}", e.problem)
+                } else {
+                    format!("{at}.{}: {}", e.path, e.problem)
+                })
+            })?;
+        }
+    }
     if let (Some(at), true) = (installer_at, installer_exact && !installer_first) {
         warnings.push(moved(at, INSTALLER));
     }

@@ -216,6 +216,34 @@ fn a_foreign_key_in_an_injected_container_makes_a_short_warning() {
     }
 }
 
+/// contract: answer.json-paths
+///
+/// The pod's own init containers are copied into the patch when the
+/// injected ones are rebuilt around them: one holding JSON no strict reader
+/// takes (a lone surrogate escape, found by fuzzing) is refused with its
+/// path, never echoed into the patch.
+#[test]
+fn a_rebuilt_init_list_refuses_what_it_cannot_read() {
+    let config = Config::default();
+    let mut pod = defaulted(injected(&sandbox(Some(POLICY)), &config));
+    let inits = pod["spec"]["initContainers"].as_array_mut().unwrap();
+    inits.insert(
+        0,
+        json!({"name": "setup", "image": "busybox", "env": [{"name": "A", "value": "PLACEHOLDER"}]}),
+    );
+    let text = pod.to_string().replace("PLACEHOLDER", "\\ud800x");
+    let tokens = FixedToken(TOKEN.to_owned());
+    let Decision::Deny(denial) = decide(&text, None, &context(&config, &tokens)) else {
+        panic!("admitted");
+    };
+    assert_eq!(denial.code(), 400);
+    let message = denial.to_string();
+    assert!(
+        message.contains("request.object.spec.initContainers[0].env[0].value"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_classic_sidecar_is_replaced_in_place_or_moved_to_the_init_containers() {
     let classic = Config::from_yaml("egress: {nativeSidecar: false}").unwrap();
