@@ -6,22 +6,18 @@
 //! the reviews on every async worker, and the accept loop falls behind
 //! until the kernel's listen backlog overflows (new connections then wait
 //! a second for a SYN retransmit). So the ClientHello is read as any I/O,
-//! and the step that computes runs with one of [`HANDSHAKE_SLOTS`] slots
+//! and the step that computes runs with one of [`gate::HANDSHAKE_SLOTS`] slots
 //! held: at most that many workers compute handshakes at once, the rest
-//! keep answering. Handshakes waiting for a slot are bounded too: past
-//! [`HANDSHAKE_QUEUE`] the one that has waited longest is shed (closed,
-//! counted as `shed`), so a flood cannot queue a new client behind
-//! seconds of work.
+//! keep answering. Handshakes that wait for a slot take turns by peer
+//! address, and each address's wait is bounded ([`gate`]), so a flood
+//! from one pod cannot queue the apiserver's handshakes behind it.
 
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use tokio_rustls::LazyConfigAcceptor;
 use tokio_rustls::server::TlsStream;
 
@@ -31,10 +27,9 @@ use super::log::{Clean, RateLimit};
 use super::metrics::HANDSHAKE_FAILURE_REASONS;
 use super::metrics::Metrics;
 
-/// Handshakes computed at once.
-pub const HANDSHAKE_SLOTS: usize = 1;
-/// Handshakes waiting for a slot at most; past it the oldest is shed.
-pub const HANDSHAKE_QUEUE: usize = 64;
+mod gate;
+
+pub(crate) use gate::Gate;
 
 /// The admission port's TLS side of a connection.
 pub(crate) struct TlsSide {
@@ -63,12 +58,14 @@ impl TlsSide {
         // Admission responses are small and latency-bound.
         let _ = stream.set_nodelay(true);
         let deadline = tokio::time::Instant::from_std(state.head_deadline(head_timeout));
-        let (reason, error) = match tokio::time::timeout_at(deadline, self.accept(stream)).await {
+        let accept = self.accept(stream, peer);
+        let (reason, error) = match tokio::time::timeout_at(deadline, accept).await {
             Ok(Ok(tls)) => return Some(tls),
             Ok(Err(Failed::Io(e))) => (handshake_failure_reason(&e), e.to_string()),
             Ok(Err(Failed::Shed)) => (
                 "shed",
-                "too many handshakes waiting for the CPU; the oldest was closed".to_owned(),
+                "too many handshakes from this address waiting for the CPU; the oldest was closed"
+                    .to_owned(),
             ),
             Err(_) => ("timeout", "no TLS handshake within the deadline".to_owned()),
         };
@@ -83,71 +80,20 @@ impl TlsSide {
         None
     }
 
-    async fn accept(&self, stream: TcpStream) -> Result<TlsStream<Drained>, Failed> {
+    async fn accept(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+    ) -> Result<TlsStream<Drained>, Failed> {
         let acceptor = rustls::server::Acceptor::default();
         let start = LazyConfigAcceptor::new(acceptor, Drained(stream))
             .await
             .map_err(Failed::Io)?;
-        let slot = self.gate.slot().await.ok_or(Failed::Shed)?;
+        let slot = self.gate.slot(peer.ip()).await.ok_or(Failed::Shed)?;
         // The ClientHello is answered here: key exchange and signature.
         let accept = start.into_stream(self.config.clone());
         drop(slot);
         accept.await.map_err(Failed::Io)
-    }
-}
-
-/// The handshake slots and the handshakes waiting for one, oldest first.
-pub(crate) struct Gate {
-    slots: Semaphore,
-    waiting: Mutex<VecDeque<Arc<Shed>>>,
-}
-
-#[derive(Default)]
-struct Shed {
-    set: AtomicBool,
-    notify: Notify,
-}
-
-impl Default for Gate {
-    fn default() -> Self {
-        Gate {
-            slots: Semaphore::new(HANDSHAKE_SLOTS),
-            waiting: Mutex::new(VecDeque::new()),
-        }
-    }
-}
-
-impl Gate {
-    /// A slot, or `None` when this handshake was shed while it waited.
-    async fn slot(&self) -> Option<SemaphorePermit<'_>> {
-        if let Ok(slot) = self.slots.try_acquire() {
-            return Some(slot);
-        }
-        let me = Arc::new(Shed::default());
-        {
-            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-            waiting.push_back(me.clone());
-            if waiting.len() > HANDSHAKE_QUEUE
-                && let Some(oldest) = waiting.pop_front()
-            {
-                oldest.set.store(true, Ordering::Release);
-                oldest.notify.notify_one();
-            }
-        }
-        let shed = async {
-            if !me.set.load(Ordering::Acquire) {
-                me.notify.notified().await;
-            }
-        };
-        let slot = tokio::select! {
-            slot = self.slots.acquire() => slot.ok(),
-            () = shed => None,
-        };
-        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(i) = waiting.iter().position(|w| Arc::ptr_eq(w, &me)) {
-            waiting.remove(i);
-        }
-        slot
     }
 }
 
@@ -189,24 +135,6 @@ pub(crate) fn handshake_failure_reason(e: &io::Error) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_full_queue_sheds_the_handshake_that_waited_longest() {
-        let gate = Arc::new(Gate::default());
-        let busy = gate.slot().await.expect("a free slot");
-        let mut waiting = Vec::new();
-        for _ in 0..=HANDSHAKE_QUEUE {
-            let gate = gate.clone();
-            waiting.push(tokio::spawn(async move { gate.slot().await.is_some() }));
-            tokio::task::yield_now().await;
-        }
-        let oldest = waiting.remove(0);
-        assert!(!oldest.await.unwrap(), "shed");
-        drop(busy);
-        for w in waiting {
-            assert!(w.await.unwrap(), "each gets the slot in turn");
-        }
-    }
 
     #[test]
     fn handshake_failures_are_classified() {

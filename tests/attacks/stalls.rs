@@ -21,7 +21,7 @@ use common::attack::{
 };
 use common::children;
 use common::metrics::Metrics;
-use common::processes::BIN;
+use common::processes::under_test;
 use common::served::Served;
 use common::wire::{get, keep_alive_client, post};
 
@@ -50,7 +50,7 @@ fn drain(mut from: impl Read, per_second: usize, free: &AtomicBool) {
 async fn a_slow_log_sink_does_not_slow_reviews() {
     let _alone = alone().await;
     let (pki, addr, admin, args) = Served::args(&["--worker-threads", "2"]);
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(under_test());
     command
         .args(&args)
         .env("RUST_LOG", "info")

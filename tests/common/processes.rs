@@ -19,6 +19,17 @@ pub type Result<T, E = wire::Error> = std::result::Result<T, E>;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
 
+/// The binary the daemons run: [`BIN`], or the one
+/// `SANDBOX_WEBHOOK_UNDER_TEST` names, to show that a test fails against
+/// another build (an older commit's, say). Only daemons take it; the
+/// suites' own tools keep [`BIN`].
+pub fn under_test() -> String {
+    std::env::var("SANDBOX_WEBHOOK_UNDER_TEST")
+        .ok()
+        .filter(|bin| !bin.is_empty())
+        .unwrap_or_else(|| BIN.to_owned())
+}
+
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -141,7 +152,7 @@ impl Daemon {
         }
     }
 
-    /// Runs `BIN args...` (with `env`, output to the log) and waits up to
+    /// Runs [`under_test`]` args...` (with `env`, output to the log) and waits up to
     /// `patience` until `/readyz` on `admin` answers 200; an error when the
     /// process exits first or never gets ready.
     pub fn start(
@@ -155,7 +166,7 @@ impl Daemon {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(under_test());
         command
             .args(args)
             .env("RUST_LOG", "info")
