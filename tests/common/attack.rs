@@ -49,16 +49,13 @@ pub async fn attacked(
     reqwest::Client,
 ) {
     let guard = alone().await;
-    let (pki, server) = match yaml {
-        Some(yaml) => {
-            let (pki, server, _) = start_with_config(yaml).await;
-            (pki, server)
-        }
-        None => {
-            let pki = Pki::new();
-            let server = Running::start(pki.settings()).await;
-            (pki, server)
-        }
+    let (pki, server) = if let Some(yaml) = yaml {
+        let (pki, server, _) = start_with_config(yaml).await;
+        (pki, server)
+    } else {
+        let pki = Pki::new();
+        let server = Running::start(pki.settings()).await;
+        (pki, server)
     };
     let client = client(&pki);
     (guard, pki, server, client)

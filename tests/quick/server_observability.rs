@@ -321,7 +321,7 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
 
 /// A sample of the exposition by its whole series name (for a histogram's
 /// `_count` and `_sum`, which the parser folds into the histogram).
-fn raw_sample(text: &str, series: &str) -> f64 {
+fn raw_sample<T: std::str::FromStr>(text: &str, series: &str) -> T {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
@@ -340,7 +340,7 @@ async fn each_admission_is_timed_from_its_start_and_counted_in_flight() {
     let histogram = "sandbox_webhook_admission_duration_seconds";
     let in_flight = "sandbox_webhook_requests_in_flight";
     let before = server.metrics().await;
-    assert_eq!(raw_sample(&before, &format!("{histogram}_count")), 0.0);
+    assert_eq!(raw_sample::<u64>(&before, &format!("{histogram}_count")), 0);
 
     let body = egress_review("uid-timed", true);
     let (first, rest) = body.split_at(body.len() / 2);
@@ -366,8 +366,8 @@ async fn each_admission_is_timed_from_its_start_and_counted_in_flight() {
 
     let after = server.metrics().await;
     assert_eq!(Metrics::parse(&after).value(in_flight, &[]), 0);
-    assert_eq!(raw_sample(&after, &format!("{histogram}_count")), 1.0);
-    let took = raw_sample(&after, &format!("{histogram}_sum"));
+    assert_eq!(raw_sample::<u64>(&after, &format!("{histogram}_count")), 1);
+    let took: f64 = raw_sample(&after, &format!("{histogram}_sum"));
     assert!(
         took >= wait.as_secs_f64(),
         "observed {took} s, less than the {wait:?} the body took"
