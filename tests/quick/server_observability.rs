@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use common::cli::temp_file;
 use common::https::{client, post_review, try_post};
 use common::metrics::Metrics;
 use common::processes::Daemon;
@@ -229,13 +230,10 @@ async fn clients_cannot_create_series() {
 /// contract: metrics.startup-log
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_logs_its_start_and_each_admission_as_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
+    let (_dir, config) = temp_file(
+        "config.yaml",
         "prefix: sandbox.example.com\nexecd: {image: registry.example.com/execd:v9}\negress: {image: registry.example.com/egress:v9}\n",
-    )
-    .unwrap();
+    );
     let config_arg = config.display().to_string();
     let mut served = Served::start(&["--log-format", "json", "--config", &config_arg]);
     let pki = &served.pki;
