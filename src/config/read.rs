@@ -15,7 +15,8 @@ use super::schema::{
     MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, PodConfig,
 };
 use super::values::{
-    Errors, Result, boolean, child, entries, invalid, keep, mapping, string, whole_number, wrong,
+    Errors, Result, boolean, checked, checked_list, child, entries, invalid, keep, mapping, set,
+    string, whole_number, wrong,
 };
 
 /// The configuration in `root`, or every mistake in it: one
@@ -35,18 +36,22 @@ pub(super) fn config(root: &Value) -> Result<Config> {
     for (key, value) in mapping(root, "", &known, &mut errors) {
         match key {
             "prefix" => {
-                let prefix =
-                    string(value, key, "a DNS subdomain such as opensandbox.io").and_then(|p| {
-                        rules::dns_subdomain(p)
-                            .map(|()| p)
-                            .map_err(|m| invalid(key, m))
-                    });
-                if let Some(prefix) = keep(&mut errors, prefix) {
-                    prefix.clone_into(&mut config.prefix);
-                }
+                let prefix = checked(
+                    value,
+                    key,
+                    "a DNS subdomain such as opensandbox.io",
+                    rules::dns_subdomain,
+                );
+                set(&mut errors, &mut config.prefix, prefix.map(str::to_owned));
             }
             "excludedNamespaces" => {
-                config.excluded_namespaces = namespaces(value, key, &mut errors);
+                config.excluded_namespaces = checked_list(
+                    value,
+                    key,
+                    ("a list of namespace names", "a namespace name"),
+                    rules::dns_label,
+                    &mut errors,
+                );
             }
             "execd" => config.execd = execd(value, key, &mut errors),
             "egress" => config.egress = egress(value, key, &mut errors),
@@ -62,34 +67,9 @@ pub(super) fn config(root: &Value) -> Result<Config> {
     errors.pop().map_or(Ok(config), Err)
 }
 
-fn namespaces(value: &Value, path: &str, errors: &mut Errors) -> Vec<String> {
-    let Value::Sequence(items) = value else {
-        errors.push(wrong(path, "a list of namespace names", value));
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let field = format!("{path}[{i}]");
-        let ns = string(item, &field, "a namespace name").and_then(|ns| {
-            rules::dns_label(ns)
-                .map(|()| ns)
-                .map_err(|m| invalid(&field, m))
-        });
-        if let Some(ns) = keep(errors, ns) {
-            out.push(ns.to_owned());
-        }
-    }
-    out
-}
-
 fn image(value: &Value, path: &str) -> Result<String> {
-    let image = string(
-        value,
-        path,
-        "an image reference such as opensandbox/execd:v1.0.18",
-    )?;
-    rules::image(image).map_err(|m| invalid(path, m))?;
-    Ok(image.to_owned())
+    let what = "an image reference such as opensandbox/execd:v1.0.18";
+    checked(value, path, what, rules::image).map(str::to_owned)
 }
 
 fn execd(value: &Value, path: &str, errors: &mut Errors) -> ExecdConfig {
@@ -102,21 +82,9 @@ fn execd(value: &Value, path: &str, errors: &mut Errors) -> ExecdConfig {
                 &field,
                 "must be an image reference; it cannot be null (execd is always injected)",
             )),
-            "image" => {
-                if let Some(image) = keep(errors, image(v, &field)) {
-                    execd.image = image;
-                }
-            }
-            "runAsInit" => {
-                if let Some(b) = keep(errors, boolean(v, &field)) {
-                    execd.run_as_init = b;
-                }
-            }
-            "allowIsolation" => {
-                if let Some(b) = keep(errors, boolean(v, &field)) {
-                    execd.allow_isolation = b;
-                }
-            }
+            "image" => set(errors, &mut execd.image, image(v, &field)),
+            "runAsInit" => set(errors, &mut execd.run_as_init, boolean(v, &field)),
+            "allowIsolation" => set(errors, &mut execd.allow_isolation, boolean(v, &field)),
             _ => execd.resources = resources(v, &field, errors),
         }
     }
@@ -140,11 +108,7 @@ fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
         match key {
             // null is the documented off switch for egress injection.
             "image" if v.is_null() => egress.image = None,
-            "image" => {
-                if let Some(image) = keep(errors, image(v, &field)) {
-                    egress.image = Some(image);
-                }
-            }
+            "image" => set(errors, &mut egress.image, image(v, &field).map(Some)),
             "mode" => {
                 let mode = string(v, &field, "dns or dns+nft").and_then(|m| match m {
                     "dns" => Ok(EgressMode::Dns),
@@ -154,76 +118,43 @@ fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
                         format!("must be dns or dns+nft; got '{}'", rules::shorten(other)),
                     )),
                 });
-                if let Some(mode) = keep(errors, mode) {
-                    egress.mode = mode;
-                }
+                set(errors, &mut egress.mode, mode);
             }
-            "disableIPv6" => {
-                if let Some(b) = keep(errors, boolean(v, &field)) {
-                    egress.disable_ipv6 = b;
-                }
-            }
-            "nativeSidecar" => {
-                if let Some(b) = keep(errors, boolean(v, &field)) {
-                    egress.native_sidecar = b;
-                }
-            }
+            "disableIPv6" => set(errors, &mut egress.disable_ipv6, boolean(v, &field)),
+            "nativeSidecar" => set(errors, &mut egress.native_sidecar, boolean(v, &field)),
             "maxRules" => {
                 let n = whole_number(v, &field, 1, MAX_MAX_RULES as u64)
                     .and_then(|n| usize::try_from(n).map_err(|_| invalid(&field, "is too large")));
-                if let Some(n) = keep(errors, n) {
-                    egress.max_rules = n;
-                }
+                set(errors, &mut egress.max_rules, n);
             }
             // null is the default: no OTLP export.
             "otlpEndpoint" if v.is_null() => egress.otlp_endpoint = None,
             "otlpEndpoint" => {
-                let url = string(
+                let url = checked(
                     v,
                     &field,
                     "an http:// or https:// URL such as http://otel-collector:4318",
-                )
-                .and_then(|u| {
-                    rules::otlp_endpoint(u)
-                        .map(|()| u)
-                        .map_err(|m| invalid(&field, m))
-                });
-                if let Some(url) = keep(errors, url) {
-                    egress.otlp_endpoint = Some(url.to_owned());
-                }
+                    rules::otlp_endpoint,
+                );
+                let url = url.map(|u| Some(u.to_owned()));
+                set(errors, &mut egress.otlp_endpoint, url);
             }
             "incompatibleRuntimeClasses" => {
-                egress.incompatible_runtime_classes = runtime_classes(v, &field, errors);
+                egress.incompatible_runtime_classes = checked_list(
+                    v,
+                    &field,
+                    (
+                        "a list of runtime class names such as [gvisor]",
+                        "a runtime class name such as gvisor",
+                    ),
+                    rules::runtime_class,
+                    errors,
+                );
             }
             _ => egress.resources = resources(v, &field, errors),
         }
     }
     egress
-}
-
-/// A list of runtime class names, possibly empty.
-fn runtime_classes(value: &Value, path: &str, errors: &mut Errors) -> Vec<String> {
-    let Value::Sequence(items) = value else {
-        errors.push(wrong(
-            path,
-            "a list of runtime class names such as [gvisor]",
-            value,
-        ));
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let field = format!("{path}[{i}]");
-        let name = string(item, &field, "a runtime class name such as gvisor").and_then(|n| {
-            rules::runtime_class(n)
-                .map(|()| n)
-                .map_err(|m| invalid(&field, m))
-        });
-        if let Some(name) = keep(errors, name) {
-            out.push(name.to_owned());
-        }
-    }
-    out
 }
 
 /// The `pod` section: what the webhook sets on the sandbox pod itself.
@@ -303,9 +234,8 @@ fn controller(value: &Value, path: &str, errors: &mut Errors) -> ControllerConfi
             }
         } else {
             for (key, v) in mapping(v, &field, &["deleteUnschedulable"], errors) {
-                if let Some(b) = keep(errors, boolean(v, &child(&field, key))) {
-                    controller.platform.delete_unschedulable = b;
-                }
+                let b = boolean(v, &child(&field, key));
+                set(errors, &mut controller.platform.delete_unschedulable, b);
             }
         }
     }

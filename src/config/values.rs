@@ -52,6 +52,14 @@ pub(super) fn keep<T>(errors: &mut Errors, result: Result<T>) -> Option<T> {
     result.map_err(|e| errors.push(e)).ok()
 }
 
+/// `result`'s value stored in `target`, or `target` left as it is with the
+/// error kept.
+pub(super) fn set<T>(errors: &mut Errors, target: &mut T, result: Result<T>) {
+    if let Some(value) = keep(errors, result) {
+        *target = value;
+    }
+}
+
 /// The `known` keys of a mapping, each a string, in file order; any other
 /// key (and a value that is no mapping) is a mistake kept in `errors`.
 pub(super) fn mapping<'a>(
@@ -114,6 +122,41 @@ pub(super) fn string<'a>(value: &'a Value, path: &str, what: &str) -> Result<&'a
         Value::String(s) => Ok(s),
         other => Err(wrong(path, what, other)),
     }
+}
+
+/// A string that `rule` accepts; `what` names the kind of value for
+/// "must be ...", and `rule`'s message is kept as it is.
+pub(super) fn checked<'a>(value: &'a Value, path: &str, what: &str, rule: Rule) -> Result<&'a str> {
+    let s = string(value, path, what)?;
+    rule(s).map_err(|m| invalid(path, m))?;
+    Ok(s)
+}
+
+/// One of the `rules` checks: `Err` holds the message for the field.
+pub(super) type Rule = fn(&str) -> std::result::Result<(), String>;
+
+/// A list of strings that `rule` accepts, possibly empty; `list` and `item`
+/// name what the list and each entry must be. Each mistake is kept in
+/// `errors` and its entry left out, so the rest are still read.
+pub(super) fn checked_list(
+    value: &Value,
+    path: &str,
+    (list, item): (&str, &str),
+    rule: Rule,
+    errors: &mut Errors,
+) -> Vec<String> {
+    let Value::Sequence(items) = value else {
+        errors.push(wrong(path, list, value));
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, entry) in items.iter().enumerate() {
+        let field = format!("{path}[{i}]");
+        if let Some(s) = keep(errors, checked(entry, &field, item, rule)) {
+            out.push(s.to_owned());
+        }
+    }
+    out
 }
 
 pub(super) fn boolean(value: &Value, path: &str) -> Result<bool> {

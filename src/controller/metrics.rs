@@ -5,10 +5,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 
 use super::memory;
-use crate::server::metrics::{Exposition, Registrar, create_series, encode};
+use crate::server::metrics::{Exposition, create_series, encode, metric_fields};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
@@ -32,64 +31,30 @@ pub const OPERATIONS: [&str; 5] = [
     "create-event",
 ];
 
-pub struct ControllerMetrics {
-    registry: Registry,
-    expired: Family<ActionLabels, Counter>,
-    unschedulable: Counter,
-    leader: Gauge,
-    cached: Gauge,
-    timers: Gauge,
-    resident: Gauge,
-    limit: Gauge,
-    api_errors: Family<OperationLabels, Counter>,
+metric_fields! {
+    pub struct ControllerMetrics {
+        expired: Family<ActionLabels, Counter> = "expired",
+            "Expired sandboxes handled, by action (deleted-pod, deleted-owner, left-owned)";
+        unschedulable: Counter = "platform_unschedulable",
+            "Pending sandboxes reported as unschedulable because of their platform";
+        leader: Gauge = "controller_leader",
+            "1 while this controller holds the Lease and acts, else 0";
+        cached: Gauge = "controller_cached_pods",
+            "Sandbox pods in the controller's cache (0 on a standby); its memory grows with this";
+        timers: Gauge = "controller_timers",
+            "Wake-ups armed: one per cached sandbox whose expiry (or a retried write) is still ahead (0 on a standby)";
+        resident: Gauge = "controller_resident_memory_bytes",
+            "Resident memory of this controller process (read at each scrape)";
+        limit: Gauge = "controller_memory_limit_bytes",
+            "Memory limit of this controller's container (its cgroup), 0 when it has none";
+        api_errors: Family<OperationLabels, Counter> = "controller_api_errors",
+            "Kubernetes API calls that failed and are retried, by operation";
+    }
 }
 
 impl ControllerMetrics {
     pub fn new() -> Self {
-        let mut r = Registrar::new();
-        let expired = r.add(
-            "expired",
-            "Expired sandboxes handled, by action (deleted-pod, deleted-owner, left-owned)",
-        );
-        let unschedulable = r.add(
-            "platform_unschedulable",
-            "Pending sandboxes reported as unschedulable because of their platform",
-        );
-        let leader = r.add(
-            "controller_leader",
-            "1 while this controller holds the Lease and acts, else 0",
-        );
-        let cached = r.add(
-            "controller_cached_pods",
-            "Sandbox pods in the controller's cache (0 on a standby); its memory grows with this",
-        );
-        let timers = r.add(
-            "controller_timers",
-            "Wake-ups armed: one per cached sandbox whose expiry (or a retried write) is still ahead (0 on a standby)",
-        );
-        let resident = r.add(
-            "controller_resident_memory_bytes",
-            "Resident memory of this controller process (read at each scrape)",
-        );
-        let limit = r.add(
-            "controller_memory_limit_bytes",
-            "Memory limit of this controller's container (its cgroup), 0 when it has none",
-        );
-        let api_errors = r.add(
-            "controller_api_errors",
-            "Kubernetes API calls that failed and are retried, by operation",
-        );
-        let metrics = ControllerMetrics {
-            registry: r.finish(),
-            expired,
-            unschedulable,
-            leader,
-            cached,
-            timers,
-            resident,
-            limit,
-            api_errors,
-        };
+        let metrics = Self::registered();
         // Every series exists from the start at 0, so a rate or a test sees
         // an increase rather than a new series.
         create_series(

@@ -8,12 +8,13 @@ use super::{Entry, Injector, NoteKind, Outcome};
 use crate::config::Config;
 use crate::mutate::{Context, FixedToken};
 
-fn sandbox(api_version: &str, annotations: &Value) -> Value {
+fn sandbox(api_version: &str, timeout: &str) -> Value {
     json!({
         "apiVersion": api_version, "kind": "Sandbox",
         "metadata": {"name": "s", "namespace": "team"},
         "spec": {"shutdownPolicy": "Delete", "podTemplate": {
-            "metadata": {"labels": {"opensandbox.io/id": "s"}, "annotations": annotations},
+            "metadata": {"labels": {"opensandbox.io/id": "s"},
+                "annotations": {"opensandbox.io/timeout": timeout}},
             "spec": {"containers": [{"name": "sandbox", "image": "busybox", "command": ["sleep", "1d"]}]},
         }},
     })
@@ -49,7 +50,7 @@ fn the_entry_of_unchanged(object: &Value) -> Entry {
 #[test]
 fn both_sandbox_versions_have_their_pod_template_injected() {
     for api_version in ["agents.x-k8s.io/v1alpha1", "agents.x-k8s.io/v1beta1"] {
-        let object = sandbox(api_version, &json!({"opensandbox.io/timeout": "30m"}));
+        let object = sandbox(api_version, "30m");
         let (v, changed, entries) = inject(&object);
         assert!(changed, "{api_version}");
         let t = &v["spec"]["podTemplate"];
@@ -71,10 +72,7 @@ fn both_sandbox_versions_have_their_pod_template_injected() {
 
 #[test]
 fn a_denied_v1beta1_template_is_denied_at_its_path() {
-    let object = sandbox(
-        "agents.x-k8s.io/v1beta1",
-        &json!({"opensandbox.io/timeout": "2h"}),
-    );
+    let object = sandbox("agents.x-k8s.io/v1beta1", "2h");
     let entry = the_entry_of_unchanged(&object);
     let Entry::Judged(judged) = &entry else {
         panic!("{entry:?}");
@@ -91,10 +89,7 @@ fn a_denied_v1beta1_template_is_denied_at_its_path() {
 
 #[test]
 fn a_version_inject_does_not_know_passes_through_with_a_note() {
-    let object = sandbox(
-        "agents.x-k8s.io/v1",
-        &json!({"opensandbox.io/timeout": "2h"}),
-    );
+    let object = sandbox("agents.x-k8s.io/v1", "2h");
     let entry = the_entry_of_unchanged(&object);
     let Entry::Note { kind, at, text } = &entry else {
         panic!("{entry:?}");

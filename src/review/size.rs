@@ -202,6 +202,17 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "busybox", "command": vec!["y"; args]}]}})
     }
 
+    /// The answer to a CREATE of `pod`, which must be denied with `code`:
+    /// it and its message.
+    fn denied(pod: &serde_json::Value, code: u16) -> (Reviewed, String) {
+        let answer = look(&review("CREATE", pod), Path::Mutate)
+            .unwrap()
+            .expect("denied");
+        assert_eq!(answer.outcome, Outcome::Denied(code));
+        let message = answer.message.clone().unwrap();
+        (answer, message)
+    }
+
     #[test]
     fn small_bodies_are_not_looked_at() {
         let body = review("CREATE", &pod(10, 10));
@@ -211,10 +222,7 @@ mod tests {
     #[test]
     fn a_pod_no_apiserver_can_store_is_denied_unread() {
         // 800,000 arguments: 3.2 MB of JSON.
-        let body = review("CREATE", &pod(800_000, 10));
-        let answer = look(&body, Path::Mutate).unwrap().expect("denied");
-        assert_eq!(answer.outcome, Outcome::Denied(413));
-        let message = answer.message.unwrap();
+        let (answer, message) = denied(&pod(800_000, 10), 413);
         assert!(
             message.starts_with("request.object is 3200") && message.contains("over the 3145728"),
             "{message}"
@@ -225,10 +233,7 @@ mod tests {
 
     #[test]
     fn an_object_of_too_many_values_is_denied_unread() {
-        let body = review("CREATE", &pod(120_000, 10));
-        let answer = look(&body, Path::Mutate).unwrap().expect("denied");
-        assert_eq!(answer.outcome, Outcome::Denied(413));
-        let message = answer.message.unwrap();
+        let (_, message) = denied(&pod(120_000, 10), 413);
         assert!(
             message.starts_with("request.object holds about 1200"),
             "{message}"
@@ -244,10 +249,7 @@ mod tests {
 
     #[test]
     fn annotations_over_the_limit_are_denied() {
-        let body = review("CREATE", &pod(1, MAX_ANNOTATION_BYTES));
-        let answer = look(&body, Path::Mutate).unwrap().expect("denied");
-        assert_eq!(answer.outcome, Outcome::Denied(400));
-        let message = answer.message.unwrap();
+        let (_, message) = denied(&pod(1, MAX_ANNOTATION_BYTES), 400);
         assert!(message.contains("262145 bytes"), "{message}");
         // At the limit exactly: read as usual.
         let body = review("CREATE", &pod(1, MAX_ANNOTATION_BYTES - 1));

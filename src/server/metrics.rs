@@ -135,6 +135,54 @@ where
     }
 }
 
+/// A metrics struct whose fields are its metrics, each declared once: its
+/// field, its name in the exposition (after `sandbox_webhook_`), its unit
+/// after `in`, and its help. `built` gives a metric that its `Default`
+/// does not build (a histogram with its buckets). `Self::registered()`
+/// builds and registers every one, in the order declared (the exposition's
+/// order), with the registry in the field `registry`.
+macro_rules! metric_fields {
+    (@add $r:ident, $metric:literal, $help:literal) => {
+        $r.add($metric, $help)
+    };
+    (@add $r:ident, $metric:literal, $help:literal, $unit:ident) => {
+        $r.add_in($metric, $help, prometheus_client::registry::Unit::$unit)
+    };
+    (@add $r:ident, $metric:literal, $help:literal, $unit:ident, $built:expr) => {
+        $r.add_with($metric, $help, prometheus_client::registry::Unit::$unit, $built)
+    };
+    (
+        pub struct $name:ident {
+            $(
+                $(#[$doc:meta])*
+                $vis:vis $field:ident: $ty:ty = $metric:literal
+                $(in $unit:ident $(built $built:expr)?)?,
+                $help:literal;
+            )*
+        }
+    ) => {
+        pub struct $name {
+            registry: prometheus_client::registry::Registry,
+            $($(#[$doc])* $vis $field: $ty,)*
+        }
+
+        impl $name {
+            fn registered() -> Self {
+                let mut r = $crate::server::metrics::Registrar::new();
+                $(
+                    let $field: $ty =
+                        metric_fields!(@add r, $metric, $help $(, $unit $(, $built)?)?);
+                )*
+                $name {
+                    registry: r.finish(),
+                    $($field,)*
+                }
+            }
+        }
+    };
+}
+pub(crate) use metric_fields;
+
 /// What an admin port serves at `/metrics`.
 pub(crate) trait Exposition: Send + Sync + 'static {
     /// The registry in the text exposition format.
@@ -161,31 +209,53 @@ pub enum Webhook {
     Validate,
 }
 
-pub struct Metrics {
-    registry: Registry,
-    requests: Family<RequestLabels, Counter>,
-    skips: Family<ReasonLabels, Counter>,
-    duration: Histogram,
-    in_flight: Gauge,
-    panics: Counter,
-    pub(crate) cert_reloads: ReloadCounter,
-    /// Serving certificates refused at reload for their validity window.
-    pub(crate) cert_validity_rejections: Family<ReasonLabels, Counter>,
-    pub(crate) config_reloads: ReloadCounter,
-    /// 1 while the configuration in use is the file's current content, 0
-    /// after a reload was rejected (the previous configuration is kept).
-    pub(crate) config_last_reload_success: Gauge,
-    /// `notAfter` of the serving certificate in use, in Unix seconds.
-    pub(crate) certificate_expiry: Gauge,
-    /// Request body bytes buffered right now (bounded by the body budget).
-    pub(crate) body_buffered: Gauge,
-    /// Answer bytes held until written (in the same budget as bodies).
-    pub(crate) answer_buffered: Gauge,
-    handshake_failures: Family<ReasonLabels, Counter>,
-    open_connections: Family<ListenerLabels, Gauge>,
-    evictions: Family<ListenerLabels, Counter>,
-    /// Log lines dropped because the log sink did not keep up.
-    pub(crate) log_lines_dropped: LinesDropped,
+metric_fields! {
+    pub struct Metrics {
+        requests: Family<RequestLabels, Counter> = "admission_requests",
+            "AdmissionReview requests answered, by operation (validate/* for /validate) and outcome (mutated, unchanged, allowed, skipped, denied, error)";
+        skips: Family<ReasonLabels, Counter> = "admission_skips",
+            "Requests allowed untouched (pods, and workloads not judged), by skip reason";
+        // 50µs .. ~0.8s: a review takes tens of microseconds; the top buckets
+        // catch slow clients and stalls well before the apiserver's 10s.
+        duration: Histogram = "admission_duration" in Seconds
+            built Histogram::new(exponential_buckets(0.000_05, 2.0, 18)),
+            "Time from request start to response, including reading the body";
+        in_flight: Gauge = "requests_in_flight",
+            "Admission requests being handled";
+        panics: Counter = "panics",
+            "Handler panics caught and answered with 500";
+        pub(crate) cert_reloads: ReloadCounter = "cert_reloads",
+            "Reloads of the serving certificate and key (and the client CA), by result";
+        /// Serving certificates refused at reload for their validity window.
+        pub(crate) cert_validity_rejections: Family<ReasonLabels, Counter> = "cert_validity_rejections",
+            "Serving certificates refused at reload because they are expired or not yet valid, by reason (expired, not_yet_valid); the previous certificate is still served";
+        pub(crate) config_reloads: ReloadCounter = "config_reloads",
+            "Reloads of the configuration file, by result";
+        /// 1 while the configuration in use is the file's current content, 0
+        /// after a reload was rejected (the previous configuration is kept).
+        pub(crate) config_last_reload_success: Gauge = "config_last_reload_success",
+            "1 if the last configuration load or reload succeeded, 0 if it was rejected and the previous configuration is still in use";
+        /// `notAfter` of the serving certificate in use, in Unix seconds.
+        pub(crate) certificate_expiry: Gauge = "certificate_expiry_timestamp" in Seconds,
+            "Expiry (notAfter) of the serving certificate in use, as a Unix time";
+        /// Request body bytes buffered right now (bounded by the body budget).
+        pub(crate) body_buffered: Gauge = "request_body_buffered" in Bytes,
+            "Request body bytes buffered right now, across connections (bounded by --max-buffered-bytes)";
+        /// Answer bytes held until written (in the same budget as bodies).
+        pub(crate) answer_buffered: Gauge = "answer_buffered" in Bytes,
+            "Answer bytes held until the client takes them, across connections (in the budget of --max-buffered-bytes)";
+        handshake_failures: Family<ReasonLabels, Counter> = "tls_handshake_failures",
+            "TLS handshakes on the admission port that failed, by reason (peer_rejected_certificate is the symptom of a wrong caBundle)";
+        open_connections: Family<ListenerLabels, Gauge> = "open_connections",
+            "Connections open, by listener (admission, admin)";
+        evictions: Family<ListenerLabels, Counter> = "connections_evicted",
+            "Connections closed at the connection cap to make room for a new one, by listener";
+        /// Log lines dropped because the log sink did not keep up.
+        pub(crate) log_lines_dropped: LinesDropped = "log_lines_dropped",
+            "Log lines dropped because the log sink (stderr) did not keep up and the queue in front of it was full";
+        build_info: Family<BuildLabels, Gauge> = "build_info",
+            "Always 1; the labels say which build is running";
+    }
 }
 
 /// A counter read from the logging queue's own count at each scrape.
@@ -227,101 +297,12 @@ impl EncodeMetric for LinesDropped {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut r = Registrar::new();
-        let requests = r.add(
-            "admission_requests",
-            "AdmissionReview requests answered, by operation (validate/* for /validate) and outcome (mutated, unchanged, allowed, skipped, denied, error)",
-        );
-        let skips = r.add(
-            "admission_skips",
-            "Requests allowed untouched (pods, and workloads not judged), by skip reason",
-        );
-        // 50µs .. ~0.8s: a review takes tens of microseconds; the top buckets
-        // catch slow clients and stalls well before the apiserver's 10s.
-        let duration = r.add_with(
-            "admission_duration",
-            "Time from request start to response, including reading the body",
-            Unit::Seconds,
-            Histogram::new(exponential_buckets(0.000_05, 2.0, 18)),
-        );
-        let in_flight = r.add("requests_in_flight", "Admission requests being handled");
-        let panics = r.add("panics", "Handler panics caught and answered with 500");
-        let cert_reloads = r.add(
-            "cert_reloads",
-            "Reloads of the serving certificate and key (and the client CA), by result",
-        );
-        let cert_validity_rejections = r.add(
-            "cert_validity_rejections",
-            "Serving certificates refused at reload because they are expired or not yet valid, by reason (expired, not_yet_valid); the previous certificate is still served",
-        );
-        let config_reloads = r.add(
-            "config_reloads",
-            "Reloads of the configuration file, by result",
-        );
-        let config_last_reload_success = r.add(
-            "config_last_reload_success",
-            "1 if the last configuration load or reload succeeded, 0 if it was rejected and the previous configuration is still in use",
-        );
-        let certificate_expiry = r.add_in(
-            "certificate_expiry_timestamp",
-            "Expiry (notAfter) of the serving certificate in use, as a Unix time",
-            Unit::Seconds,
-        );
-        let body_buffered = r.add_in(
-            "request_body_buffered",
-            "Request body bytes buffered right now, across connections (bounded by --max-buffered-bytes)",
-            Unit::Bytes,
-        );
-        let answer_buffered = r.add_in(
-            "answer_buffered",
-            "Answer bytes held until the client takes them, across connections (in the budget of --max-buffered-bytes)",
-            Unit::Bytes,
-        );
-        let handshake_failures = r.add(
-            "tls_handshake_failures",
-            "TLS handshakes on the admission port that failed, by reason (peer_rejected_certificate is the symptom of a wrong caBundle)",
-        );
-        let open_connections = r.add(
-            "open_connections",
-            "Connections open, by listener (admission, admin)",
-        );
-        let evictions = r.add(
-            "connections_evicted",
-            "Connections closed at the connection cap to make room for a new one, by listener",
-        );
-        let log_lines_dropped = r.add(
-            "log_lines_dropped",
-            "Log lines dropped because the log sink (stderr) did not keep up and the queue in front of it was full",
-        );
-        let build_info: Family<BuildLabels, Gauge> = r.add(
-            "build_info",
-            "Always 1; the labels say which build is running",
-        );
-        build_info
-            .get_or_create(&BuildLabels {
-                version: VERSION,
-                revision: REVISION,
-            })
-            .set(1);
-        let metrics = Metrics {
-            registry: r.finish(),
-            requests,
-            skips,
-            duration,
-            in_flight,
-            panics,
-            cert_reloads,
-            cert_validity_rejections,
-            config_reloads,
-            config_last_reload_success,
-            certificate_expiry,
-            body_buffered,
-            answer_buffered,
-            handshake_failures,
-            open_connections,
-            evictions,
-            log_lines_dropped,
+        let metrics = Self::registered();
+        let build = BuildLabels {
+            version: VERSION,
+            revision: REVISION,
         };
+        metrics.build_info.get_or_create(&build).set(1);
         metrics.config_last_reload_success.set(1);
         metrics.create_every_series();
         metrics

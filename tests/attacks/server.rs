@@ -11,9 +11,9 @@ use crate::common;
 use std::time::Duration;
 
 use common::attack::{
-    P99_WITHIN, Then, alone, good_client, hold, open_files_for, sandbox_review, sent,
+    P99_WITHIN, Then, alone, good_client, hold, sandbox_review, sent, start_for_attack,
 };
-use common::server::{Pki, Running, eventually, start_tuned};
+use common::server::{Pki, Running, eventually};
 use common::wire::{Tls, post, read_response};
 use tokio::io::AsyncWriteExt;
 
@@ -33,9 +33,9 @@ async fn wait_metric(server: &Running, name: &str, labels: &[(&str, &str)], at_l
 async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     const HOSTILE: usize = 2000;
     let _alone = alone().await;
-    open_files_for(2 * HOSTILE as u64 + 200);
-    // Long enough for the request held in flight across the attack.
-    let (pki, server) = start_tuned(|t| t.request_timeout = 60 * SECOND).await;
+    // The deadline is long enough for the request held in flight across
+    // the attack.
+    let (pki, server) = start_for_attack(2 * HOSTILE as u64 + 200, |_| {}).await;
     let (addr, config) = (server.addr, pki.client_config());
     let review = post("/mutate", "application/json", &sandbox_review("in-flight"));
     let (first, rest) = review.split_at(review.len() - 1);
@@ -75,12 +75,8 @@ async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
 /// A server with a body budget of `budget` bytes, and `n` connections that
 /// each declare a 256 KiB body, send `sent` bytes of it and stall.
 async fn stalled_bodies(budget: u64, n: usize, sent_bytes: usize) -> (Pki, Running, Vec<Tls>) {
-    open_files_for(2 * n as u64 + 200);
-    // A request deadline that the attack outlasts: the budget, not the
-    // deadline, is what must keep the good client served.
-    let (pki, server) = start_tuned(|t| {
+    let (pki, server) = start_for_attack(2 * n as u64 + 200, |t| {
         t.max_buffered_bytes = budget;
-        t.request_timeout = 60 * SECOND;
     })
     .await;
     let (addr, config) = (server.addr, pki.client_config());

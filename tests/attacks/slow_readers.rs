@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::attack::{P99_WITHIN, alone, good_client, hold, open_files_for, sandbox_review};
+use common::attack::{P99_WITHIN, alone, good_client, hold, sandbox_review, start_for_attack};
 use common::pods::SandboxPod;
-use common::server::{review_body, start_tuned};
+use common::server::review_body;
 use common::wire::{Load, Tls, keep_alive_client, post, tls_over};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
@@ -71,10 +71,8 @@ async fn slow_reader(
 async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     const HOSTILE: usize = 300;
     let _alone = alone().await;
-    open_files_for(2 * HOSTILE as u64 + 400);
-    let (pki, server) = start_tuned(|t| {
+    let (pki, server) = start_for_attack(2 * HOSTILE as u64 + 400, |t| {
         t.max_connections = CAP;
-        t.request_timeout = 60 * SECOND;
     })
     .await;
     let (addr, config) = (server.addr, pki.client_config());

@@ -31,6 +31,13 @@ async fn answer(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, V
     (answer["response"].clone(), body)
 }
 
+/// Fails unless `stored`, the webhook's own output, admitted again needs
+/// nothing.
+async fn assert_settled(c: &reqwest::Client, server: &Running, stored: &Value) {
+    let (again, _) = answer(c, server, stored).await;
+    assert!(again.get("patch").is_none(), "{again}");
+}
+
 /// `pod` as the apiserver stores it after the server's answer.
 async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<String>) {
     let (response, body) = answer(c, server, pod).await;
@@ -125,9 +132,7 @@ async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
             warnings.iter().any(|w| w.starts_with("replaced ")),
             "{warnings:?}"
         );
-        // The webhook's own output admitted again needs nothing.
-        let (again, _) = answer(&c, &server, &stored).await;
-        assert!(again.get("patch").is_none(), "{again}");
+        assert_settled(&c, &server, &stored).await;
     }
     server.shutdown().await;
 }
@@ -146,8 +151,7 @@ async fn a_policy_changed_between_passes_reaches_the_sidecar() {
         warnings,
         ["replaced init container 'egress': its env differed from what the webhook injects"]
     );
-    let (again, _) = answer(&c, &server, &updated).await;
-    assert!(again.get("patch").is_none(), "{again}");
+    assert_settled(&c, &server, &updated).await;
     server.shutdown().await;
 }
 

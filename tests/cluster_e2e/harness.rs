@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 
 pub use crate::common::P;
 pub use crate::common::cluster::wait_for;
-use crate::common::cluster::{delete_namespace, run, scenario_namespace};
+use crate::common::cluster::{ScenarioNamespaces, run};
 use crate::common::metrics::Metrics;
-pub use crate::common::pods::{annotation, init_names};
-pub use crate::common::processes::{BIN, Cluster, Result, Vars, check, repo};
+pub use crate::common::pods::{annotation, has_env, init_names, mounts_at, volumes_named};
+pub use crate::common::processes::{BIN, Cluster, Result, Vars, check, check_at, repo};
 use crate::common::wire;
 
 pub struct Env {
@@ -47,18 +47,14 @@ impl Env {
     }
 
     /// The scenario's namespace `e2e-cl-<id>` (with `labels`), once its
-    /// `default` `ServiceAccount` exists: the `ServiceAccount` admission plugin
-    /// refuses pods before the controller-manager has made it.
+    /// `default` `ServiceAccount` exists.
     pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
-        let name = namespace_name(id);
-        scenario_namespace(&self.client, &name, id, labels).await?;
-        Ok(name)
+        NAMESPACES.create(&self.client, id, labels).await
     }
 
-    /// Deletes the scenario's namespace and waits until it is gone: the
-    /// namespace controller removes what is in it, kwok the pods.
+    /// Deletes the scenario's namespace and waits until it is gone.
     pub async fn clean_up(&self, id: &str) -> Result<()> {
-        delete_namespace(&self.client, &namespace_name(id), Duration::from_secs(90)).await
+        NAMESPACES.delete(&self.client, id).await
     }
 
     pub fn webhook_metrics(&self) -> Result<Metrics> {
@@ -132,9 +128,11 @@ impl Env {
     }
 }
 
-pub fn namespace_name(id: &str) -> String {
-    format!("e2e-cl-{}", id.replace('_', "-"))
-}
+/// Deleting one waits for the namespace controller removes what is in one, kwok the pods.
+const NAMESPACES: ScenarioNamespaces = ScenarioNamespaces {
+    prefix: "e2e-cl",
+    cleanup: Duration::from_secs(90),
+};
 
 fn metrics(admin: &str) -> Result<Metrics> {
     let (code, body) = wire::get(admin, "/metrics")?;
@@ -216,13 +214,8 @@ pub fn check_token_kept(p: &Pod) -> Result<()> {
         format!("{name}: no token volume"),
     )?;
     for c in spec.init_containers.iter().flatten() {
-        let mounted = c
-            .volume_mounts
-            .iter()
-            .flatten()
-            .any(|m| m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount");
         check(
-            mounted,
+            mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount"),
             format!("{name}: init container {} has no token mount", c.name),
         )?;
     }
@@ -252,12 +245,7 @@ fn check_no_token(p: &Pod) -> Result<()> {
         .iter()
         .flatten()
         .chain(&spec.containers)
-        .filter(|c| {
-            c.volume_mounts
-                .iter()
-                .flatten()
-                .any(|m| m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount")
-        })
+        .filter(|c| mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount"))
         .map(|c| c.name.as_str())
         .collect();
     check(
@@ -290,12 +278,7 @@ fn check_layout(p: &Pod, with_policy: bool) -> Result<()> {
         command == ["/opt/opensandbox/bootstrap.sh", "sleep", "3600"],
         format!("{name}: command {command:?}"),
     )?;
-    let volumes = spec
-        .volumes
-        .iter()
-        .flatten()
-        .filter(|v| v.name == "opensandbox-bin")
-        .count();
+    let volumes = volumes_named(spec, "opensandbox-bin");
     check(
         volumes == 1,
         format!("{name}: {volumes} opensandbox-bin volumes"),
@@ -306,13 +289,8 @@ fn check_layout(p: &Pod, with_policy: bool) -> Result<()> {
             egress.restart_policy.as_deref() == Some("Always"),
             format!("{name}: egress is not a native sidecar"),
         )?;
-        let rules = egress
-            .env
-            .iter()
-            .flatten()
-            .any(|e| e.name == "OPENSANDBOX_EGRESS_RULES");
         check(
-            rules,
+            has_env(egress, "OPENSANDBOX_EGRESS_RULES"),
             format!("{name}: egress has no OPENSANDBOX_EGRESS_RULES"),
         )?;
         check(

@@ -38,12 +38,15 @@ suite::scenarios![
     real_node::readme_sandbox_runs_on_the_real_node,
 ];
 
-/// Runs one scenario and deletes its namespace; the failure, if any.
-async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
-    let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
-    suite::after(failure, "cleaning up", env.clean_up(name).await)
-}
-
+/// Each scenario's namespace is deleted after it.
 fn main() -> ExitCode {
-    suite::main("cluster e2e", SCENARIOS, Plane::Up, harness::setup, run_one)
+    let clean_up = async |env: &mut Env, name: &'static str| env.clean_up(name).await;
+    suite::main(
+        "cluster e2e",
+        SCENARIOS,
+        Plane::Up,
+        harness::setup,
+        run_scenario,
+        ("cleaning up", clean_up),
+    )
 }

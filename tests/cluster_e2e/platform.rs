@@ -10,7 +10,10 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, P, Result, admissions, check, running_on, sandbox_pod, wait_for};
+use crate::common::cluster::wait_for_pod;
+use crate::harness::{
+    Env, P, Result, admissions, check, check_at, running_on, sandbox_pod, wait_for,
+};
 
 fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     p.status
@@ -113,13 +116,12 @@ async fn check_bound(env: &Env, pods: &Api<Pod>) -> Result<()> {
 /// `riscv` carries the controller's condition and Event, with the
 /// scheduler's own message, and `diagnose` says the same.
 async fn check_reported(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Result<()> {
-    let reported = wait_for(
-        "the PlatformUnschedulable condition on riscv",
+    let (reported, ()) = wait_for_pod(
+        pods,
+        "riscv",
+        "the PlatformUnschedulable condition",
         Duration::from_secs(30),
-        async || {
-            let p = pods.get("riscv").await?;
-            Ok(condition(&p, ct).is_some().then_some(p))
-        },
+        |p| condition(p, ct).map(|_| ()),
     )
     .await?;
     let said = scheduler_message(&reported).ok_or("riscv has no PodScheduled=False message")?;
@@ -137,23 +139,20 @@ async fn check_reported(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Resul
         format!("the Event says {:?} ({:?})", event.note, event.type_),
     )?;
     let d = env.diagnose(&reported, Utc::now())?;
-    check(
-        d["platform"]["unschedulable"] == json!(true) && d["platform"]["message"] == json!(said),
-        format!("diagnose riscv: {d}"),
-    )?;
+    check_at(&d, "/platform/unschedulable", true)?;
+    check_at(&d, "/platform/message", said.as_str())?;
 
     Ok(())
 }
 
 /// More CPU than any node has is a capacity problem, not a platform one.
 async fn check_capacity(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Result<()> {
-    let big = wait_for(
-        "the scheduler's verdict on big-cpu",
+    let big = wait_for_pod(
+        pods,
+        "big-cpu",
+        "the scheduler's verdict",
         Duration::from_secs(30),
-        async || {
-            let p = pods.get("big-cpu").await?;
-            Ok(scheduler_message(&p).map(|m| (p, m)))
-        },
+        scheduler_message,
     )
     .await?;
     check(
@@ -171,9 +170,6 @@ async fn check_capacity(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Resul
     let none = env.events(ns, "big-cpu", "PlatformUnschedulable").await?;
     check(none.is_empty(), "an Event was recorded for big-cpu")?;
     let d = env.diagnose(&big, Utc::now())?;
-    check(
-        d["platform"]["unschedulable"] == json!(false),
-        format!("diagnose big-cpu: {d}"),
-    )?;
+    check_at(&d, "/platform/unschedulable", false)?;
     Ok(())
 }

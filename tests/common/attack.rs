@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use super::https::client;
 use super::pods::SandboxPod;
-use super::server::{Pki, Running, review_body, start_with_config, timed_review};
+use super::server::{Pki, Running, review_body, start_tuned, start_with_config, timed_review};
 use super::stats::percentile;
 use super::wire::{Tls, read_response, tls_connect};
 
@@ -49,16 +49,13 @@ pub async fn attacked(
     reqwest::Client,
 ) {
     let guard = alone().await;
-    let (pki, server) = match yaml {
-        Some(yaml) => {
-            let (pki, server, _) = start_with_config(yaml).await;
-            (pki, server)
-        }
-        None => {
-            let pki = Pki::new();
-            let server = Running::start(pki.settings()).await;
-            (pki, server)
-        }
+    let (pki, server) = if let Some(yaml) = yaml {
+        let (pki, server, _) = start_with_config(yaml).await;
+        (pki, server)
+    } else {
+        let pki = Pki::new();
+        let server = Running::start(pki.settings()).await;
+        (pki, server)
     };
     let client = client(&pki);
     (guard, pki, server, client)
@@ -92,6 +89,22 @@ pub fn open_files_for(needed: u64) {
         limit >= needed,
         "this test holds {needed} sockets; the open-files limit is {limit} (raise `ulimit -Hn`)"
     );
+}
+
+/// A test server for an attack that holds up to `files` descriptors in
+/// this process ([`open_files_for`]), tuned by `tune`, with a request
+/// deadline (60 s) that the attack outlasts: what keeps the good client
+/// served must be the limit under test, not the deadline.
+pub async fn start_for_attack(
+    files: u64,
+    tune: impl FnOnce(&mut sandbox_webhook::server::Tuning),
+) -> (Pki, Running) {
+    open_files_for(files);
+    start_tuned(|t| {
+        t.request_timeout = Duration::from_secs(60);
+        tune(t);
+    })
+    .await
 }
 
 /// A sandbox pod's review, as the apiserver sends it.

@@ -80,6 +80,18 @@ pub fn assert_exit(r: &Run, code: i32, says: &str) {
     );
 }
 
+/// Fails the test unless the run exited with `code` and printed exactly
+/// `stdout`.
+#[track_caller]
+pub fn assert_prints(r: &Run, code: i32, stdout: &str) {
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (code, stdout),
+        "stderr: {}",
+        r.stderr
+    );
+}
+
 /// Fails the test unless each of `lines` is a whole line of `text`.
 #[track_caller]
 pub fn assert_lines(text: &str, lines: &[&str]) {
@@ -89,4 +101,13 @@ pub fn assert_lines(text: &str, lines: &[&str]) {
             "no line {line:?} in\n{text}"
         );
     }
+}
+
+/// A fresh temporary directory holding one file `name` with `text`: the
+/// directory (the file lasts as long as it) and the file's path.
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
 }

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Map, Value, json};
@@ -54,24 +54,62 @@ pub async fn wait_for<T>(
     }
 }
 
+/// Pod `name` of `pods` once `seen` finds in it what `what` names, and
+/// what it found; an error after `timeout`.
+pub async fn wait_for_pod<T>(
+    pods: &Api<Pod>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    seen: impl Fn(&Pod) -> Option<T>,
+) -> Result<(Pod, T)> {
+    wait_for(&format!("{what} on {name}"), timeout, async || {
+        let p = pods.get(name).await?;
+        Ok(seen(&p).map(|found| (p, found)))
+    })
+    .await
+}
+
 /// Namespaces of the whole-cluster suites carry this label, with the
 /// scenario as value.
 pub const SCOPE_LABEL: &str = "sandbox-webhook-e2e/scenario";
 
-/// Creates scenario `id`'s namespace `name`, labelled [`SCOPE_LABEL`]`=id`
-/// (`_` as `-`) and with `labels`; see [`create_namespace`].
-pub async fn scenario_namespace(
-    client: &Client,
-    name: &str,
-    id: &str,
-    labels: &[(&str, &str)],
-) -> Result<()> {
-    let mut all = Map::new();
-    all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
-    for (k, v) in labels {
-        all.insert((*k).into(), json!(v));
+/// The namespaces a suite gives its scenarios: scenario `id`'s is
+/// `<prefix>-<id>` (`_` as `-`), labelled [`SCOPE_LABEL`]`=id`, and deleted
+/// after it within `cleanup`.
+pub struct ScenarioNamespaces {
+    pub prefix: &'static str,
+    /// How long deleting one may take: what is in it goes first.
+    pub cleanup: Duration,
+}
+
+impl ScenarioNamespaces {
+    pub fn name(&self, id: &str) -> String {
+        format!("{}-{}", self.prefix, id.replace('_', "-"))
     }
-    create_namespace(client, name, all).await
+
+    /// Creates scenario `id`'s namespace with `labels` (see
+    /// [`create_namespace`]); its name.
+    pub async fn create(
+        &self,
+        client: &Client,
+        id: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<String> {
+        let name = self.name(id);
+        let mut all = Map::new();
+        all.insert(SCOPE_LABEL.into(), json!(id.replace('_', "-")));
+        for (k, v) in labels {
+            all.insert((*k).into(), json!(v));
+        }
+        create_namespace(client, &name, all).await?;
+        Ok(name)
+    }
+
+    /// Deletes scenario `id`'s namespace and waits until it is gone.
+    pub async fn delete(&self, client: &Client, id: &str) -> Result<()> {
+        delete_namespace(client, &self.name(id), self.cleanup).await
+    }
 }
 
 /// Creates namespace `name` with `labels`, and returns once its `default`

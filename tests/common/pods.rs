@@ -121,3 +121,25 @@ pub fn init_names(p: &k8s_openapi::api::core::v1::Pod) -> Vec<&str> {
         .map(|c| c.name.as_str())
         .collect()
 }
+
+/// How many of a pod spec's volumes are named `name`.
+pub fn volumes_named(spec: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> usize {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.name == name)
+        .count()
+}
+
+/// Whether container `c` sets env var `name`.
+pub fn has_env(c: &k8s_openapi::api::core::v1::Container, name: &str) -> bool {
+    c.env.iter().flatten().any(|e| e.name == name)
+}
+
+/// Whether container `c` mounts a volume at `path`.
+pub fn mounts_at(c: &k8s_openapi::api::core::v1::Container, path: &str) -> bool {
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .any(|m| m.mount_path == path)
+}

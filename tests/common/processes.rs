@@ -43,6 +43,20 @@ pub fn check(cond: bool, what: impl Into<String>) -> Result<()> {
     }
 }
 
+/// `Err` unless `said` (the JSON `diagnose` printed) holds `expected` at
+/// `pointer` (a JSON pointer such as `/expiry/action`).
+pub fn check_at(
+    said: &serde_json::Value,
+    pointer: &str,
+    expected: impl Into<serde_json::Value>,
+) -> Result<()> {
+    let expected = expected.into();
+    check(
+        said.pointer(pointer) == Some(&expected),
+        format!("diagnose: {pointer} is not {expected} in {said}"),
+    )
+}
+
 /// A currently free port on 127.0.0.1 (the kernel picks it).
 pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())

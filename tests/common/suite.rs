@@ -98,8 +98,10 @@ pub fn after(failure: Option<String>, what: &str, restored: Result<()>) -> Optio
 
 /// The whole main: picks the scenarios, starts the `plane` in a
 /// fresh work directory, makes the suite's environment with `setup`, runs
-/// each scenario with `run_one` (which returns its failure, if any), stops
-/// everything and prints the summary. `suite` names it in messages and in
+/// each scenario with `run` (its panics caught) and then `restore` (named
+/// `what` in its failure), which puts the environment back for the next
+/// one whether the scenario passed or not, stops everything and prints the
+/// summary. `suite` names it in messages and in
 /// the work directory, `<tmp>/sandbox-webhook-<suite>-<pid>`, which is kept
 /// when anything failed.
 pub fn main<E>(
@@ -107,7 +109,8 @@ pub fn main<E>(
     all: &[&'static str],
     plane: Plane,
     setup: impl AsyncFnOnce(&Path, &Cluster) -> Result<E>,
-    mut run_one: impl AsyncFnMut(&mut E, &'static str) -> Option<String>,
+    mut run: impl AsyncFnMut(&mut E, &'static str) -> Result<()>,
+    (what, mut restore): (&str, impl AsyncFnMut(&mut E, &'static str) -> Result<()>),
 ) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let plan = match plan(all) {
@@ -161,7 +164,8 @@ pub fn main<E>(
         let mut results = Vec::new();
         for name in plan {
             let started = Instant::now();
-            let failure = run_one(&mut env, name).await;
+            let failure = outcome(Box::pin(run(&mut env, name))).await;
+            let failure = after(failure, what, restore(&mut env, name).await);
             match &failure {
                 None => println!(
                     "test {name} ... ok ({:.1}s)",

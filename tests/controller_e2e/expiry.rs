@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use crate::Env;
 use crate::harness::{
-    P, Result, check, create_expiring, expires_at, in_seconds, pp, rfc3339, sandbox, wait_gone,
-    wall,
+    P, Result, check, check_at, create_expiring, expires_at, in_seconds, pp, rfc3339, sandbox,
+    wait_gone, wall,
 };
 
 /// Waits for the pod to go and checks it went within 1 s after `at`, never
@@ -66,10 +66,7 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Resul
         format!("diagnose before: {early}"),
     )?;
     let due = env.diagnose(&stored, at)?;
-    check(
-        due["expiry"]["expired"] == json!(true),
-        format!("diagnose at expiry: {due}"),
-    )?;
+    check_at(&due, "/expiry/expired", true)?;
     gone_on_time(&pods, "expiring", at).await?;
     env.event(ns, "expiring", "SandboxExpired", Some("Normal"), 5)
         .await?;
@@ -102,10 +99,7 @@ pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Re
         .await?
         .ok_or("the renewed pod was deleted at its old time")?;
     let at_old = env.diagnose(&renewed, old)?;
-    check(
-        at_old["expiry"]["expired"] == json!(false),
-        format!("diagnose at the old time: {at_old}"),
-    )?;
+    check_at(&at_old, "/expiry/expired", false)?;
     let at_new = env.diagnose(&renewed, new)?;
     check(
         at_new["expiry"]
@@ -152,10 +146,7 @@ pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env, id: &str) -> Resu
             .await?
             .ok_or(format!("{name} was deleted"))?;
         let d = env.diagnose(&pod, Utc::now())?;
-        check(
-            d["expiry"]["action"] == json!(action),
-            format!("diagnose {name}: {d}"),
-        )?;
+        check_at(&d, "/expiry/action", action)?;
     }
     Ok(())
 }
@@ -217,21 +208,39 @@ pub(crate) async fn job_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
     let job = job("sandbox-job")?;
     let at = in_seconds(2);
     let stored = create_owned(env, ns, job, "job-pod", json!({}), at).await?;
-    let d = env.diagnose(&stored, at)?;
-    check(
-        d["expiry"]["action"] == json!("delete-owner"),
-        format!("diagnose: {d}"),
-    )?;
-    let gone = wall(wait_gone(&jobs, "sandbox-job", Duration::from_secs(20)).await?);
+    owner_is_deleted_at(env, &stored, at, &jobs, ("Job", "sandbox-job")).await
+}
+
+/// An expired sandbox pod's owner deleted as it should be: `diagnose` says
+/// `delete-owner` for `pod`, the owner (`kind`, `name`, in `owners`) is gone
+/// within a second of `at`, and the pod's `SandboxExpired` Event names it.
+pub(crate) async fn owner_is_deleted_at<K>(
+    env: &Env,
+    pod: &Pod,
+    at: DateTime<Utc>,
+    owners: &Api<K>,
+    (kind, name): (&str, &str),
+) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let d = env.diagnose(pod, at)?;
+    check_at(&d, "/expiry/action", "delete-owner")?;
+    let gone = wall(wait_gone(owners, name, Duration::from_secs(20)).await?);
     check(
         gone - at <= TimeDelta::seconds(1),
-        format!("the Job went {} after expiry", gone - at),
+        format!("the {kind} went {} after expiry", gone - at),
     )?;
-    let event = env.event(ns, "job-pod", "SandboxExpired", None, 5).await?;
+    let (ns, pod) = (
+        pod.metadata.namespace.as_deref(),
+        pod.metadata.name.as_deref(),
+    );
+    let (ns, pod) = ns.zip(pod).ok_or("a pod without namespace or name")?;
+    let event = env.event(ns, pod, "SandboxExpired", None, 5).await?;
     let note = event.note.unwrap_or_default();
     check(
-        note.contains("Job sandbox-job"),
-        format!("the Event names the Job: {note}"),
+        note.contains(&format!("{kind} {name}")),
+        format!("the Event names the {kind}: {note}"),
     )
 }
 
@@ -270,10 +279,7 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str)
         "the ReplicaSet is left",
     )?;
     let d = env.diagnose(&stored, at)?;
-    check(
-        d["expiry"]["action"] == json!("leave-owned"),
-        format!("diagnose: {d}"),
-    )?;
+    check_at(&d, "/expiry/action", "leave-owned")?;
     let after = env
         .leader()?
         .metric("sandbox_webhook_expired_total", &[("action", "left-owned")])?;

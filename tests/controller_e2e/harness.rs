@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 pub use crate::common::P;
 use crate::common::metrics::Metrics;
-pub use crate::common::processes::{BIN, Cluster, Result, check, repo};
+pub use crate::common::processes::{BIN, Cluster, Result, check, check_at, repo};
 use crate::common::processes::{Daemon, free_port};
 use crate::common::wire;
 

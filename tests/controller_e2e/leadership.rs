@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::Env;
 use crate::harness::{
-    HOME, LEASE, LEASE_SECONDS, P, Result, check, create_expiring, in_seconds, pp, repo, rfc3339,
-    wait_gone,
+    HOME, LEASE, LEASE_SECONDS, P, Result, check, check_at, create_expiring, in_seconds, pp, repo,
+    rfc3339, wait_gone,
 };
 
 /// The chart's renewal policy, rendered by helm as the apiserver serves the
@@ -161,10 +161,7 @@ pub(crate) async fn standby_takes_over_when_the_leader_dies(env: &mut Env, id: &
     let at = in_seconds(1);
     let failover = create_expiring(&pods, "failover", at).await?;
     let d = env.diagnose(&failover, at)?;
-    check(
-        d["expiry"]["action"] == json!("delete-pod"),
-        format!("diagnose: {d}"),
-    )?;
+    check_at(&d, "/expiry/action", "delete-pod")?;
     let limit = Duration::from_secs(LEASE_SECONDS + 3);
     while !env.controllers[standby].is_leader() {
         check(

@@ -172,12 +172,15 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
     Ok(env)
 }
 
-/// Runs one scenario and restores the replicas; the failure message, if any.
-async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
-    let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
-    suite::after(failure, "restoring the replicas", env.restore().await)
-}
-
+/// The replicas are restored after each scenario.
 fn main() -> ExitCode {
-    suite::main("controller e2e", SCENARIOS, Plane::Bare, setup, run_one)
+    let restore = async |env: &mut Env, _: &'static str| env.restore().await;
+    suite::main(
+        "controller e2e",
+        SCENARIOS,
+        Plane::Bare,
+        setup,
+        run_scenario,
+        ("restoring the replicas", restore),
+    )
 }

@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::harness::{LEASE_SECONDS, P, Result, check, events, pp, rfc3339, sandbox, wait_gone};
+use crate::harness::{
+    LEASE_SECONDS, P, Result, check, check_at, events, pp, rfc3339, sandbox, wait_gone,
+};
 use crate::{CAPACITY_MESSAGE, Env, SCHEDULER_MESSAGE};
 
 pub(crate) fn condition<'a>(
@@ -123,10 +125,7 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
         format!("diagnose arm: {d}"),
     )?;
     let d = env.diagnose(&cpu, Utc::now())?;
-    check(
-        d["platform"]["unschedulable"] == json!(false),
-        format!("diagnose cpu: {d}"),
-    )
+    check_at(&d, "/platform/unschedulable", false)
 }
 
 /// `controller.platform.deleteUnschedulable: true`: the reported pod is then

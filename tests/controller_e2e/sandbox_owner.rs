@@ -3,15 +3,13 @@
 //! the version its owner reference names (`Sandbox.agents.x-k8s.io` is in
 //! the default `deleteOwnerKinds`, which name no version).
 
-use std::time::Duration;
-
-use chrono::TimeDelta;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use crate::Env;
 use crate::common::crds;
-use crate::harness::{Result, check, expires_at, in_seconds, pp, sandbox, wait_gone, wall};
+use crate::expiry::owner_is_deleted_at;
+use crate::harness::{Result, expires_at, in_seconds, pp, sandbox};
 
 const API_VERSION: &str = "agents.x-k8s.io/v1beta1";
 
@@ -40,22 +38,6 @@ pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &Env, id: &str) -> Res
     )?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
-    let d = env.diagnose(&pods.get("agent-pod").await?, at)?;
-    check(
-        d["expiry"]["action"] == json!("delete-owner"),
-        format!("diagnose: {d}"),
-    )?;
-    let gone = wall(wait_gone(&sandboxes, "agent", Duration::from_secs(20)).await?);
-    check(
-        gone - at <= TimeDelta::seconds(1),
-        format!("the Sandbox went {} after expiry", gone - at),
-    )?;
-    let event = env
-        .event(ns, "agent-pod", "SandboxExpired", None, 5)
-        .await?;
-    let note = event.note.unwrap_or_default();
-    check(
-        note.contains("Sandbox agent"),
-        format!("the Event names the Sandbox: {note}"),
-    )
+    let stored = pods.get("agent-pod").await?;
+    owner_is_deleted_at(env, &stored, at, &sandboxes, ("Sandbox", "agent")).await
 }

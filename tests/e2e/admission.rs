@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::Result;
 use crate::common::P;
-use crate::common::pods::SandboxPod;
+use crate::common::pods::{SandboxPod, has_env};
 use crate::env::{Env, annotation, check, has_init, init_names};
 
 /// contract: answer.patch, execd.installer, execd.command-wrap
@@ -101,11 +101,7 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
     )?;
     let main = &spec.containers[0];
     check(
-        !main
-            .env
-            .iter()
-            .flatten()
-            .any(|e| e.name == "OPENSANDBOX_EGRESS_TOKEN"),
+        !has_env(main, "OPENSANDBOX_EGRESS_TOKEN"),
         "token not in the main container",
     )?;
     let drops = main

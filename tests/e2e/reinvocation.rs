@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::common::P;
-use crate::common::pods::SandboxPod;
+use crate::common::pods::{SandboxPod, volumes_named};
 use crate::env::{Env, Scope, WebhookEntry, check, init_names};
 
 const ANSWERS: &str = "sandbox_webhook_admission_requests_total";
@@ -90,13 +90,10 @@ pub async fn reinvocation_keeps_one_of_each(env: &Env, id: &str) -> Result<()> {
         "one installer, one sidecar",
     )?;
     let spec = stored.spec.as_ref().ok_or("spec")?;
-    let bins = spec
-        .volumes
-        .iter()
-        .flatten()
-        .filter(|v| v.name == "opensandbox-bin")
-        .count();
-    check(bins == 1, "one bin volume")?;
+    check(
+        volumes_named(spec, "opensandbox-bin") == 1,
+        "one bin volume",
+    )?;
     let main = &spec.containers[0];
     let cmd = main.command.clone().unwrap_or_default();
     check(

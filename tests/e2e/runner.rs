@@ -31,17 +31,15 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
     })
 }
 
-/// Runs one scenario and removes its webhook configurations; the failure
-/// message, if any.
-async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
-    let failure = suite::outcome(Box::pin(crate::run_scenario(env, name))).await;
-    match (failure, env.clean_up(name).await) {
-        (None, Ok(())) => None,
-        (None, Err(e)) => Some(format!("cleaning up: {e}")),
-        (Some(f), _) => Some(f),
-    }
-}
-
+/// Each scenario's webhook configurations are removed after it.
 pub fn main() -> ExitCode {
-    suite::main("e2e", crate::SCENARIOS, Plane::Bare, setup, run_one)
+    let clean_up = async |env: &mut Env, name: &'static str| env.clean_up(name).await;
+    suite::main(
+        "e2e",
+        crate::SCENARIOS,
+        Plane::Bare,
+        setup,
+        crate::run_scenario,
+        ("cleaning up", clean_up),
+    )
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 pub use crate::common::P;
 pub use crate::common::cluster::wait_for;
-use crate::common::cluster::{delete_namespace, run, scenario_namespace};
+use crate::common::cluster::{ScenarioNamespaces, run};
 use crate::common::pods::SandboxPod;
 pub use crate::common::processes::{Cluster, Result, Vars, check, repo};
 
@@ -131,17 +131,15 @@ impl Env {
             .spec_field("enableServiceLinks", json!(false)))
     }
 
-    /// The scenario's namespace `e2e-node-<id>`, with `labels`.
+    /// The scenario's namespace `e2e-node-<id>` (with `labels`), once its
+    /// `default` `ServiceAccount` exists.
     pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
-        let name = namespace_name(id);
-        scenario_namespace(&self.client, &name, id, labels).await?;
-        Ok(name)
+        NAMESPACES.create(&self.client, id, labels).await
     }
 
-    /// Deletes the scenario's namespace and waits until it is gone: the
-    /// kubelet stops its pods' containers first.
+    /// Deletes the scenario's namespace and waits until it is gone.
     pub async fn clean_up(&self, id: &str) -> Result<()> {
-        delete_namespace(&self.client, &namespace_name(id), Duration::from_secs(120)).await
+        NAMESPACES.delete(&self.client, id).await
     }
 
     /// Runs the cluster's kubectl with `args`; its stdout.
@@ -250,9 +248,11 @@ pub fn run_command(mut command: Command) -> Result<String> {
     run(&mut command, "")
 }
 
-pub fn namespace_name(id: &str) -> String {
-    format!("e2e-node-{}", id.replace('_', "-"))
-}
+/// Deleting one waits for the kubelet stops a pod's containers first.
+const NAMESPACES: ScenarioNamespaces = ScenarioNamespaces {
+    prefix: "e2e-node",
+    cleanup: Duration::from_secs(120),
+};
 
 pub fn is_ready(p: &Pod) -> bool {
     p.status

@@ -36,12 +36,15 @@ suite::scenarios![
     availability::rotated_certificate_is_served,
 ];
 
-/// Runs one scenario and deletes its namespace; the failure, if any.
-async fn run_one(env: &mut Env, name: &'static str) -> Option<String> {
-    let failure = suite::outcome(Box::pin(run_scenario(env, name))).await;
-    suite::after(failure, "cleaning up", env.clean_up(name).await)
-}
-
+/// Each scenario's namespace is deleted after it.
 fn main() -> ExitCode {
-    suite::main("node e2e", SCENARIOS, Plane::Node, harness::setup, run_one)
+    let clean_up = async |env: &mut Env, name: &'static str| env.clean_up(name).await;
+    suite::main(
+        "node e2e",
+        SCENARIOS,
+        Plane::Node,
+        harness::setup,
+        run_scenario,
+        ("cleaning up", clean_up),
+    )
 }

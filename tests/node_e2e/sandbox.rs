@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::PostParams;
 use serde_json::json;
 
@@ -29,13 +29,14 @@ const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env 
     ls /opt/opensandbox | sed 's/^/sandbox: installed /'; \
     echo sandbox: reported; exec sleep 3600";
 
+/// The Pod Security level a namespace enforces.
+const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
 const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"example.com"}]}"#;
 
 pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> {
-    let ns = env
-        .namespace(id, &[("pod-security.kubernetes.io/enforce", "privileged")])
-        .await?;
+    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
     let sandbox = env
         .sandbox("policed", REPORT)?
         .annotation("network-policy", POLICY);
@@ -112,14 +113,18 @@ async fn run(env: &Env, ns: &str, sandbox: &SandboxPod) -> Result<(Pod, String)>
     Ok((p, main))
 }
 
-/// The installer init container ran to completion.
-fn installer_completed(p: &Pod) -> Result<()> {
-    let installer = p
-        .status
+/// The status of init container `name`.
+fn init_status<'a>(p: &'a Pod, name: &str) -> Result<&'a ContainerStatus> {
+    p.status
         .as_ref()
         .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == "execd-installer"))
-        .ok_or("no status of execd-installer")?;
+        .and_then(|cs| cs.iter().find(|c| c.name == name))
+        .ok_or_else(|| format!("no status of init container {name}").into())
+}
+
+/// The installer init container ran to completion.
+fn installer_completed(p: &Pod) -> Result<()> {
+    let installer = init_status(p, "execd-installer")?;
     let done = installer.state.as_ref().and_then(|s| s.terminated.as_ref());
     check(
         done.is_some_and(|t| t.exit_code == 0 && t.reason.as_deref() == Some("Completed")),
@@ -166,12 +171,7 @@ fn execd_answers(env: &Env, ns: &str, pod: &str) -> Result<()> {
 /// container sees the MTU it set), and has NET_ADMIN itself.
 fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
-    let egress = p
-        .status
-        .as_ref()
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == "egress"))
-        .ok_or("no status of the egress sidecar")?;
+    let egress = init_status(p, "egress")?;
     check(egress.ready, "the egress sidecar is not Ready")?;
     let log = env.logs(ns, name, "egress")?;
     logged(
@@ -286,9 +286,7 @@ async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
 }
 
 pub(crate) async fn restricted_sandbox_runs(env: &Env, id: &str) -> Result<()> {
-    let ns = env
-        .namespace(id, &[("pod-security.kubernetes.io/enforce", "restricted")])
-        .await?;
+    let ns = env.namespace(id, &[(ENFORCE, "restricted")]).await?;
     let sandbox = env
         .sandbox("restricted", REPORT)?
         .spec_field(

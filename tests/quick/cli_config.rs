@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::cli::{bin, run};
+use common::cli::{assert_exit, bin, run};
 
 #[test]
 fn config_validate_reports_every_error() {
@@ -53,12 +53,7 @@ fn config_validate_reports_every_error() {
 
     std::fs::write(d.join("tab.yaml"), "execd:\n\timage: x\n").unwrap();
     let tab = run(&["config", "validate", "tab.yaml"], d);
-    assert_eq!(tab.code, 1);
-    assert!(
-        tab.stderr.contains("line 2 is indented with a tab"),
-        "{}",
-        tab.stderr
-    );
+    assert_exit(&tab, 1, "line 2 is indented with a tab");
 }
 
 /// An invalid file at start-up stops `serve` and `controller` with the

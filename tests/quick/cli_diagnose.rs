@@ -11,7 +11,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::cli::{Run, run_with_input};
+use common::cli::{Run, run_with_input, temp_file};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
@@ -75,13 +75,8 @@ fn unschedulable_expiring_job_pod() {
 #[test]
 fn capacity_message_and_config() {
     let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", "0/3 nodes are available: 3 Insufficient cpu.");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "controller: {expiry: {deleteOwnerKinds: [ReplicaSet.apps]}}\n",
-    )
-    .unwrap();
+    let owners = "controller: {expiry: {deleteOwnerKinds: [ReplicaSet.apps]}}\n";
+    let (_dir, config) = temp_file("config.yaml", owners);
     let out = json_of(&diagnose(
         &yaml,
         &[
@@ -155,9 +150,8 @@ fn errors_exit_non_zero() {
             "{stderr}"
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("bad.yaml");
-    std::fs::write(&config, "controller: {expiry: {deleteOwnerKinds: [job]}}\n").unwrap();
+    let bad = "controller: {expiry: {deleteOwnerKinds: [job]}}\n";
+    let (_dir, config) = temp_file("bad.yaml", bad);
     let out = diagnose(UNSCHEDULABLE_POD, &["--config", config.to_str().unwrap()]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("controller.expiry.deleteOwnerKinds[0]"));

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::cli::{Run, assert_exit, run, run_with_input};
+use common::cli::{Run, assert_exit, assert_prints, run, run_with_input};
 use serde_json::Value;
 
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
@@ -106,12 +106,7 @@ fn diff_colours_and_exit_codes() {
     );
     // Nothing to change: exit 0, no output.
     let none = inject(d, &["-f", "configmap.yaml", "-o", "diff", "--color=always"]);
-    assert_eq!(
-        (none.code, none.stdout.as_str()),
-        (0, ""),
-        "{}",
-        none.stderr
-    );
+    assert_prints(&none, 0, "");
     let help = run(&["inject", "--help"], d).stdout;
     assert!(help.contains("exit 1 when there are changes"), "{help}");
     assert!(help.contains("--color <WHEN>"), "{help}");
@@ -404,12 +399,7 @@ fn a_template_gets_no_token_and_its_pods_get_their_own() {
     // Injecting the output again changes nothing.
     std::fs::write(d.join("out.yaml"), &first.stdout).unwrap();
     let again = run(&["inject", "-f", "out.yaml", "-o", "diff"], d);
-    assert_eq!(
-        (again.code, again.stdout.as_str()),
-        (0, ""),
-        "{}",
-        again.stderr
-    );
+    assert_prints(&again, 0, "");
 
     // A pod of the template, admitted: its own token, in the annotation,
     // the sidecar's env and its probe header; admitted again: nothing.

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use common::cli::temp_file;
 use common::https::{client, post_review, try_post};
 use common::metrics::Metrics;
 use common::processes::Daemon;
@@ -229,13 +230,10 @@ async fn clients_cannot_create_series() {
 /// contract: metrics.startup-log
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_logs_its_start_and_each_admission_as_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
+    let (_dir, config) = temp_file(
+        "config.yaml",
         "prefix: sandbox.example.com\nexecd: {image: registry.example.com/execd:v9}\negress: {image: registry.example.com/egress:v9}\n",
-    )
-    .unwrap();
+    );
     let config_arg = config.display().to_string();
     let mut served = Served::start(&["--log-format", "json", "--config", &config_arg]);
     let pki = &served.pki;
@@ -321,7 +319,7 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
 
 /// A sample of the exposition by its whole series name (for a histogram's
 /// `_count` and `_sum`, which the parser folds into the histogram).
-fn raw_sample(text: &str, series: &str) -> f64 {
+fn raw_sample<T: std::str::FromStr>(text: &str, series: &str) -> T {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
@@ -340,7 +338,7 @@ async fn each_admission_is_timed_from_its_start_and_counted_in_flight() {
     let histogram = "sandbox_webhook_admission_duration_seconds";
     let in_flight = "sandbox_webhook_requests_in_flight";
     let before = server.metrics().await;
-    assert_eq!(raw_sample(&before, &format!("{histogram}_count")), 0.0);
+    assert_eq!(raw_sample::<u64>(&before, &format!("{histogram}_count")), 0);
 
     let body = egress_review("uid-timed", true);
     let (first, rest) = body.split_at(body.len() / 2);
@@ -366,8 +364,8 @@ async fn each_admission_is_timed_from_its_start_and_counted_in_flight() {
 
     let after = server.metrics().await;
     assert_eq!(Metrics::parse(&after).value(in_flight, &[]), 0);
-    assert_eq!(raw_sample(&after, &format!("{histogram}_count")), 1.0);
-    let took = raw_sample(&after, &format!("{histogram}_sum"));
+    assert_eq!(raw_sample::<u64>(&after, &format!("{histogram}_count")), 1);
+    let took: f64 = raw_sample(&after, &format!("{histogram}_sum"));
     assert!(
         took >= wait.as_secs_f64(),
         "observed {took} s, less than the {wait:?} the body took"

@@ -17,6 +17,15 @@ fn read_one(annotations: &serde_json::Value) -> Result<Intent, IntentError> {
     read_with(annotations, "{}")
 }
 
+/// The annotation `annotations` are refused for and why: they must be
+/// refused as a malformed annotation.
+fn malformed(annotations: &serde_json::Value) -> (String, String) {
+    match read_one(annotations) {
+        Err(IntentError::MalformedAnnotation { key, problem }) => (key, problem),
+        r => panic!("{annotations} is read: {r:?}"),
+    }
+}
+
 #[test]
 fn the_annotations_of_issue_32() {
     let i = read_with(
@@ -94,14 +103,8 @@ fn isolation_is_enable_only_and_only_where_allowed() {
 fn an_egress_token_is_visible_ascii() {
     let key = "opensandbox.io/egress-auth-token";
     for bad in ["", " ", "two words", "tab\there", "née", "del\u{7f}", "\n"] {
-        let r = read_one(&json!({"opensandbox.io/network-policy": POLICY, key: bad}));
-        let Err(IntentError::MalformedAnnotation {
-            key: named,
-            problem,
-        }) = r
-        else {
-            panic!("{bad:?} is taken as a token: {r:?}");
-        };
+        let (named, problem) =
+            malformed(&json!({"opensandbox.io/network-policy": POLICY, key: bad}));
         assert_eq!(named, key);
         assert_eq!(
             problem,
@@ -123,14 +126,7 @@ fn an_egress_token_is_visible_ascii() {
 fn annotation_values_are_strings_and_null_is_absent() {
     for key in ["opensandbox.io/timeout", "opensandbox.io/network-policy"] {
         for value in [json!(3600), json!(true), json!(["1h"]), json!({"a": "b"})] {
-            let r = read_one(&json!({key: value}));
-            let Err(IntentError::MalformedAnnotation {
-                key: named,
-                problem,
-            }) = r
-            else {
-                panic!("{key}: {value} is read: {r:?}");
-            };
+            let (named, problem) = malformed(&json!({key: value}));
             assert_eq!(
                 (named.as_str(), problem.as_str()),
                 (key, "must be a string")

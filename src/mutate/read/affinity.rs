@@ -78,10 +78,7 @@ seed_by_visitor! {
         }
         Ok(terms)
     }
-    not_this_shape!(Terms::NoConstraint, lists as Strict);
-    fn visit_unit<E: de::Error>(self) -> Result<Terms, E> {
-        Ok(Terms::NoConstraint)
-    }
+    not_this_shape!(Terms::NoConstraint, lists as Strict, null too);
 }
 
 /// `nodeSelectorTerms`: OR-ed; only object terms count.
@@ -102,17 +99,7 @@ seed_by_visitor! {
             (true, false) => Terms::Unsatisfiable,
         })
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Terms, A::Error> {
-        while map.next_entry::<Strict, Strict>()?.is_some() {}
-        Ok(Terms::NoConstraint)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Terms, E> {
-        Ok(Terms::NoConstraint)
-    }
-    non_string_scalars!(|_v| Terms::NoConstraint);
-    fn visit_unit<E: de::Error>(self) -> Result<Terms, E> {
-        Ok(Terms::NoConstraint)
-    }
+    not_this_shape!(Terms::NoConstraint, objects as Strict, null too);
 }
 
 /// One term: `None` when it is not an object, else whether its
@@ -133,10 +120,7 @@ seed_by_visitor! {
         }
         Ok(Some(satisfiable))
     }
-    not_this_shape!(None, lists as Strict);
-    fn visit_unit<E: de::Error>(self) -> Result<Option<bool>, E> {
-        Ok(None)
-    }
+    not_this_shape!(None, lists as Strict, null too);
 }
 
 /// `matchExpressions`: `true` unless an object expression rules the term
@@ -152,17 +136,7 @@ seed_by_visitor! {
         }
         Ok(holds)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        while map.next_entry::<Strict, Strict>()?.is_some() {}
-        Ok(true)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-        Ok(true)
-    }
-    non_string_scalars!(|_v| true);
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(true)
-    }
+    not_this_shape!(true, objects as Strict, null too);
 }
 
 /// One expression: whether it lets a node with the requested labels
@@ -194,10 +168,7 @@ seed_by_visitor! {
             _ => true,
         })
     }
-    not_this_shape!(true, lists as Strict);
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(true)
-    }
+    not_this_shape!(true, lists as Strict, null too);
 }
 
 /// `values`: bit `i` is set when the list holds the value of
@@ -217,17 +188,7 @@ seed_by_visitor! {
         }
         Ok(listed)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u8, A::Error> {
-        while map.next_entry::<Strict, Strict>()?.is_some() {}
-        Ok(0)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<u8, E> {
-        Ok(0)
-    }
-    non_string_scalars!(|_v| 0);
-    fn visit_unit<E: de::Error>(self) -> Result<u8, E> {
-        Ok(0)
-    }
+    not_this_shape!(0, objects as Strict, null too);
 }
 
 /// Any JSON value, read through and dropped, but checked as a `Value`

@@ -89,9 +89,7 @@ impl MountView<'_> {
 struct VolumeView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
-    #[serde(default)]
     empty_dir: Option<IgnoredAny>,
-    #[serde(default)]
     projected: Option<IgnoredAny>,
 }
 
@@ -242,13 +240,9 @@ summary_of_list!(Volumes<'a>, 'a; VolumeView<'de>, |volumes, v| {
 #[derive(Debug, Default, Deserialize)]
 #[serde(remote = "Self", rename_all = "camelCase")]
 pub struct SecurityContextView {
-    #[serde(default)]
     pub privileged: Option<bool>,
-    #[serde(default)]
     pub capabilities: Option<CapabilitiesView>,
-    #[serde(default)]
     pub seccomp_profile: Option<ProfileView>,
-    #[serde(default)]
     pub app_armor_profile: Option<ProfileView>,
 }
 
@@ -257,7 +251,7 @@ pub struct SecurityContextView {
 #[derive(Debug, Default, Deserialize)]
 #[serde(remote = "Self", rename_all = "camelCase")]
 pub struct ProfileView {
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
 }
 
@@ -278,9 +272,7 @@ objects_only! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(remote = "Self")]
 pub struct CapabilitiesView {
-    #[serde(default)]
     pub add: Option<Capabilities>,
-    #[serde(default)]
     pub drop: Option<Capabilities>,
 }
 

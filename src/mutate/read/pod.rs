@@ -150,9 +150,9 @@ deserialize_by_visitor! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", remote = "Self")]
 pub struct PodView<'a> {
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub metadata: Option<MetaView<'a>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub spec: Option<SpecView<'a>>,
     /// The text the view was read from, for the rare decision that needs
     /// a container or volume whole (`raw`): set by [`PodView::parse`], or
@@ -168,15 +168,15 @@ objects_only! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", remote = "Self")]
 pub struct MetaView<'a> {
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub generate_name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub namespace: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub labels: Option<RawMap<'a>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub annotations: Option<RawMap<'a>>,
 }
 
@@ -187,23 +187,20 @@ objects_only! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", remote = "Self")]
 pub struct SpecView<'a> {
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub containers: Option<List<ContainerView<'a>>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub init_containers: Option<List<ContainerView<'a>>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub volumes: Option<Volumes<'a>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub node_selector: Option<NodeSelector<'a>>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub affinity: Option<&'a RawValue>,
-    #[serde(default)]
     pub host_network: Option<bool>,
-    #[serde(default)]
     pub security_context: Option<PodSecurityView>,
-    #[serde(default)]
     pub automount_service_account_token: Option<bool>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub runtime_class_name: Option<Cow<'a, str>>,
 }
 
@@ -216,9 +213,7 @@ objects_only! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(remote = "Self", rename_all = "camelCase")]
 pub struct PodSecurityView {
-    #[serde(default)]
     pub run_as_non_root: Option<bool>,
-    #[serde(default)]
     pub run_as_user: Option<i64>,
 }
 
@@ -231,16 +226,13 @@ objects_only! {
 pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
-    #[serde(default)]
     pub command: Option<Command>,
-    #[serde(default)]
     pub env: Option<EnvNames>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub volume_mounts: Option<Mounts<'a>>,
-    #[serde(default)]
     pub security_context: Option<SecurityContextView>,
     /// Read only for an egress sidecar that still lacks its token.
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub readiness_probe: Option<&'a RawValue>,
 }
 

@@ -22,14 +22,33 @@ macro_rules! non_string_scalars {
     };
 }
 
-/// The `Visitor` methods of a reader that wants one shape and counts a list,
-/// a string, a boolean or a number as "not it" (`$value`). A list is read
-/// through as `$skip`: `IgnoredAny`, or `Value` where a skipped value must
-/// report the syntax errors a `Value` would.
+/// The `Visitor` methods of a reader that wants one shape and counts the
+/// others as "not it" (`$value`): `lists as $skip` for a reader of objects
+/// (a list, a string, a boolean or a number is not it), `objects as $skip`
+/// for a reader of lists (an object, a string, a boolean or a number). What
+/// is not it is read through as `$skip`: `IgnoredAny`, or a type that
+/// reports the syntax errors a `Value` would. `null too` counts null as not
+/// it as well, for a reader that no `Option` stands in front of.
 macro_rules! not_this_shape {
+    ($value:expr, $other:ident as $skip:ty, null too) => {
+        not_this_shape!($value, $other as $skip);
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
     ($value:expr, lists as $skip:ty) => {
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             while seq.next_element::<$skip>()?.is_some() {}
+            Ok($value)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        non_string_scalars!(|_v| $value);
+    };
+    ($value:expr, objects as $skip:ty) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<$skip, $skip>()?.is_some() {}
             Ok($value)
         }
         fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
@@ -101,7 +120,8 @@ macro_rules! seed_by_visitor {
 /// order, so `"securityContext": [true]` would read as `privileged: true`:
 /// no Kubernetes object is an array, and a pod read that way would be
 /// admitted without having been understood. Bounds are in brackets, as in
-/// [`deserialize_by_visitor!`].
+/// [`deserialize_by_visitor!`]. The views' `Option` fields carry no
+/// `#[serde(default)]`: serde's derive reads a missing `Option` as `None`.
 macro_rules! objects_only {
     (impl<'de $(, $param:tt)*> for $ty:ty $(where [$($bound:tt)+])?;) => {
         impl<'de $(, $param)*> $crate::mutate::read::visit::FromObject<'de> for $ty $(where $($bound)+)? {

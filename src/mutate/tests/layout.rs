@@ -57,6 +57,16 @@ fn injected(pod: &Value, config: &Config) -> Value {
     apply(pod, &ops)
 }
 
+/// `pod` admitted again, which must rebuild `spec.initContainers` with
+/// `warning`; the pod after the patch.
+fn rebuilt_with(pod: &Value, config: &Config, warning: &str) -> Value {
+    let (ops, warnings) = admit(pod, config);
+    assert_eq!(paths(&ops), ["replace /spec/initContainers"]);
+    assert_eq!(warnings, [warning]);
+    assert!(warning.chars().count() <= 120, "{warning}");
+    apply(pod, &ops)
+}
+
 fn paths(ops: &[Value]) -> Vec<String> {
     ops.iter()
         .map(|o| {
@@ -176,13 +186,11 @@ fn a_changed_policy_replaces_the_sidecar_with_the_new_rules() {
     let mut once = defaulted(injected(&sandbox(Some(POLICY)), &config));
     let new = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"example.org"}]}"#;
     once["metadata"]["annotations"]["opensandbox.io/network-policy"] = json!(new);
-    let (ops, warnings) = admit(&once, &config);
-    assert_eq!(paths(&ops), ["replace /spec/initContainers"]);
-    assert_eq!(
-        warnings,
-        ["replaced init container 'egress': its env differed from what the webhook injects"]
+    let twice = rebuilt_with(
+        &once,
+        &config,
+        "replaced init container 'egress': its env differed from what the webhook injects",
     );
-    let twice = apply(&once, &ops);
     let sidecar = &twice["spec"]["initContainers"][1];
     assert_eq!(sidecar["env"][0]["value"], new);
     assert_eq!(
@@ -313,13 +321,8 @@ fn containers_in_the_wrong_place_are_moved_and_the_pods_own_kept_as_they_were() 
     let own = json!({"name": "fetch", "image": "curl", "xFuture": [1, {"a": null}]});
     let inits = once["spec"]["initContainers"].as_array_mut().unwrap();
     inits.insert(1, own.clone());
-    let (ops, warnings) = admit(&once, &config);
-    assert_eq!(paths(&ops), ["replace /spec/initContainers"]);
-    assert_eq!(
-        warnings,
-        ["moved init container 'egress' to where the webhook injects it"]
-    );
-    let after = apply(&once, &ops);
+    let warning = "moved init container 'egress' to where the webhook injects it";
+    let after = rebuilt_with(&once, &config, warning);
     let names: Vec<&str> = after["spec"]["initContainers"]
         .as_array()
         .unwrap()
@@ -328,7 +331,4 @@ fn containers_in_the_wrong_place_are_moved_and_the_pods_own_kept_as_they_were() 
         .collect();
     assert_eq!(names, ["execd-installer", "egress", "fetch"]);
     assert_eq!(after["spec"]["initContainers"][2], own);
-    for w in warnings {
-        assert!(w.chars().count() <= 120, "{w}");
-    }
 }

@@ -93,10 +93,7 @@ deserialize_by_visitor! {
         }
         Ok(Node::Object(fields))
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Node::Other)
-    }
-    not_this_shape!(Node::Other, lists as Value);
+    not_this_shape!(Node::Other, lists as Value, null too);
 }
 
 deserialize_by_visitor! {
