@@ -146,6 +146,7 @@ for name in "${NAMES[@]}"; do
     echo "expiry run, $(label "$name") (group $group of $EXPIRING pods):"
     "$SCALE" expire "$KUBECONFIG" 90 60 "$group"
     echo "controller after expiry, $(label "$name"): RSS $(rss_mib "${CTL[$name]}") MiB, peak $(rss_mib "${CTL[$name]}" VmHWM) MiB; $(curl -sf "http://${CTL_ADMIN[$name]}/metrics" | grep -E '^sandbox_webhook_(expired_total|controller_api_errors_total|controller_timers)' | tr '\n' ' ')"
+    echo "deletes refused by their precondition (the pod changed; decided again), $(label "$name"): $(grep -c 'deciding again' "$WORK/controller-$name-auto.log" || true)"
     stop_controller "$name"
     # kwok ends the deleted pods on its own schedule: let it finish first.
     start=$SECONDS
