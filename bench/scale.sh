@@ -15,7 +15,9 @@
 #     requests per expired pod.
 # With BASELINE=REV (a git revision: c5fdd45, main) the controller built from
 # REV runs beside this one on the same cluster, and every controller figure
-# is printed for both (REV's with its own expiring group of pods).
+# is printed for both (REV's with its own expiring group of pods). The
+# baseline goes first in each phase; FIRST=this puts this build first, to
+# tell a build's figure from the order's (the cluster is busier later).
 # A benchmark, not a test: it fails only on errors.
 #
 #   bench/scale.sh [PODS [EXPIRING]]          defaults 50000 10000
@@ -68,6 +70,7 @@ NAMES=(this)
 if [[ -n "$BASELINE" ]]; then
     CTL_BIN[base]="$BASE_BIN"
     NAMES=(base this)
+    [[ "${FIRST:-}" == this ]] && NAMES=(this base)
 fi
 label() { if [[ "$1" == base ]]; then echo "baseline $BASE_REV"; else echo "this build $REV"; fi; }
 

@@ -335,6 +335,37 @@ mod tests {
         }
     }
 
+    /// A write waiting for its permit is a small task: the write's own
+    /// state (its API calls', kilobytes) is allocated only once it holds
+    /// one, so a wave of expiries queued behind a slow apiserver does not
+    /// take the controller's memory.
+    #[tokio::test]
+    async fn a_queued_write_is_small_until_it_runs() {
+        let shared = Arc::new(shared((200, POD), (200, POD)).await);
+        let one = pod();
+        let write = size_of_val(&execute(&shared, &one, expire()));
+        let (done, _) = tokio::sync::mpsc::unbounded_channel();
+        let start = super::super::fleet::Start {
+            key: super::super::cache::PodKey {
+                namespace: "team".into(),
+                name: "p".into(),
+            },
+            pod: pod(),
+            job: expire(),
+        };
+        let permits = Arc::new(tokio::sync::Semaphore::new(1));
+        let queued = size_of_val(&super::super::runtime::queued(
+            Arc::clone(&shared),
+            permits,
+            done,
+            start,
+        ));
+        assert!(
+            queued <= 512 && queued * 4 <= write,
+            "a queued write takes {queued} bytes, a running one {write}"
+        );
+    }
+
     /// A write that fails is counted by operation and reported for a
     /// retry; an Event that cannot be recorded after a removal is counted
     /// but not retried (the removal happened).

@@ -94,19 +94,39 @@ pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output =
 
 /// Runs one write in its own task, at most [`MAX_CONCURRENT_WRITES`] at
 /// once; its end is sent to `done`.
+///
+/// A wave of expiries the apiserver cannot take at once waits for permits.
+/// A task's future is allocated whole when it is spawned, and a write's
+/// (its API calls' state) is kilobytes, so the write is spawned only once
+/// its permit is held: what waits is a task of a few hundred bytes, and
+/// 10,000 writes queued behind a slow apiserver hold megabytes, not tens of
+/// them.
 fn spawn(
     shared: &Arc<Shared>,
     permits: &Arc<Semaphore>,
     done: &mpsc::UnboundedSender<Done>,
     start: Start,
 ) {
-    let shared = Arc::clone(shared);
-    let permits = Arc::clone(permits);
-    let done = done.clone();
+    tokio::spawn(queued(
+        Arc::clone(shared),
+        Arc::clone(permits),
+        done.clone(),
+        start,
+    ));
+}
+
+/// Waits for a permit, then spawns the write holding it.
+pub(super) async fn queued(
+    shared: Arc<Shared>,
+    permits: Arc<Semaphore>,
+    done: mpsc::UnboundedSender<Done>,
+    start: Start,
+) {
+    // The semaphore is never closed; a missing permit only means the write
+    // runs unthrottled.
+    let permit = permits.acquire_owned().await.ok();
     tokio::spawn(async move {
-        // The semaphore is never closed; a missing permit only means the
-        // write runs unthrottled.
-        let _permit = permits.acquire_owned().await.ok();
+        let _permit = permit;
         let Start { key, pod, job } = start;
         let (mark, ok) = execute(&shared, &pod, job).await;
         let _ = done.send(Done {
