@@ -236,7 +236,7 @@ async fn record(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -247,7 +247,7 @@ mod tests {
     use crate::server::metrics::Exposition;
 
     const FAILURE: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is down","reason":"InternalError","code":500}"#;
-    const POD: &str =
+    pub(crate) const POD: &str =
         r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"team","uid":"u1"}}"#;
 
     /// Reads one request (head and body) and answers it, closing after.
@@ -295,7 +295,7 @@ mod tests {
     /// What the loop shares, its client pointed at an apiserver stand-in
     /// that answers every DELETE with `delete` and everything else with
     /// `other` (status, body).
-    async fn shared(delete: (u16, &'static str), other: (u16, &'static str)) -> Shared {
+    pub(crate) async fn shared(delete: (u16, &'static str), other: (u16, &'static str)) -> Shared {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
@@ -312,7 +312,7 @@ mod tests {
         }
     }
 
-    fn pod() -> PodRef {
+    pub(crate) fn pod() -> PodRef {
         let pod: SandboxPod = serde_json::from_value(json!({"metadata": {"name": "p",
             "namespace": "team", "uid": "u1", "resourceVersion": "1",
             "labels": {"opensandbox.io/id": "p"}}}))
@@ -328,42 +328,11 @@ mod tests {
             .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
     }
 
-    fn expire() -> Job {
+    pub(crate) fn expire() -> Job {
         Job::Expire {
             removal: Removal::DeletePod,
             at: "2026-01-01T00:00:00Z".into(),
         }
-    }
-
-    /// A write waiting for its permit is a small task: the write's own
-    /// state (its API calls', kilobytes) is allocated only once it holds
-    /// one, so a wave of expiries queued behind a slow apiserver does not
-    /// take the controller's memory.
-    #[tokio::test]
-    async fn a_queued_write_is_small_until_it_runs() {
-        let shared = Arc::new(shared((200, POD), (200, POD)).await);
-        let one = pod();
-        let write = size_of_val(&execute(&shared, &one, expire()));
-        let (done, _) = tokio::sync::mpsc::unbounded_channel();
-        let start = super::super::fleet::Start {
-            key: super::super::cache::PodKey {
-                namespace: "team".into(),
-                name: "p".into(),
-            },
-            pod: pod(),
-            job: expire(),
-        };
-        let permits = Arc::new(tokio::sync::Semaphore::new(1));
-        let queued = size_of_val(&super::super::runtime::queued(
-            Arc::clone(&shared),
-            permits,
-            done,
-            start,
-        ));
-        assert!(
-            queued <= 512 && queued * 4 <= write,
-            "a queued write takes {queued} bytes, a running one {write}"
-        );
     }
 
     /// A write that fails is counted by operation and reported for a

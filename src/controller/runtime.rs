@@ -144,6 +144,9 @@ mod tests {
     use kube::runtime::watcher::InitialListStrategy;
 
     use super::*;
+    use crate::controller::cache::PodKey;
+    use crate::controller::jobs::execute;
+    use crate::controller::jobs::tests::{POD, expire, pod, shared};
 
     /// One watch, on the sandbox label, that leaves out the excluded
     /// namespaces and the controller's own (nothing when there are none),
@@ -175,5 +178,31 @@ mod tests {
         assert_eq!(watch.label_selector.as_deref(), Some("opensandbox.io/id"));
         assert_eq!(watch.field_selector, None);
         assert_eq!(watch.initial_list_strategy, InitialListStrategy::ListWatch);
+    }
+
+    /// A write waiting for its permit is a small task: the write's own
+    /// state (its API calls', kilobytes) is allocated only once it holds
+    /// one, so a wave of expiries queued behind a slow apiserver does not
+    /// take the controller's memory.
+    #[tokio::test]
+    async fn a_queued_write_is_small_until_it_runs() {
+        let shared = Arc::new(shared((200, POD), (200, POD)).await);
+        let one = pod();
+        let write = size_of_val(&execute(&shared, &one, expire()));
+        let (done, _) = tokio::sync::mpsc::unbounded_channel();
+        let start = Start {
+            key: PodKey {
+                namespace: "team".into(),
+                name: "p".into(),
+            },
+            pod: pod(),
+            job: expire(),
+        };
+        let permits = Arc::new(tokio::sync::Semaphore::new(1));
+        let queued = size_of_val(&queued(Arc::clone(&shared), permits, done, start));
+        assert!(
+            queued <= 512 && queued * 4 <= write,
+            "a queued write takes {queued} bytes, a running one {write}"
+        );
     }
 }
