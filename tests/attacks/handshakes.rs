@@ -167,7 +167,7 @@ async fn reviews(
         match tokio::time::timeout(ANSWER_WITHIN, one).await {
             Ok(Ok(t)) => took.push(t),
             Ok(Err(e)) => panic!("{client:?}: review {} failed: {e}", took.len()),
-            Err(_) => panic!(
+            Err(tokio::time::error::Elapsed { .. }) => panic!(
                 "{client:?}: review {} not answered within {ANSWER_WITHIN:?}",
                 took.len()
             ),
