@@ -12,7 +12,8 @@ use super::controller::ControllerConfig;
 use super::keys::Keys;
 
 pub const DEFAULT_PREFIX: &str = "opensandbox.io";
-pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.0.22";
+/// What opensandbox-server 1.1.1's example configuration installs.
+pub const DEFAULT_EXECD_IMAGE: &str = "opensandbox/execd:v1.1.0";
 pub const DEFAULT_EGRESS_IMAGE: &str = "opensandbox/egress:v1.1.7";
 /// The runtime classes whose sandboxes cannot run the egress sidecar:
 /// gVisor has no iptables nat table (contract: egress.runtime-class).

@@ -26,7 +26,7 @@ readme_has "certificate mode switches, helm rollback and rotation" '^### Switchi
     '^### Certificates and `helm rollback`' 'sh.helm.release.v1' 'kubectl -n NS delete secret <fullname>-tls <fullname>-ca'
 readme_has "release procedure: multi-arch buildx with SBOM and provenance, cosign" \
     'docker buildx build --platform linux/amd64,linux/arm64' '--sbom=true --provenance=mode=max' 'cosign sign --yes' 'cosign verify'
-readme_has "injected images pinned by digest, with the values" 'config.execd.image=opensandbox/execd:v1.0.22@sha256:' \
+readme_has "injected images pinned by digest, with the values" 'config.execd.image=opensandbox/execd:v1.1.0@sha256:' \
     'config.egress.image=opensandbox/egress:v1.1.7@sha256:'
 readme_has "building the image without a registry: what failed, what the test builds" \
     'buildah pull gcr.io/distroless/static-debian12:nonroot' 'no such host' 'BINARY=prebuilt' 'tests/image/run.sh'

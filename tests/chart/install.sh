@@ -129,7 +129,7 @@ def check(cond, msg):
         errors.append(msg)
 if want == "mutated":
     check("execd-installer" in inits, f"no execd-installer init container: {sorted(inits)}")
-    check(inits.get("execd-installer", {}).get("image") == "opensandbox/execd:v1.0.22",
+    check(inits.get("execd-installer", {}).get("image") == "opensandbox/execd:v1.1.0",
           "execd-installer image is not the chart's default config.execd.image")
     check((c.get("command") or [""])[0] == "/opt/opensandbox/bootstrap.sh",
           f"command does not start with /opt/opensandbox/bootstrap.sh: {c.get('command')}")

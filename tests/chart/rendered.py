@@ -192,7 +192,7 @@ def check_deployment(tls_secret):
           set(cfg) == {"prefix", "excludedNamespaces", "execd", "egress", "pod", "expiry"}, sorted(cfg))
     check("config.yaml defaults match the documented ones",
           cfg["prefix"] == "opensandbox.io" and cfg["excludedNamespaces"] == SYSTEM_NS
-          and cfg["execd"] == {"image": "opensandbox/execd:v1.0.22", "resources": None,
+          and cfg["execd"] == {"image": "opensandbox/execd:v1.1.0", "resources": None,
                                "runAsInit": False, "allowIsolation": False}
           and cfg["egress"] == {"image": "opensandbox/egress:v1.1.7", "mode": "dns", "disableIPv6": True,
                                 "nativeSidecar": True, "maxRules": 4096, "resources": None,

@@ -276,7 +276,7 @@ fn config_defaults_is_accepted_by_validate() {
     assert_eq!(defaults.code, 0, "{}", defaults.stderr);
     for line in [
         "prefix: opensandbox.io",
-        "  image: opensandbox/execd:v1.0.22",
+        "  image: opensandbox/execd:v1.1.0",
         "  image: opensandbox/egress:v1.1.7",
         "  maxRules: 4096",
         "  defaultTimeoutSeconds: null",

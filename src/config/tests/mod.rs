@@ -221,7 +221,7 @@ fn the_keys_of_issue_32() {
     assert_eq!(d.egress.otlp_endpoint, None);
     assert_eq!(d.egress.incompatible_runtime_classes, ["gvisor"]);
     assert_eq!(d.pod.automount_service_account_token, Some(false));
-    assert_eq!(d.execd.image, "opensandbox/execd:v1.0.22");
+    assert_eq!(d.execd.image, "opensandbox/execd:v1.1.0");
     assert_eq!(d.egress.image.as_deref(), Some("opensandbox/egress:v1.1.7"));
     let c = ok(r#"
 execd: {runAsInit: true, allowIsolation: true}
