@@ -14,6 +14,7 @@ mod quantity;
 mod read;
 pub(crate) mod rules;
 mod schema;
+mod upstream;
 mod values;
 
 use std::path::Path;
@@ -24,7 +25,7 @@ pub use schema::{
     Config, ConfigError, DEFAULT_EGRESS_IMAGE, DEFAULT_EXECD_IMAGE,
     DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES, DEFAULT_MAX_RULES, DEFAULT_PREFIX, EgressConfig,
     EgressMode, ExecdConfig, ExpiryConfig, MAX_MAX_RULES, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS,
-    PodConfig,
+    PodConfig, SecretKeyRef, UpstreamProxy,
 };
 
 impl Config {

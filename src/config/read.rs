@@ -14,6 +14,7 @@ use super::schema::{
     Config, ConfigError, EgressConfig, EgressMode, ExecdConfig, ExpiryConfig, MAX_MAX_RULES,
     MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, PodConfig,
 };
+use super::upstream;
 use super::values::{
     Errors, Result, boolean, checked, checked_list, child, entries, invalid, keep, mapping, set,
     string, whole_number, wrong,
@@ -102,6 +103,7 @@ fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
         "resources",
         "otlpEndpoint",
         "incompatibleRuntimeClasses",
+        "upstreamProxy",
     ];
     for (key, v) in mapping(value, path, &known, errors) {
         let field = child(path, key);
@@ -151,8 +153,19 @@ fn egress(value: &Value, path: &str, errors: &mut Errors) -> EgressConfig {
                     errors,
                 );
             }
+            // null is the default: egress leaves directly.
+            "upstreamProxy" if v.is_null() => egress.upstream_proxy = None,
+            "upstreamProxy" => egress.upstream_proxy = upstream::read(v, &field, errors),
             _ => egress.resources = resources(v, &field, errors),
         }
+    }
+    // The sidecar chains only connections its transparent MITM proxy
+    // handles, which `dns` mode does not set up: it refuses to start.
+    if egress.upstream_proxy.is_some() && egress.mode != EgressMode::DnsNft {
+        errors.push(invalid(
+            &child(path, "upstreamProxy"),
+            "needs egress.mode dns+nft: the sidecar chains only the connections its transparent proxy intercepts, which mode dns does not set up",
+        ));
     }
     egress
 }

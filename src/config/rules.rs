@@ -83,6 +83,21 @@ pub const OTLP_ENDPOINT: &str = concat!(
     "(/[!-~]*)?$"
 );
 
+/// A chained upstream proxy (`egress.upstreamProxy.url`): `http://` or
+/// `https://` (either case), a host (a DNS name or a bracketed IPv6
+/// address), an optional port and nothing after but an optional `/`. No
+/// user or password, path, query or fragment: the sidecar takes a host and
+/// port only, and its credential has its own fields.
+pub const UPSTREAM_PROXY_URL: &str = concat!(
+    "^[Hh][Tt][Tt][Pp][Ss]?://",
+    "([A-Za-z0-9]([-A-Za-z0-9_]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9_]*[A-Za-z0-9])?)*",
+    "|\\[[0-9A-Fa-f:.]+\\])",
+    "(:[0-9]{1,5})?/?$"
+);
+
+/// A key of a Secret's `data` (what `valueFrom.secretKeyRef.key` names).
+pub const SECRET_KEY: &str = "^[-._a-zA-Z0-9]+$";
+
 /// A pattern that fails to compile (a bug in this file, which the unit tests
 /// below would show) matches nothing, so it rejects rather than accepts.
 type Pattern = LazyLock<Result<Regex, regex::Error>>;
@@ -97,6 +112,8 @@ static IMAGE_RE: Pattern = LazyLock::new(|| Regex::new(IMAGE));
 static QUANTITY_RE: Pattern = LazyLock::new(|| Regex::new(QUANTITY));
 static RESOURCE_NAME_RE: Pattern = LazyLock::new(|| Regex::new(RESOURCE_NAME));
 static OTLP_ENDPOINT_RE: Pattern = LazyLock::new(|| Regex::new(OTLP_ENDPOINT));
+static UPSTREAM_PROXY_URL_RE: Pattern = LazyLock::new(|| Regex::new(UPSTREAM_PROXY_URL));
+static SECRET_KEY_RE: Pattern = LazyLock::new(|| Regex::new(SECRET_KEY));
 
 /// A namespace name; the error says what is wrong with it.
 pub fn dns_label(value: &str) -> Result<(), String> {
@@ -176,6 +193,64 @@ pub fn otlp_endpoint(value: &str) -> Result<(), String> {
         && port.parse::<u16>().map_or(true, |p| p == 0)
     {
         return refuse(value, "has a port outside 1 to 65535");
+    }
+    Ok(())
+}
+
+/// An upstream proxy URL. Unlike every other rule here, the message never
+/// quotes the value (contract: config.upstream-proxy): it names what is
+/// wrong with it only.
+pub fn upstream_proxy_url(value: &str) -> Result<(), String> {
+    let problem = |p: &str| Err(p.to_owned());
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return problem("contains a space or a control character; write http://host:port");
+    }
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return problem("has no scheme; write http://host:port or https://host:port");
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return problem("has a scheme other than http or https");
+    }
+    if rest.contains(['?', '#']) {
+        return problem("has a query or a fragment; write http://host:port only");
+    }
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if authority.contains('@') {
+        return problem(
+            "carries a user or password; give the credential as authorizationSecretRef (or authorization) instead",
+        );
+    }
+    if !path.is_empty() && path != "/" {
+        return problem("has a path; the proxy is a host and a port only");
+    }
+    let port = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => Some(port),
+        _ => None,
+    };
+    let host = port.map_or(authority, |p| &authority[..authority.len() - p.len() - 1]);
+    if host.is_empty() {
+        return problem("has no host; write http://host:port");
+    }
+    if let Some(port) = port
+        && port.parse::<u16>().map_or(true, |p| p == 0)
+    {
+        return problem("has a port outside 1 to 65535");
+    }
+    if !matches(&UPSTREAM_PROXY_URL_RE, value) {
+        return problem(
+            "is not a host name or a bracketed IPv6 address with an optional port; write http://host:port",
+        );
+    }
+    Ok(())
+}
+
+/// A key of a Secret.
+pub fn secret_key(value: &str) -> Result<(), String> {
+    if value.len() > DNS_SUBDOMAIN_MAX || !matches(&SECRET_KEY_RE, value) {
+        return refuse(
+            value,
+            "is not a Secret key: use letters, digits, '-', '_' and '.', at most 253",
+        );
     }
     Ok(())
 }
@@ -293,7 +368,7 @@ mod tests {
     fn each_rule_against_its_cases() {
         let table: std::collections::BTreeMap<String, Cases> =
             serde_json::from_str(include_str!("rule_cases.json")).unwrap();
-        let rules: [(&str, Rule); 7] = [
+        let rules: [(&str, Rule); 9] = [
             ("image", image),
             ("quantity_syntax", quantity_syntax),
             ("resource_name", resource_name),
@@ -301,6 +376,8 @@ mod tests {
             ("dns_subdomain", dns_subdomain),
             ("runtime_class", runtime_class),
             ("otlp_endpoint", otlp_endpoint),
+            ("upstream_proxy_url", upstream_proxy_url),
+            ("secret_key", secret_key),
         ];
         assert_eq!(table.len(), rules.len());
         for (name, rule) in rules {
@@ -367,6 +444,38 @@ mod tests {
                 .unwrap_err()
                 .contains("runtime class name")
         );
+    }
+
+    /// Each refusal says what is wrong, and none quotes the URL.
+    /// contract: config.upstream-proxy
+    #[test]
+    fn upstream_proxy_urls_say_what_is_wrong_without_quoting_it() {
+        for (value, says) in [
+            ("proxy.secret-host.example:3128", "no scheme"),
+            ("socks5://secret-host:1080", "scheme other than http"),
+            ("http://user:pw@secret-host:3128", "user or password"),
+            ("http://secret-host:3128/path", "has a path"),
+            ("http://secret-host:3128/?q=1", "query or a fragment"),
+            ("http://secret-host:3128#frag", "query or a fragment"),
+            ("http://:3128", "no host"),
+            ("http://secret-host:0", "port outside"),
+            ("http://secret-host:65536", "port outside"),
+            ("http://secret-host:http", "port outside"),
+            ("http://secret host:3128", "a space"),
+            ("http://secret-host\n:3128", "a space"),
+            ("http://secret_host$:3128", "not a host name"),
+        ] {
+            let message = upstream_proxy_url(value).unwrap_err();
+            assert!(message.contains(says), "{value:?}: {message}");
+            assert!(!message.contains("secret"), "{value:?}: {message}");
+        }
+        for good in [
+            "http://proxy:3128",
+            "HTTPS://p.example.com",
+            "http://[fd00::1]:8080/",
+        ] {
+            assert_eq!(upstream_proxy_url(good), Ok(()), "{good}");
+        }
     }
 
     #[test]

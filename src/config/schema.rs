@@ -1,6 +1,7 @@
 //! The file's schema: every section as the webhook holds it, its defaults
 //! and its limits. `read` fills it from a file; `mod.rs` is the way in.
 
+use std::fmt;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -163,6 +164,54 @@ pub struct EgressConfig {
     pub otlp_endpoint: Option<String>,
     /// Runtime class names whose pods are denied a network policy.
     pub incompatible_runtime_classes: Vec<String>,
+    /// The corporate proxy every sidecar chains through (contract:
+    /// config.upstream-proxy); `None`: egress leaves directly.
+    pub upstream_proxy: Option<UpstreamProxy>,
+}
+
+/// Where an upstream proxy's sidecar gets the complete `Proxy-Authorization` value
+/// (`OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretKeyRef {
+    pub name: String,
+    pub key: String,
+}
+
+/// The proxy, as checked: `url` is `http(s)://host[:port]`, at most one of
+/// `authorization` and `authorization_secret_ref`.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamProxy {
+    pub url: String,
+    /// The header value as a literal in every sidecar's env (upstream's
+    /// way; the credential then sits in each pod spec).
+    pub authorization: Option<String>,
+    /// The header value from a Secret in the sandbox's namespace, as
+    /// `valueFrom.secretKeyRef`: the credential never sits in a pod spec.
+    pub authorization_secret_ref: Option<SecretKeyRef>,
+    /// A Secret whose `ca.crt` the sidecar trusts for the proxy's TLS.
+    pub ca_secret_name: Option<String>,
+}
+
+/// Never the URL or the literal credential, even in a debug dump.
+impl fmt::Debug for UpstreamProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamProxy")
+            .field("url", &"<not shown>")
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<not shown>"),
+            )
+            .field(
+                "authorization_secret_ref",
+                &self
+                    .authorization_secret_ref
+                    .as_ref()
+                    .map(|r| format!("{}/{}", r.name, r.key)),
+            )
+            .field("ca_secret_name", &self.ca_secret_name)
+            .finish()
+    }
 }
 
 /// What the webhook sets on the sandbox pod itself.
@@ -224,6 +273,7 @@ impl Default for EgressConfig {
             incompatible_runtime_classes: DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES
                 .map(str::to_owned)
                 .to_vec(),
+            upstream_proxy: None,
         }
     }
 }

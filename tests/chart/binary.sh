@@ -14,10 +14,12 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
     if d and d["kind"] == "ConfigMap" and component != "lifecycle-controller":
         open(sys.argv[2], "w").write(d["data"]["config.yaml"])' "$1" "$2"
     }
-    sandbox_pod() { # sandbox_pod PREFIX [network-policy] > pod.yaml
+    sandbox_pod() { # sandbox_pod PREFIX [network-policy [transparent]] > pod.yaml
         printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n'
         printf '  labels:\n    %s/id: demo\n  annotations:\n    %s/timeout: 30m\n' "$1" "$1"
         [[ -n "${2:-}" ]] && printf "    %s/network-policy: '{\"defaultAction\":\"deny\"}'\n" "$1"
+        # An upstream proxy (values-all.yaml) chains the transparent proxy only.
+        [[ -n "${3:-}" ]] && printf "    %s/egress-env: '{\"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT\":\"true\"}'\n" "$1"
         printf 'spec:\n  containers:\n    - name: sandbox\n      image: busybox\n      command: [sleep, "3600"]\n'
     }
     render "$WORK/egress-off.yaml" --set config.egress.image=
@@ -25,7 +27,7 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
     extract_config "$WORK/all.yaml" "$WORK/cfg-all.yaml"
     extract_config "$WORK/egress-off.yaml" "$WORK/cfg-egress-off.yaml"
     sandbox_pod opensandbox.io policy >"$WORK/pod-default.yaml"
-    sandbox_pod sandbox.example.com policy >"$WORK/pod-all.yaml"
+    sandbox_pod sandbox.example.com policy transparent >"$WORK/pod-all.yaml"
     sandbox_pod opensandbox.io >"$WORK/pod-plain.yaml"
     inject() { "$bin" inject --now 2026-01-01T00:00:00Z --egress-token test-token "$@"; }
     run_test "binary accepts the default config.yaml and injects execd and egress" bash -c "

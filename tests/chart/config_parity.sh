@@ -71,6 +71,8 @@ verdict "no incompatible runtime classes" 'egress: {incompatibleRuntimeClasses: 
 verdict "two incompatible runtime classes" 'egress: {incompatibleRuntimeClasses: [gvisor, kata-fc]}'
 verdict "pods left alone (empty)" 'pod: {automountServiceAccountToken: ""}'
 verdict "automount forced off" 'pod: {automountServiceAccountToken: false}'
+verdict "an upstream proxy with a Secret credential and a CA" 'egress: {mode: dns+nft, upstreamProxy: {url: "http://proxy.corp.example:3128", authorizationSecretRef: {name: proxy-auth, key: header}, caSecretName: corp-ca}}'
+verdict "an upstream proxy with a literal credential" 'egress: {mode: dns+nft, upstreamProxy: {url: "https://[fd00::1]:8443/", authorization: "Basic eA=="}}'
 
 # Rejected by both.
 verdict "a prefix that is not a DNS subdomain" 'prefix: Open_Sandbox'
@@ -99,6 +101,14 @@ verdict "an upper-case runtime class" 'egress: {incompatibleRuntimeClasses: [gVi
 verdict "runtime classes as one string" 'egress: {incompatibleRuntimeClasses: gvisor}'
 verdict "automount forced on" 'pod: {automountServiceAccountToken: true}'
 verdict "an unknown pod key" 'pod: {automount: false}'
+verdict "an upstream proxy in mode dns" 'egress: {upstreamProxy: {url: "http://proxy:3128"}}'
+verdict "an upstream proxy with a password in its URL" 'egress: {mode: dns+nft, upstreamProxy: {url: "http://u:p@proxy:3128"}}'
+verdict "an upstream proxy with a path" 'egress: {mode: dns+nft, upstreamProxy: {url: "http://proxy:3128/x"}}'
+verdict "an upstream proxy without a scheme" 'egress: {mode: dns+nft, upstreamProxy: {url: "proxy:3128"}}'
+verdict "an upstream proxy without a url" 'egress: {mode: dns+nft, upstreamProxy: {caSecretName: corp-ca}}'
+verdict "an upstream proxy with both credentials" 'egress: {mode: dns+nft, upstreamProxy: {url: "http://proxy:3128", authorization: "Basic eA==", authorizationSecretRef: {name: a, key: b}}}'
+verdict "an upstream proxy credential that is blank" 'egress: {mode: dns+nft, upstreamProxy: {url: "http://proxy:3128", authorization: " "}}'
+verdict "an upstream proxy Secret key with a slash" 'egress: {mode: dns+nft, upstreamProxy: {url: "http://proxy:3128", authorizationSecretRef: {name: a, key: "a/b"}}}'
 
 printf '\n%d passed, %d failed\n' "$pass" "$fail"
 [[ $fail -eq 0 ]]

@@ -196,7 +196,8 @@ def check_deployment(tls_secret):
                                "runAsInit": False, "allowIsolation": False}
           and cfg["egress"] == {"image": "opensandbox/egress:v1.1.7", "mode": "dns", "disableIPv6": True,
                                 "nativeSidecar": True, "maxRules": 4096, "resources": None,
-                                "otlpEndpoint": None, "incompatibleRuntimeClasses": ["gvisor"]}
+                                "otlpEndpoint": None, "incompatibleRuntimeClasses": ["gvisor"],
+                                "upstreamProxy": None}
           and cfg["pod"] == {"automountServiceAccountToken": False}
           and cfg["expiry"] == {"defaultTimeoutSeconds": None, "maxTimeoutSeconds": None}, cfg)
     for o in docs:
