@@ -283,7 +283,15 @@ impl<'a, 'c> Injector<'a, 'c> {
         let (outcome, warnings, patched, patch) = match mutate::decide(text, ns, self.ctx) {
             Decision::Deny(denial) => (Outcome::Denied(denial), Vec::new(), None, None),
             Decision::Skip(reason) => (Outcome::Skipped(reason), Vec::new(), None, None),
-            Decision::Admit(admission) => {
+            // What OpenSandbox's server built is the server's: kept as built.
+            Decision::ServerCompleted(completed) if completed.admission.patch.is_empty() => (
+                Outcome::Skipped(SkipReason::ServerCompleted),
+                completed.admission.warnings,
+                None,
+                None,
+            ),
+            Decision::ServerCompleted(mutate::Completed { admission, .. })
+            | Decision::Admit(admission) => {
                 let applied = admission.patch.operations().ok().and_then(|ops| {
                     let mut patched = pod.clone();
                     json_patch::patch(&mut patched, &ops).ok()?;

@@ -137,6 +137,25 @@ pub enum Denial {
     )]
     IncompatibleRuntime { runtime: String, key: String },
 
+    #[error(
+        "annotation {mode_key} is \"dns\", but this cluster sends egress through an upstream proxy (egress.upstreamProxy), which the egress sidecar chains to in mode dns+nft only; remove the annotation or set it to \"dns+nft\"."
+    )]
+    UpstreamProxyNeedsNft { mode_key: String },
+
+    #[error(
+        "annotation {key} turns on OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE, which this cluster's upstream proxy (egress.upstreamProxy) does not allow: the proxied connections would go unchecked; remove that entry."
+    )]
+    UpstreamProxySslInsecure { key: String },
+
+    #[error(
+        "annotation {policy_key} asks for egress control, and this cluster sends egress through an upstream proxy (egress.upstreamProxy), which only the sidecar's transparent proxy chains to; set annotation {credential_key} to \"true\", or add \"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT\": \"true\" to annotation {env_key}."
+    )]
+    UpstreamProxyNeedsTransparent {
+        policy_key: String,
+        credential_key: String,
+        env_key: String,
+    },
+
     #[error("label {key} must be a string; set it to the sandbox's id.")]
     MalformedLabel { key: String },
 
@@ -249,6 +268,21 @@ impl From<IntentError> for Denial {
                 credential_key,
             },
             IntentError::IsolationNotAllowed { key } => Denial::IsolationNotAllowed { key },
+            IntentError::UpstreamProxyNeedsNft { mode_key } => {
+                Denial::UpstreamProxyNeedsNft { mode_key }
+            }
+            IntentError::UpstreamProxySslInsecure { key } => {
+                Denial::UpstreamProxySslInsecure { key }
+            }
+            IntentError::UpstreamProxyNeedsTransparent {
+                policy_key,
+                credential_key,
+                env_key,
+            } => Denial::UpstreamProxyNeedsTransparent {
+                policy_key,
+                credential_key,
+                env_key,
+            },
             IntentError::MalformedLabel { key } => Denial::MalformedLabel { key },
         }
     }

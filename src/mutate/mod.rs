@@ -21,6 +21,7 @@ use crate::config::{Config, Keys};
 pub use context::Context;
 pub use denial::Denial;
 pub use inject::egress::strip_token as strip_egress_token;
+pub use inject::server::{Risk, ServerCompleted};
 pub use intent::platform::PlatformError;
 pub use intent::policy::PolicyError;
 pub use intent::token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
@@ -44,9 +45,27 @@ use read::pod::{PodView, SpecView};
 pub enum Decision {
     /// Allowed untouched, for a reason that goes to logs, metrics and warnings.
     Skip(SkipReason),
+    /// A pod OpenSandbox's server already completed, allowed with what it
+    /// built kept as built (contract: coexist.kept): nothing of it was
+    /// injected by this webhook. An empty patch is skip reason
+    /// `server-completed`.
+    ServerCompleted(Completed),
     /// Allowed; an empty patch means the pod already has everything.
     Admit(Admission),
     Deny(Denial),
+}
+
+/// What the webhook answers for a pod OpenSandbox's server completed.
+#[derive(Debug)]
+pub struct Completed {
+    pub built: ServerCompleted,
+    /// Only what the pod's own annotations ask of the platform and the
+    /// expiry (sections 5 and 6); the server's own pods carry none, so
+    /// their patch is empty.
+    pub admission: Admission,
+    /// A shape that could undo the server's policy, warned about and
+    /// counted (contract: coexist.risks).
+    pub risk: Option<Risk>,
 }
 
 #[derive(Debug, Default)]
@@ -79,20 +98,16 @@ pub(crate) fn decide_view(
     if let Some(reason) = select::skip_reason(pod, namespace, ctx) {
         return Decision::Skip(reason);
     }
-    match mutate(pod, ctx) {
-        Ok(Some(admission)) => Decision::Admit(admission),
-        Ok(None) => Decision::Skip(SkipReason::OptOut),
-        Err(denial) => Decision::Deny(denial),
-    }
+    mutate(pod, ctx).unwrap_or_else(Decision::Deny)
 }
 
-/// `Ok(None)`: the pod opted out. The checks run in a fixed order, so a pod
-/// with several problems always gets the same denial.
-fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Denial> {
+/// The checks run in a fixed order, so a pod with several problems always
+/// gets the same denial.
+fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
     let config = ctx.config;
     let keys = config.keys();
     let Some(intent) = intent::read(pod, config)? else {
-        return Ok(None);
+        return Ok(Decision::Skip(SkipReason::OptOut));
     };
     let spec = pod.spec();
 
@@ -103,6 +118,11 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     }
 
     let main = main_container(spec, &intent, config)?;
+    if intent.policy.is_none()
+        && let Some(built) = server_completed(spec, main)
+    {
+        return completed(pod, built, &intent, ctx).map(Decision::ServerCompleted);
+    }
     let linux = intent.platform.as_ref().is_none_or(|p| p.os == Os::Linux);
     let owned = if linux {
         let owned = inject::owned::find(spec)?;
@@ -168,7 +188,60 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     }
     .patch(pod, keys)
     .map_err(Denial::PatchEncoding)?;
-    Ok(Some(Admission { patch, warnings }))
+    Ok(Decision::Admit(Admission { patch, warnings }))
+}
+
+/// Whether OpenSandbox's server completed the pod whose main container is
+/// `spec.containers[main]` (contract: coexist.recognised). [`decide`]
+/// consults it only for a pod that asks this webhook for no policy: with
+/// `<prefix>/network-policy` the webhook's rules apply to any pod.
+#[must_use]
+pub(crate) fn server_completed(spec: &SpecView<'_>, main: usize) -> Option<ServerCompleted> {
+    inject::server::recognise(spec, spec.containers().get(main)?)
+}
+
+/// A pod OpenSandbox's server completed (contract: coexist.kept): only the
+/// platform and expiry its own annotations ask for (a template may add
+/// them) are written, and the service-account token setting, which the
+/// server's pods already have (so a pod that only looks completed gets no
+/// token by accident); a shape that could undo its sidecar's policy is
+/// warned about.
+fn completed(
+    pod: &PodView<'_>,
+    built: ServerCompleted,
+    intent: &Intent,
+    ctx: &Context<'_>,
+) -> Result<Completed, Denial> {
+    let spec = pod.spec();
+    let selector = match &intent.platform {
+        Some(platform) => intent::platform::plan_node_selector(
+            spec.node_selector.as_ref(),
+            spec.affinity,
+            platform,
+        )
+        .map_err(Denial::Platform)?,
+        None => None,
+    };
+    let expiry = inject::expiry::change(pod, intent, ctx)?;
+    let risk = inject::server::risk(spec);
+    let automount = inject::automount::plan(spec, ctx.config);
+    let mut warnings: Vec<String> = risk.iter().map(|(_, w)| w.clone()).collect();
+    warnings.extend(automount.warning.map(str::to_owned));
+    mistakes::warn(pod, intent, ctx, &mut warnings);
+    let patch = Parts {
+        expiry,
+        injection: None,
+        selector,
+        automount,
+        owned: Owned::default(),
+    }
+    .patch(pod, ctx.config.keys())
+    .map_err(Denial::PatchEncoding)?;
+    Ok(Completed {
+        built,
+        admission: Admission { patch, warnings },
+        risk: risk.map(|(r, _)| r),
+    })
 }
 
 /// Upstream allows it for compatibility and logs that it is deprecated
@@ -217,7 +290,7 @@ fn inject<'a>(
 ) -> Result<Injection<'a>, Denial> {
     let spec = pod.spec();
     inject::execd::check_conflicts(spec, intent.isolation)?;
-    let sidecar = inject::egress::plan(spec, intent, ctx)?;
+    let sidecar = inject::egress::plan(pod, owned, intent, ctx)?;
     let installer = inject::execd::plan(spec, intent, ctx.config);
     let sandbox = inject::sandbox::plan(pod, main, intent, ctx.config)?;
     let layout = inject::layout::plan(

@@ -17,16 +17,20 @@ pub enum SkipReason {
     ExcludedNamespace,
     NotASandbox,
     OptOut,
+    /// OpenSandbox's server already completed the pod, and its annotations
+    /// ask for nothing more (contract: coexist.kept).
+    ServerCompleted,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 6] = [
+    pub const ALL: [SkipReason; 7] = [
         SkipReason::NotPodCreate,
         SkipReason::NotAWorkload,
         SkipReason::TemplateUnchanged,
         SkipReason::ExcludedNamespace,
         SkipReason::NotASandbox,
         SkipReason::OptOut,
+        SkipReason::ServerCompleted,
     ];
 
     #[must_use]
@@ -38,6 +42,7 @@ impl SkipReason {
             SkipReason::ExcludedNamespace => "excluded-namespace",
             SkipReason::NotASandbox => "not-a-sandbox",
             SkipReason::OptOut => "opt-out",
+            SkipReason::ServerCompleted => "server-completed",
         }
     }
 
@@ -52,6 +57,9 @@ impl SkipReason {
             SkipReason::ExcludedNamespace => "the namespace is excluded from sandbox injection",
             SkipReason::NotASandbox => "the pod has no sandbox id label",
             SkipReason::OptOut => "the pod opted out of sandbox injection",
+            SkipReason::ServerCompleted => {
+                "an OpenSandbox installer (its server, or this webhook on an earlier pass) already completed the pod"
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use super::wire::{RequestIn, ResponseOut};
 use crate::json_error::JsonError;
-use crate::mutate::{Decision, SkipReason};
+use crate::mutate::{Decision, Risk, SkipReason};
 
 /// A request that cannot be answered with an `AdmissionReview` at all; the
 /// server turns these into HTTP 400.
@@ -66,6 +66,9 @@ pub struct Reviewed {
     pub dry_run: bool,
     pub patch_bytes: usize,
     pub message: Option<String>,
+    /// A pod OpenSandbox's server completed in a shape that could undo its
+    /// policy, to be counted (contract: coexist.risks).
+    pub risk: Option<Risk>,
 }
 
 /// The body as text, checked for UTF-8 once, so that `serde_json` can borrow
@@ -103,9 +106,23 @@ pub(super) fn respond<O, Old>(
     let mut response = ResponseOut::allowed(&request.uid);
     let mut message = None;
     let mut patch_bytes = 0;
+    let mut risk = None;
     let admission;
     let outcome = match decision {
         Decision::Skip(reason) => Outcome::Skipped(reason),
+        Decision::ServerCompleted(completed) => {
+            risk = completed.risk;
+            admission = completed.admission;
+            response.warnings = &admission.warnings;
+            if admission.patch.is_empty() {
+                Outcome::Skipped(SkipReason::ServerCompleted)
+            } else {
+                let patch = admission.patch.as_json();
+                patch_bytes = patch.len();
+                response.patch = Some(patch);
+                Outcome::Mutated
+            }
+        }
         Decision::Admit(admitted) => {
             admission = admitted;
             response.warnings = &admission.warnings;
@@ -127,7 +144,7 @@ pub(super) fn respond<O, Old>(
             Outcome::Denied(code)
         }
     };
-    finish(
+    let mut reviewed = finish(
         types,
         request,
         object_name,
@@ -135,7 +152,9 @@ pub(super) fn respond<O, Old>(
         outcome,
         message,
         patch_bytes,
-    )
+    )?;
+    reviewed.risk = risk;
+    Ok(reviewed)
 }
 
 /// `response` encoded, with what the server logs and counts about it.
@@ -166,6 +185,7 @@ pub(super) fn finish<O, Old>(
         dry_run: request.dry_run.unwrap_or(false),
         patch_bytes,
         message,
+        risk: None,
     })
 }
 

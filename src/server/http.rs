@@ -23,6 +23,7 @@ use thiserror::Error;
 use tower_http::catch_panic::{CatchPanicLayer, ResponseForPanic};
 
 use crate::config::Config;
+use crate::mutate::Risk;
 use crate::mutate::{Context, TokenSource};
 use crate::review::{self, Outcome, ReviewError, Reviewed};
 
@@ -236,6 +237,9 @@ async fn answer(state: &Arc<AppState>, request: Request, webhook: Webhook) -> Re
             state
                 .metrics
                 .admission(webhook, &reviewed.operation, reviewed.outcome, elapsed);
+            if let Some(risk) = reviewed.risk {
+                state.metrics.server_completed_risk(risk);
+            }
             log_admission(webhook, &reviewed, elapsed);
             let body = bytes::Bytes::from_owner(Answer::new(reviewed.body, charge));
             (
@@ -363,6 +367,7 @@ fn log_admission(webhook: Webhook, r: &Reviewed, elapsed: Duration) {
     match r.outcome {
         Outcome::Skipped(reason) => tracing::info!(
             %uid, %namespace, %name, %operation, outcome, reason = reason.as_str(),
+            risk = r.risk.map(Risk::as_str),
             dry_run = r.dry_run, duration_us, webhook, "admission"
         ),
         Outcome::Denied(code) => tracing::info!(

@@ -17,7 +17,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Metric, Registry, Unit};
 use tracing_appender::non_blocking::ErrorCounter;
 
-use crate::mutate::SkipReason;
+use crate::mutate::{Risk, SkipReason};
 use crate::review::Outcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -53,6 +53,12 @@ pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 10] = [
     "protocol",
     "io",
 ];
+
+/// A `risk` label of `server_completed_risks_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RiskLabels {
+    pub risk: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerLabels {
@@ -215,6 +221,10 @@ metric_fields! {
             "AdmissionReview requests answered, by operation (validate/* for /validate) and outcome (mutated, unchanged, allowed, skipped, denied, error)";
         skips: Family<ReasonLabels, Counter> = "admission_skips",
             "Requests allowed untouched (pods, and workloads not judged), by skip reason";
+        /// Pods OpenSandbox's server completed in a shape that could undo
+        /// the policy of its sidecar (contract: coexist.risks).
+        server_completed_risks: Family<RiskLabels, Counter> = "server_completed_risks",
+            "Pods OpenSandbox's server completed, admitted as built in a shape that could undo the policy of their egress sidecar, by risk (host-network, privileged, capability)";
         // 50µs .. ~0.8s: a review takes tens of microseconds; the top buckets
         // catch slow clients and stalls well before the apiserver's 10s.
         duration: Histogram = "admission_duration" in Seconds
@@ -313,6 +323,8 @@ impl Metrics {
     fn create_every_series(&self) {
         let skips = SkipReason::ALL.map(|r| ReasonLabels { reason: r.as_str() });
         create_series(&self.skips, skips);
+        let risks = Risk::ALL.map(|r| RiskLabels { risk: r.as_str() });
+        create_series(&self.server_completed_risks, risks);
         for family in [&self.cert_reloads, &self.config_reloads] {
             create_series(family, [SUCCESS, FAILURE]);
         }
@@ -367,6 +379,16 @@ impl Metrics {
                 .inc();
         }
         self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// A pod OpenSandbox's server completed in a shape that could undo its
+    /// sidecar's policy.
+    pub fn server_completed_risk(&self, risk: Risk) {
+        self.server_completed_risks
+            .get_or_create(&RiskLabels {
+                risk: risk.as_str(),
+            })
+            .inc();
     }
 
     /// A request answered with an HTTP error instead of an `AdmissionReview`;

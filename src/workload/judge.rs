@@ -92,7 +92,11 @@ pub fn judge(template: &Template<'_>, namespace: Option<&str>, ctx: &Context<'_>
     let path = template.path();
     match mutate::decide(&pod, namespace, &ctx) {
         Decision::Skip(reason) => Verdict::NotJudged(reason),
-        Decision::Admit(admission) => Verdict::Allowed {
+        Decision::ServerCompleted(completed) if completed.admission.patch.is_empty() => {
+            Verdict::NotJudged(SkipReason::ServerCompleted)
+        }
+        Decision::ServerCompleted(mutate::Completed { admission, .. })
+        | Decision::Admit(admission) => Verdict::Allowed {
             warnings: admission
                 .warnings
                 .iter()

@@ -212,3 +212,153 @@ async fn every_other_container_that_could_undo_the_rules_is_denied() {
     assert_eq!(response["allowed"], true, "{response}");
     server.shutdown().await;
 }
+
+/// The webhook's output for a policy pod, rewritten into what OpenSandbox's
+/// server builds: the sidecar among the containers, its rules in Python's
+/// spacing with an upper-case action, no token annotation (the sidecar
+/// holds the token).
+async fn server_like(c: &reqwest::Client, server: &Running, name: &str) -> Value {
+    let (mut pod, _) = admitted(c, server, &policy_pod(name).json()).await;
+    let inits = pod["spec"]["initContainers"].as_array_mut().unwrap();
+    let mut sidecar = inits.remove(1);
+    sidecar.as_object_mut().unwrap().remove("restartPolicy");
+    sidecar["env"][0]["value"] = json!(
+        r#"{"defaultAction": "deny", "egress": [{"action": "ALLOW", "target": "pypi.org"}]}"#
+    );
+    pod["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(sidecar);
+    pod["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("opensandbox.io/egress-auth-token");
+    pod
+}
+
+/// contract: coexist.policy, egress.rules-as-values, egress.classic-kept, egress.token-kept
+///
+/// A pod that imitates OpenSandbox's server beside a network policy: its
+/// sidecar may spell the requested rules as the server does and keep its
+/// token and classic place, and then is kept byte for byte; anything else
+/// in it (an image, a command, an env entry, a capability, a mount, a
+/// second rules entry) has it replaced by the webhook's own, and the token
+/// it held carried over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rules() {
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let exact = server_like(&c, &server, "imitation").await;
+    let (response, _) = answer(&c, &server, &exact).await;
+    assert!(response.get("patch").is_none(), "{response}");
+    let token = env(&exact["spec"]["containers"][1], "OPENSANDBOX_EGRESS_TOKEN")
+        .unwrap()
+        .to_owned();
+    type Change = fn(&mut Value);
+    let changes: [(&str, Change); 11] = [
+        ("image", |s| {
+            s["image"] = json!("attacker.example/egress:v1")
+        }),
+        ("command", |s| {
+            s["command"] = json!(["sh", "-c", "iptables -F; sleep inf"])
+        }),
+        ("args", |s| s["args"] = json!(["--allow-all"])),
+        ("env", |s| {
+            let env = s["env"].as_array_mut().unwrap();
+            env.push(json!({"name": "OPENSANDBOX_EGRESS_POLICY_FILE", "value": "/opt/opensandbox/p.json"}));
+        }),
+        ("env", |s| {
+            let env = s["env"].as_array_mut().unwrap();
+            env.push(json!({"name": "OPENSANDBOX_EGRESS_RULES", "value": "{\"defaultAction\":\"allow\"}"}));
+        }),
+        ("env", |s| {
+            let env = s["env"].as_array_mut().unwrap();
+            env.insert(0, json!({"name": "OPENSANDBOX_EGRESS_RULES", "value": "{\"defaultAction\":\"allow\"}"}));
+        }),
+        ("envFrom", |s| {
+            s["envFrom"] = json!([{"configMapRef": {"name": "rules"}}])
+        }),
+        ("securityContext", |s| {
+            s["securityContext"]["capabilities"]["add"] = json!(["NET_ADMIN", "ALL"]);
+        }),
+        ("securityContext", |s| {
+            s["securityContext"]["privileged"] = json!(true)
+        }),
+        ("volumeMounts", |s| {
+            let mounts = s["volumeMounts"].as_array_mut().unwrap();
+            mounts.push(json!({"name": "opensandbox-bin", "mountPath": "/etc/egress"}));
+        }),
+        ("lifecycle", |s| {
+            s["lifecycle"] =
+                json!({"postStart": {"exec": {"command": ["nft", "flush", "ruleset"]}}});
+        }),
+    ];
+    for (field, change) in changes {
+        let mut pod = exact.clone();
+        change(&mut pod["spec"]["containers"][1]);
+        let (stored, warnings) = admitted(&c, &server, &pod).await;
+        assert_real_sidecar(&stored, POLICY);
+        let sidecar = &stored["spec"]["initContainers"][1];
+        assert_eq!(
+            env(sidecar, "OPENSANDBOX_EGRESS_TOKEN"),
+            Some(&*token),
+            "{field}"
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("replaced container 'egress'")),
+            "{field}: {warnings:?}"
+        );
+        assert!(
+            stored["metadata"]["annotations"]
+                .get("opensandbox.io/egress-auth-token")
+                .is_none(),
+            "{field}"
+        );
+        assert_settled(&c, &server, &stored).await;
+    }
+    server.shutdown().await;
+}
+
+/// contract: coexist.kept, coexist.risks
+///
+/// Without a network policy, a pod the server built keeps its sidecar
+/// whatever it holds beside it; a shape that could undo the server's policy
+/// is warned about and counted, never denied or changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_pod_that_could_undo_its_policy_is_kept_warned_about_and_counted() {
+    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let mut pod = server_like(&c, &server, "risky").await;
+    pod["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("opensandbox.io/network-policy");
+    pod["spec"]["containers"][0]["securityContext"]["privileged"] = json!(true);
+    let skips = [("reason", "server-completed")];
+    let before = server
+        .metric("sandbox_webhook_admission_skips_total", &skips)
+        .await;
+    let (response, _) = answer(&c, &server, &pod).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(response.get("patch").is_none(), "{response}");
+    assert_eq!(
+        response["warnings"],
+        json!([
+            "container 'sandbox' is privileged: it could undo the rules of the egress sidecar OpenSandbox's server built"
+        ])
+    );
+    let risks = [("risk", "privileged")];
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_server_completed_risks_total", &risks)
+            .await,
+        1
+    );
+    assert_eq!(
+        server
+            .metric("sandbox_webhook_admission_skips_total", &skips)
+            .await,
+        before + 1
+    );
+    server.shutdown().await;
+}

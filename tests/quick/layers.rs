@@ -67,10 +67,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate::inject",
         &[
-            "same run_as",
+            "same run_as upstream",
             "owned",
+            "held",
             "expiry execd egress sandbox",
-            "layout",
+            "kept",
+            "layout server",
             "automount",
             "mod",
         ],

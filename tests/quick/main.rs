@@ -34,3 +34,4 @@ mod server_limits;
 mod server_observability;
 mod server_tls;
 mod server_validate;
+mod upstream_secrecy;

@@ -4,16 +4,18 @@
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::config::{Config, EgressMode};
+use crate::config::{Config, EgressMode, UpstreamProxy};
 
+use super::held;
 use super::owned::{At, EGRESS, List, Owned};
 use super::run_as::{PodUser, RunAs};
+use super::upstream::{self, CA_MOUNT, CaVolume, Env};
 use crate::mutate::context::Context;
 use crate::mutate::denial::Denial;
 use crate::mutate::intent::Intent;
 use crate::mutate::intent::egress_env;
-use crate::mutate::read::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV, Mount};
-use crate::mutate::read::pod::{ContainerView, SpecView};
+use crate::mutate::read::k8s::{BIN, EnvVar, KnownEnv, MITM_ENV};
+use crate::mutate::read::pod::{ContainerView, PodView, SpecView};
 
 const RULES_ENV: &str = KnownEnv::EgressRules.name();
 const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
@@ -92,11 +94,16 @@ fn check_container(c: &ContainerView<'_>, list: List, policy_key: &str) -> Resul
     Ok(())
 }
 
-/// The egress token the sidecar is given.
+/// The egress token the sidecar is given (contract: egress.token,
+/// egress.token-kept): a token already in the pod is never replaced.
 #[derive(Debug)]
 enum Token<'a> {
     /// From the pod's `<prefix>/egress-auth-token` annotation.
     Given(&'a str),
+    /// From the sidecar the pod holds (its env, else its probe header):
+    /// the control plane that built it knows it, though the pod may not
+    /// carry the annotation (agent-sandbox pods of OpenSandbox's server).
+    Held(String),
     /// Made for this pod; it goes into that annotation too.
     New(String),
 }
@@ -108,6 +115,7 @@ pub(crate) struct Sidecar<'a> {
     rules: &'a str,
     mode: EgressMode,
     otlp_endpoint: Option<&'a str>,
+    upstream: Option<&'a UpstreamProxy>,
     /// `OPENSANDBOX_EGRESS_SANDBOX_ID`: the pod's `<prefix>/id` label.
     sandbox_id: &'a str,
     credential_proxy: bool,
@@ -123,12 +131,14 @@ pub(crate) struct Sidecar<'a> {
 
 /// The sidecar this pod gets: `None` without a network policy. Built
 /// whether or not the pod holds one already, which `layout` checks against
-/// it.
+/// it; `owned` says where the pod holds one, whose token is kept.
 pub(crate) fn plan<'a>(
-    spec: &SpecView<'_>,
+    pod: &PodView<'_>,
+    owned: Owned,
     intent: &'a Intent,
     ctx: &Context<'a>,
 ) -> Result<Option<Sidecar<'a>>, Denial> {
+    let spec = pod.spec();
     let config = ctx.config;
     let Some(policy) = intent.policy.as_ref() else {
         return Ok(None);
@@ -140,12 +150,13 @@ pub(crate) fn plan<'a>(
         .ok_or_else(|| Denial::NoEgressImage {
             key: config.keys().network_policy.clone(),
         })?;
-    let token = token_for(intent, ctx)?;
+    let token = token_for(pod, owned, intent, ctx)?;
     Ok(Some(Sidecar {
         image,
         rules: &policy.json,
         mode: intent.mode(config),
         otlp_endpoint: config.egress.otlp_endpoint.as_deref(),
+        upstream: config.egress.upstream_proxy.as_ref(),
         sandbox_id: &intent.sandbox_id,
         credential_proxy: intent.credential_proxy,
         token,
@@ -159,10 +170,24 @@ pub(crate) fn plan<'a>(
     }))
 }
 
-/// The pod's own token, or a new one.
-fn token_for<'a>(intent: &'a Intent, ctx: &Context<'_>) -> Result<Token<'a>, Denial> {
-    Ok(match &intent.egress_token {
-        Some(t) => Token::Given(t),
+/// The pod's own token (its annotation's, else its sidecar's), or a new
+/// one. The sidecar is read again only when the pod holds one and no
+/// annotation.
+fn token_for<'a>(
+    pod: &PodView<'_>,
+    owned: Owned,
+    intent: &'a Intent,
+    ctx: &Context<'_>,
+) -> Result<Token<'a>, Denial> {
+    if let Some(t) = &intent.egress_token {
+        return Ok(Token::Given(t));
+    }
+    let held = owned
+        .sidecar
+        .and_then(|at| held::container(pod, at))
+        .and_then(|c| held::token(&c));
+    Ok(match held {
+        Some(t) => Token::Held(t),
         None => Token::New(ctx.tokens.token().map_err(Denial::TokenUnavailable)?),
     })
 }
@@ -208,22 +233,32 @@ impl Token<'_> {
     fn new_token(&self) -> Option<&str> {
         match self {
             Token::New(t) => Some(t),
-            Token::Given(_) => None,
+            Token::Given(_) | Token::Held(_) => None,
         }
     }
 
     fn get(&self) -> &str {
         match self {
-            Token::New(t) => t,
+            Token::New(t) | Token::Held(t) => t,
             Token::Given(t) => t,
         }
     }
 }
 
-impl Sidecar<'_> {
+impl<'a> Sidecar<'a> {
     /// A token made for this pod, to be written to its annotation.
     pub fn new_token(&self) -> Option<&str> {
         self.token.new_token()
+    }
+
+    /// The normalized policy it carries.
+    pub fn rules(&self) -> &str {
+        self.rules
+    }
+
+    /// The upstream proxy's CA volume the pod needs beside it, if any.
+    pub fn ca_volume(&self) -> Option<CaVolume<'a>> {
+        self.upstream.and_then(upstream::ca_volume)
     }
 
     /// `container` (this sidecar as JSON) without its token: what `inject`
@@ -238,25 +273,33 @@ impl Sidecar<'_> {
     /// The sidecar container, in the shape the `OpenSandbox` provider gives it.
     fn container(&self) -> Container<'_> {
         let token = self.token.get();
-        let mut env = Vec::with_capacity(6 + self.extra_env.len());
-        let mut push = |name: &'static str, value| env.push(EnvVar { name, value });
-        push(RULES_ENV, self.rules);
-        push(MODE_ENV, self.mode.as_str());
+        fn push<'v>(env: &mut Vec<Env<'v>>, name: &'static str, value: &'v str) {
+            env.push(Env::Value(EnvVar { name, value }));
+        }
+        let mut env = Vec::with_capacity(9 + self.extra_env.len());
+        push(&mut env, RULES_ENV, self.rules);
+        push(&mut env, MODE_ENV, self.mode.as_str());
         if let Some(endpoint) = self.otlp_endpoint {
-            push(OTLP_ENV, endpoint);
+            push(&mut env, OTLP_ENV, endpoint);
         }
-        push(SANDBOX_ID_ENV, self.sandbox_id);
+        if let Some(proxy) = self.upstream {
+            upstream::env(proxy, &mut env);
+        }
+        push(&mut env, SANDBOX_ID_ENV, self.sandbox_id);
         if self.credential_proxy {
-            push(MITM_ENV, "true");
+            push(&mut env, MITM_ENV, "true");
         }
-        push(TOKEN_ENV, token);
+        push(&mut env, TOKEN_ENV, token);
         env.extend(
             self.extra_env
                 .iter()
                 // The credential proxy sets it already.
                 .filter(|(name, _)| !(self.credential_proxy && name == egress_env::TRANSPARENT))
-                .map(|(name, value)| EnvVar { name, value }),
+                .map(|(name, value)| Env::Value(EnvVar { name, value })),
         );
+        let volume_mounts = SidecarMounts {
+            ca: self.ca_volume().is_some(),
+        };
         Container {
             name: EGRESS,
             image: self.image,
@@ -281,7 +324,7 @@ impl Sidecar<'_> {
                 period_seconds: 1,
                 failure_threshold: 30,
             },
-            volume_mounts: [BIN],
+            volume_mounts,
             resources: self.resources,
             restart_policy: self.native.then_some("Always"),
         }
@@ -300,16 +343,36 @@ impl Serialize for Sidecar<'_> {
 struct Container<'a> {
     name: &'static str,
     image: &'a str,
-    env: Vec<EnvVar<'a>>,
+    env: Vec<Env<'a>>,
     security_context: SecurityContext,
     ports: [Port; 1],
     readiness_probe: Probe<'a>,
-    /// Always: the sidecar writes its MITM CA there for bootstrap.sh.
-    volume_mounts: [Mount; 1],
+    /// The binary volume always (the sidecar writes its MITM CA there for
+    /// bootstrap.sh), then the upstream proxy's CA bundle when there is one.
+    volume_mounts: SidecarMounts,
     #[serde(skip_serializing_if = "Option::is_none")]
     resources: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     restart_policy: Option<&'static str>,
+}
+
+/// The sidecar's `volumeMounts`: the binary volume, and the CA bundle's
+/// when `ca`.
+#[derive(Debug)]
+struct SidecarMounts {
+    ca: bool,
+}
+
+impl Serialize for SidecarMounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(1 + usize::from(self.ca)))?;
+        seq.serialize_element(&BIN)?;
+        if self.ca {
+            seq.serialize_element(&CA_MOUNT)?;
+        }
+        seq.end()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -372,6 +435,7 @@ mod tests {
             rules: "{}",
             mode: EgressMode::DnsNft,
             otlp_endpoint: Some("http://otel:4318"),
+            upstream: None,
             sandbox_id: "sb-1",
             credential_proxy: true,
             token: Token::Given("tok"),

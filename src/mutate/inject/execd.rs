@@ -37,16 +37,19 @@ macro_rules! install_script {
         )
     };
 }
+macro_rules! ipv6_guard {
+    () => {
+        "set -e; if [ -e /proc/sys/net/ipv6/conf/all/disable_ipv6 ]; then echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; fi; "
+    };
+}
 /// The install script (contract: execd.install-script), as upstream
 /// OpenSandbox's current server writes it.
-const INSTALL_SCRIPT: &str = install_script!();
+pub(crate) const INSTALL_SCRIPT: &str = install_script!();
 /// The sidecar filters IPv4 only; switching IPv6 off in the pod's network
 /// namespace closes the bypass. A namespace without IPv6 has no such file
 /// and still gets execd; a failed write stays fatal (`set -e`).
-const HARDENED_INSTALL_SCRIPT: &str = concat!(
-    "set -e; if [ -e /proc/sys/net/ipv6/conf/all/disable_ipv6 ]; then echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; fi; ",
-    install_script!()
-);
+pub(crate) const IPV6_GUARD: &str = ipv6_guard!();
+const HARDENED_INSTALL_SCRIPT: &str = concat!(ipv6_guard!(), install_script!());
 
 /// The installer's `args`: one of the two scripts.
 #[derive(Debug, Clone, Copy)]

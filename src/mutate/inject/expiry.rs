@@ -37,6 +37,9 @@ pub(crate) fn change(
 ) -> Result<Option<Expiry>, Denial> {
     let config = ctx.config;
     let keys = config.keys();
+    if intent.expires_at.is_none() && intent.timeout.is_none() && owner_holds_lifetime(pod) {
+        return Ok(None);
+    }
     let planned = plan(
         &ExpiryIntent {
             has_expires_at: intent.expires_at.is_some(),
@@ -58,6 +61,22 @@ pub(crate) fn change(
         }
         at @ Expiry::At(_) => Some(at),
     })
+}
+
+/// The controller owners that keep a sandbox's lifetime themselves
+/// (contract: expiry.owner-held): OpenSandbox's BatchSandbox
+/// (`spec.expireTime`) and agent-sandbox's Sandbox (`spec.shutdownTime`),
+/// by API group and kind. A pod of theirs that names no lifetime of its own
+/// gets neither a default expiry, which would end it before its owner says,
+/// nor the manual-cleanup label, which would say it has no lifetime.
+const LIFETIME_OWNERS: [(&str, &str); 2] = [
+    ("sandbox.opensandbox.io", "BatchSandbox"),
+    ("agents.x-k8s.io", "Sandbox"),
+];
+
+fn owner_holds_lifetime(pod: &PodView<'_>) -> bool {
+    pod.controller_owner()
+        .is_some_and(|owner| LIFETIME_OWNERS.contains(&owner))
 }
 
 fn plan(

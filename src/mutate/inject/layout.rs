@@ -15,7 +15,8 @@
 //!   installer, or before the sidecar, runs unfiltered) is moved;
 //! - a sidecar the pod no longer asks for (no policy) is removed.
 //!
-//! The common cases are single insertions at fixed places (a new pod: the
+//! `kept` says what a held sidecar may differ in and still be kept. The
+//! common cases are single insertions at fixed places (a new pod: the
 //! installer and sidecar at the front). Anything else rebuilds the init
 //! container list in one operation: the webhook's containers first, then
 //! the pod's own, each written back as the exact text the pod had.
@@ -25,14 +26,14 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::egress::Sidecar;
-use super::execd::{EmptyDirVolume, Installer};
+use super::execd::Installer;
+use super::kept::{Volume, classic_kept, expected_against, injected_volumes};
 use super::owned::{At, EGRESS, INSTALLER, List, Owned};
 use super::same::{self, Difference};
 use crate::json_error::{self, quoted};
 use crate::mutate::denial::Denial;
 use crate::mutate::patch::PatchBuilder;
 use crate::mutate::quote::{clip, fit};
-use crate::mutate::read::lists::VolumeAt;
 use crate::mutate::read::pod::{PodView, SpecView};
 
 /// What the pod's lists still need.
@@ -40,9 +41,12 @@ use crate::mutate::read::pod::{PodView, SpecView};
 pub(crate) struct Layout<'a> {
     init: InitPlan<'a>,
     main: MainPlan,
-    /// The binary volume's, and with isolated sessions the isolation
-    /// volume's.
-    volumes: Vec<(&'static EmptyDirVolume, VolumePlan)>,
+    /// Where the sidecar is, when there is one: among the init containers
+    /// (native) or the containers (classic).
+    native: bool,
+    /// The binary volume's, with isolated sessions the isolation volume's,
+    /// and with the upstream proxy's CA bundle its Secret volume's.
+    volumes: Vec<(Volume<'a>, VolumePlan)>,
     /// The pod has `spec.volumes`.
     volumes_exist: bool,
     /// One per container or volume fixed, for `kubectl` users.
@@ -101,20 +105,12 @@ pub(crate) struct Wanted<'w, 'a> {
 pub(crate) fn plan<'a>(
     pod: &PodView<'a>,
     owned: Owned,
-    wanted: &Wanted<'_, '_>,
+    wanted: &Wanted<'_, 'a>,
 ) -> Result<Layout<'a>, Denial> {
     let spec = pod.spec();
     let volumes = spec.volumes.as_ref();
-    let held: Vec<(&'static EmptyDirVolume, Option<VolumeAt>)> = [
-        (&EmptyDirVolume::BIN, volumes.and_then(|v| v.bin)),
-        (
-            &EmptyDirVolume::ISOLATION,
-            volumes.and_then(|v| v.isolation),
-        ),
-    ]
-    .into_iter()
-    .take(if wanted.isolation { 2 } else { 1 })
-    .collect();
+    let ca = wanted.sidecar.and_then(Sidecar::ca_volume);
+    let held = injected_volumes(volumes, wanted.isolation, ca);
     let list_exists = volumes.is_some();
     if !owned.any() && held.iter().all(|(_, at)| at.is_none()) {
         // A new sandbox: nothing to verify, nothing read twice.
@@ -131,6 +127,7 @@ pub(crate) fn plan<'a>(
             } else {
                 MainPlan::Keep
             },
+            native,
             volumes: held.iter().map(|(v, _)| (*v, VolumePlan::Add)).collect(),
             volumes_exist: list_exists,
             warnings: Vec::new(),
@@ -178,13 +175,19 @@ pub(crate) fn plan<'a>(
     });
     let installer_exact =
         installer_at.is_some_and(|at| check(at, INSTALLER, &to_value(wanted.installer), None));
-    let native = wanted.sidecar.filter(|s| s.native);
-    let classic = wanted.sidecar.filter(|s| !s.native);
+    let mut native = wanted.sidecar.filter(|s| s.native);
+    let mut classic = wanted.sidecar.filter(|s| !s.native);
     let sidecar_exact = match (owned.sidecar, wanted.sidecar) {
         (Some(at), Some(sidecar)) => {
-            let expected = to_value(sidecar);
-            let tokenless = sidecar.tokenless(&expected);
-            check(at, EGRESS, &expected, Some(&tokenless))
+            let expected = expected_against(sidecar, raw_at(at));
+            if native.is_some() && classic_kept(spec, owned, at, &expected, raw_at(at)) {
+                // Kept where the pod has it: as the webhook's classic sidecar.
+                (native, classic) = (None, native);
+                true
+            } else {
+                let tokenless = sidecar.tokenless(&expected);
+                check(at, EGRESS, &expected, Some(&tokenless))
+            }
         }
         _ => false,
     };
@@ -286,7 +289,7 @@ pub(crate) fn plan<'a>(
                 let exact = lists
                     .volumes
                     .get(v.index)
-                    .is_some_and(|raw| same::volume(raw, volume));
+                    .is_some_and(|raw| same::volume(raw, &volume));
                 if exact {
                     VolumePlan::Keep
                 } else {
@@ -303,6 +306,7 @@ pub(crate) fn plan<'a>(
     Ok(Layout {
         init,
         main,
+        native: native.is_some(),
         volumes: planned,
         volumes_exist: list_exists,
         warnings,
@@ -388,7 +392,7 @@ impl Layout<'_> {
             InitPlan::Insert {
                 installer, sidecar, ..
             } => (*installer, *sidecar || main),
-            InitPlan::Rebuild { .. } => (true, main || wanted.sidecar.is_some_and(|s| s.native)),
+            InitPlan::Rebuild { .. } => (true, main || (wanted.sidecar.is_some() && self.native)),
         }
     }
 
@@ -396,7 +400,7 @@ impl Layout<'_> {
     /// come before the init containers and the main container's
     /// operations, which then use [`Layout::main_index`].
     pub fn write_first(&self, patch: &mut PatchBuilder) {
-        let added: Vec<&EmptyDirVolume> = self
+        let added: Vec<Volume<'_>> = self
             .volumes
             .iter()
             .filter(|(_, plan)| *plan == VolumePlan::Add)
@@ -405,7 +409,7 @@ impl Layout<'_> {
         patch.append(&["spec", "volumes"], self.volumes_exist, &added);
         for (volume, plan) in &self.volumes {
             if let VolumePlan::Replace(at) = plan {
-                patch.replace(&["spec", "volumes", &at.to_string()], *volume);
+                patch.replace(&["spec", "volumes", &at.to_string()], volume);
             }
         }
         if let MainPlan::Remove(at) = self.main {
@@ -420,7 +424,7 @@ impl Layout<'_> {
         wanted: &Wanted<'_, '_>,
         patch: &mut PatchBuilder,
     ) {
-        let native = wanted.sidecar.filter(|s| s.native);
+        let native = wanted.sidecar.filter(|_| self.native);
         match &self.init {
             InitPlan::Keep => {}
             InitPlan::Insert {
@@ -459,7 +463,7 @@ impl Layout<'_> {
     /// The classic sidecar's operation; it comes after the main
     /// container's (an append does not move it).
     pub fn write_last(&self, wanted: &Wanted<'_, '_>, patch: &mut PatchBuilder) {
-        let Some(sidecar) = wanted.sidecar.filter(|s| !s.native) else {
+        let Some(sidecar) = wanted.sidecar.filter(|_| !self.native) else {
             return;
         };
         match self.main {

@@ -52,10 +52,21 @@ pub(crate) fn container<T: Serialize + ?Sized>(
     first_difference(&present, &expected).map_or(Ok(()), Err)
 }
 
-/// Checks `present` (a volume as the pod has it) against `expected`.
+/// Checks `present` (a volume as the pod has it) against `expected`. The
+/// apiserver's one default on the volumes the webhook injects is forgiven:
+/// `defaultMode: 420` (0644) on a Secret volume.
 pub(crate) fn volume<T: Serialize + ?Sized>(present: &RawValue, expected: &T) -> bool {
-    let present = serde_json::from_str::<Value>(present.get()).ok();
+    let mut present = serde_json::from_str::<Value>(present.get()).ok();
     let expected = serde_json::to_value(expected).ok();
+    let sets_mode = expected
+        .as_ref()
+        .and_then(|e| e.pointer("/secret/defaultMode"))
+        .is_some();
+    if let Some(Value::Object(secret)) = present.as_mut().and_then(|p| p.get_mut("secret"))
+        && !sets_mode
+    {
+        drop_if(secret, "defaultMode", &Value::from(420));
+    }
     present.is_some() && present == expected
 }
 
@@ -322,5 +333,11 @@ mod tests {
             &raw(json!({"name": "opensandbox-bin", "emptyDir": {"medium": "Memory"}})),
             &ours
         ));
+        let ca = json!({"name": "ca", "secret": {"secretName": "corp-ca"}});
+        let defaulted =
+            json!({"name": "ca", "secret": {"secretName": "corp-ca", "defaultMode": 420}});
+        assert!(volume(&raw(defaulted), &ca));
+        let other = json!({"name": "ca", "secret": {"secretName": "corp-ca", "defaultMode": 511}});
+        assert!(!volume(&raw(other), &ca));
     }
 }

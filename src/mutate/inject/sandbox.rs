@@ -156,8 +156,8 @@ fn env<'a>(c: &ContainerView<'_>, intent: &'a Intent, config: &Config) -> Vec<En
     if config.execd.run_as_init {
         push(KnownEnv::ExecdInit, "1");
     }
-    if intent.transparent_mitm() {
-        push(KnownEnv::Mitm, "true");
+    if let Some(value) = intent.mitm() {
+        push(KnownEnv::Mitm, value);
     }
     push(KnownEnv::Execd, EXECD_PATH);
     env

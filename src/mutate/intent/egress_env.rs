@@ -11,9 +11,9 @@ use crate::json_error::quoted;
 use crate::mutate::quote::clip;
 
 /// What a pod may set, after `OPENSANDBOX_EGRESS_` (upstream's
-/// `ALLOWED_EGRESS_ENV_VARS` as the contract fixes it:
+/// `ALLOWED_EGRESS_ENV_VARS` as of opensandbox-server 1.1.1, as the contract fixes it:
 /// egress.extra-env-allowlist).
-pub(crate) const ALLOWED: [&str; 10] = [
+pub(crate) const ALLOWED: [&str; 11] = [
     "OPENSANDBOX_EGRESS_LOG_LEVEL",
     "OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT",
     SSL_INSECURE,
@@ -23,6 +23,7 @@ pub(crate) const ALLOWED: [&str; 10] = [
     "OPENSANDBOX_EGRESS_METRICS_EXTRA_ATTRS",
     "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS",
     "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS",
+    "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH",
     "OPENSANDBOX_EGRESS_POLICY_FILE",
 ];
 
@@ -46,16 +47,25 @@ impl EgressEnv {
             .map(|(_, v)| v.as_str())
     }
 
-    /// `MITMPROXY_TRANSPARENT` is `"true"`: the main container learns that
-    /// its traffic is intercepted too (contract: execd.env-mitm,
-    /// egress.extra-env-transparent).
-    pub fn transparent(&self) -> bool {
-        self.get(TRANSPARENT) == Some("true")
+    /// The value given to `name`, if it is given (the last, if twice).
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.get(name)
     }
 
     /// The MITM proxy's certificate checks are turned off.
     pub fn ssl_insecure(&self) -> bool {
         self.get(SSL_INSECURE).is_some()
+    }
+
+    /// `name` is set to what the egress component reads as on (its
+    /// `IsTruthy`): `1`, `true`, `yes`, `y` or `on`, trimmed, in any case.
+    pub fn truthy(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|v| {
+            let v = v.trim();
+            ["1", "true", "yes", "y", "on"]
+                .iter()
+                .any(|t| v.eq_ignore_ascii_case(t))
+        })
     }
 }
 
@@ -113,12 +123,28 @@ mod tests {
                 (TRANSPARENT.into(), "true".into()),
             ]
         );
-        assert!(env.transparent() && !env.ssl_insecure());
+        assert!(env.truthy(TRANSPARENT) && !env.ssl_insecure());
+        assert_eq!(env.value(TRANSPARENT), Some("true"));
         assert_eq!(parse("{}").unwrap(), EgressEnv::default());
         let off = parse(r#"{"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "false"}"#).unwrap();
-        assert!(!off.transparent());
+        assert!(!off.truthy(TRANSPARENT));
+        for on in ["1", " TRUE ", "yes", "Y", "on"] {
+            let env = parse(&format!(r#"{{"{TRANSPARENT}": "{on}"}}"#)).unwrap();
+            assert!(env.truthy(TRANSPARENT), "{on}");
+        }
         let insecure = parse(r#"{"OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE": "1"}"#).unwrap();
         assert!(insecure.ssl_insecure());
+    }
+
+    /// opensandbox-server 1.1.1 added one key to its allowlist; a pod the
+    /// server admits with it is admitted here too.
+    /// contract: egress.extra-env-allowlist
+    #[test]
+    fn the_allowlist_is_upstreams_as_of_1_1_1() {
+        let key = "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH";
+        let env = parse(&format!(r#"{{"{key}": "true"}}"#)).unwrap();
+        assert_eq!(env.entries, [(key.to_owned(), "true".to_owned())]);
+        assert_eq!(ALLOWED.len(), 11);
     }
 
     #[test]

@@ -54,11 +54,16 @@ impl Intent {
         self.egress_mode.unwrap_or(config.egress.mode)
     }
 
-    /// Whether the main container is told that its traffic is intercepted
-    /// (contract: execd.env-mitm): with the credential proxy, or an egress-env
-    /// that turns the transparent MITM proxy on.
-    pub fn transparent_mitm(&self) -> bool {
-        self.credential_proxy || self.egress_env.as_ref().is_some_and(EgressEnv::transparent)
+    /// What the main container is told of the transparent MITM proxy
+    /// (contract: execd.env-mitm): `true` with the credential proxy, else
+    /// the value `<prefix>/egress-env` gives the sidecar, as upstream does.
+    pub fn mitm(&self) -> Option<&str> {
+        if self.credential_proxy {
+            return Some("true");
+        }
+        self.egress_env
+            .as_ref()
+            .and_then(|e| e.value(egress_env::TRANSPARENT))
     }
 }
 
@@ -95,6 +100,22 @@ pub(crate) enum IntentError {
     },
     IsolationNotAllowed {
         key: String,
+    },
+    /// `<prefix>/egress-mode: dns` while an upstream proxy is configured.
+    UpstreamProxyNeedsNft {
+        mode_key: String,
+    },
+    /// `MITMPROXY_SSL_INSECURE` turned on while an upstream proxy is
+    /// configured.
+    UpstreamProxySslInsecure {
+        key: String,
+    },
+    /// A policy without the transparent MITM proxy, which alone chains to
+    /// the configured upstream proxy.
+    UpstreamProxyNeedsTransparent {
+        policy_key: String,
+        credential_key: String,
+        env_key: String,
     },
     MalformedLabel {
         key: String,
@@ -292,6 +313,36 @@ fn read_sidecar_env(
             key: keys.credential_proxy.clone(),
             mode_key: keys.egress_mode.clone(),
             mode: intent.mode(config),
+        });
+    }
+    if config.egress.upstream_proxy.is_some() && intent.policy.is_some() {
+        upstream_proxy(intent, config)?;
+    }
+    Ok(())
+}
+
+/// What a policy pod needs where every sidecar chains through an upstream
+/// proxy (contract: egress.upstream-proxy-pod): the sidecar's transparent
+/// MITM proxy, the only path that chains, in mode `dns+nft`, with its
+/// certificate checks on. Upstream refuses the same requests.
+fn upstream_proxy(intent: &Intent, config: &Config) -> Result<(), IntentError> {
+    let keys = config.keys();
+    let env = intent.egress_env.as_ref();
+    if intent.mode(config) != EgressMode::DnsNft {
+        return Err(IntentError::UpstreamProxyNeedsNft {
+            mode_key: keys.egress_mode.clone(),
+        });
+    }
+    if env.is_some_and(|e| e.truthy(egress_env::SSL_INSECURE)) {
+        return Err(IntentError::UpstreamProxySslInsecure {
+            key: keys.egress_env.clone(),
+        });
+    }
+    if !(intent.credential_proxy || env.is_some_and(|e| e.truthy(egress_env::TRANSPARENT))) {
+        return Err(IntentError::UpstreamProxyNeedsTransparent {
+            policy_key: keys.network_policy.clone(),
+            credential_key: keys.credential_proxy.clone(),
+            env_key: keys.egress_env.clone(),
         });
     }
     Ok(())

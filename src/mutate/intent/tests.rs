@@ -39,7 +39,7 @@ fn the_annotations_of_issue_32() {
     )
     .unwrap();
     assert_eq!(i.sandbox_id, "sb-7");
-    assert!(i.isolation && i.transparent_mitm());
+    assert!(i.isolation && i.mitm() == Some("true"));
     assert_eq!(
         i.lifecycle.as_deref(),
         Some(r#"{"preStart":{"command":["true"]}}"#)

@@ -14,6 +14,13 @@ pub(crate) const BOOTSTRAP: &str = "/opt/opensandbox/bootstrap.sh";
 /// The emptyDir under execd's isolated sessions (contract: execd.isolation).
 pub(crate) const ISOLATION_VOLUME: &str = "isolation-upper";
 pub(crate) const ISOLATION_MOUNT: &str = "/var/lib/execd/isolation";
+/// The Secret volume of the upstream proxy's CA bundle, mounted into the
+/// egress sidecar only (contract: egress.upstream-proxy-ca); its path is
+/// upstream's `EGRESS_UPSTREAM_EXTRA_CA_PATH`.
+pub(crate) const UPSTREAM_CA_VOLUME: &str = "opensandbox-egress-upstream-extra-ca";
+pub(crate) const UPSTREAM_CA_PATH: &str = "/etc/ssl/certs/opensandbox-upstream-extra-ca.pem";
+/// The Secret's key that holds the bundle (upstream fixes it).
+pub(crate) const UPSTREAM_CA_KEY: &str = "ca.crt";
 /// The service-account token volume the apiserver's `ServiceAccount`
 /// admission adds to a pod that mounts its token (`kube-api-access-` and
 /// five random characters).

@@ -11,7 +11,7 @@ use serde::de::{self, IgnoredAny, SeqAccess};
 
 use super::k8s::{
     BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv,
-    TOKEN_VOLUME_PREFIX, same_capability, same_dir,
+    TOKEN_VOLUME_PREFIX, UPSTREAM_CA_VOLUME, same_capability, same_dir,
 };
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
@@ -143,6 +143,51 @@ summary_of_list!(Command; Text<'de>, |command, item| {
     }
 });
 
+/// An `ownerReferences` item.
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+struct OwnerView<'a> {
+    #[serde(default, borrow)]
+    api_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Cow<'a, str>,
+    controller: Option<bool>,
+}
+
+objects_only! {
+    impl<'de, 'a> for OwnerView<'a> where ['de: 'a];
+}
+
+/// `metadata.ownerReferences`, as the expiry reads it: the controller
+/// owner's API group and kind.
+#[derive(Debug, Default)]
+pub struct Owners<'a> {
+    pub controller: Option<(Cow<'a, str>, Cow<'a, str>)>,
+}
+
+summary_of_list!(Owners<'a>, 'a; OwnerView<'de>, |owners, o| {
+    if o.controller == Some(true) && owners.controller.is_none() {
+        let group = match o.api_version {
+            Cow::Borrowed(v) => Cow::Borrowed(v.rsplit_once('/').map_or("", |(g, _)| g)),
+            Cow::Owned(v) => Cow::Owned(v.rsplit_once('/').map_or("", |(g, _)| g).to_owned()),
+        };
+        owners.controller = Some((group, o.kind));
+    }
+});
+
+/// `args`, as the recognition of an installer OpenSandbox's server wrote
+/// reads it: the one item of a list of one (the install script).
+#[derive(Debug, Default)]
+pub struct Args<'a> {
+    pub only: Option<Cow<'a, str>>,
+    len: usize,
+}
+
+summary_of_list!(Args<'a>, 'a; Text<'de>, |args, item| {
+    args.only = (args.len == 0).then_some(item.0);
+    args.len += 1;
+});
+
 /// The [`KnownEnv`] names a container's `env` has, and the index of its
 /// last `OPENSANDBOX_ID` entry (the one that counts: a later entry of a
 /// name wins).
@@ -210,6 +255,8 @@ pub struct Volumes<'a> {
     pub bin: Option<VolumeAt>,
     /// The first volume named like the isolated sessions' volume.
     pub isolation: Option<VolumeAt>,
+    /// The first volume named like the upstream proxy's CA volume.
+    pub upstream_ca: Option<VolumeAt>,
     /// The first projected `kube-api-access-*` volume: the service-account
     /// token the apiserver mounted. Its index and name.
     pub token: Option<(usize, Cow<'a, str>)>,
@@ -231,6 +278,8 @@ summary_of_list!(Volumes<'a>, 'a; VolumeView<'de>, |volumes, v| {
         volumes.bin = volumes.bin.or(Some(at));
     } else if v.name == ISOLATION_VOLUME {
         volumes.isolation = volumes.isolation.or(Some(at));
+    } else if v.name == UPSTREAM_CA_VOLUME {
+        volumes.upstream_ca = volumes.upstream_ca.or(Some(at));
     } else if volumes.token.is_none() && v.projected.is_some() && v.name.starts_with(TOKEN_VOLUME_PREFIX) {
         volumes.token = Some((volumes.len, v.name));
     }

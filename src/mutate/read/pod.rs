@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::k8s::KnownEnv;
 use super::lists::{
-    CapabilitiesView, Command, EnvNames, Mounts, SecurityContextView, Text, Volumes,
+    Args, CapabilitiesView, Command, EnvNames, Mounts, Owners, SecurityContextView, Text, Volumes,
 };
 pub use super::raw::Source;
 
@@ -178,6 +178,8 @@ pub struct MetaView<'a> {
     pub labels: Option<RawMap<'a>>,
     #[serde(borrow)]
     pub annotations: Option<RawMap<'a>>,
+    #[serde(borrow)]
+    pub owner_references: Option<Owners<'a>>,
 }
 
 objects_only! {
@@ -227,6 +229,9 @@ pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
     pub command: Option<Command>,
+    /// Read for OpenSandbox's server's installer (`inject::server`).
+    #[serde(borrow)]
+    pub args: Option<Args<'a>>,
     pub env: Option<EnvNames>,
     #[serde(borrow)]
     pub volume_mounts: Option<Mounts<'a>>,
@@ -289,6 +294,15 @@ impl<'a> PodView<'a> {
         self.metadata
             .as_ref()
             .is_some_and(|m| m.annotations.is_some())
+    }
+
+    /// The controller owner's API group and kind, if the pod has one.
+    pub fn controller_owner(&self) -> Option<(&str, &str)> {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.owner_references.as_ref())
+            .and_then(|o| o.controller.as_ref())
+            .map(|(group, kind)| (group.as_ref(), kind.as_ref()))
     }
 
     pub fn namespace(&self) -> Option<&str> {
