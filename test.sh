@@ -25,7 +25,7 @@ esac
 # needs no control plane and no timing bounds; the attack tests measure
 # latency under load, so they run in the default tier, after quick.
 QUICK_TARGETS=(--lib --bins --examples --test quick --test controller_memory)
-DEFAULT_TARGETS=(--bench mutation --test attacks --test e2e --test controller_e2e --test cluster_e2e)
+DEFAULT_TARGETS=(--bench mutation --test attacks --test upstream --test e2e --test controller_e2e --test cluster_e2e)
 
 # Each step prints what the one before it took, so a run says what each part costs.
 t0=$SECONDS step_start=$SECONDS step_name="" step_key=""
@@ -79,10 +79,12 @@ command -v go >/dev/null || { echo "go is required to build the e2e control plan
 
 step node-build "the real node: containerd (Go module proxy), its stand-in programs and images (podman, busybox-static) (cached)"
 tests/e2e/cluster.sh build-node
+step upstream-venv "OpenSandbox's server: opensandbox-server from PyPI, pinned, in a virtualenv (cached)"
+tests/upstream/server-venv.sh >/dev/null
 step plane-build "the control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, the kubelet, kwok) and helm from the Go module proxy (cached)"
 tests/e2e/cluster.sh build >/dev/null
 
-step test-e2e "cargo test: the attack tests, the e2e suites (webhook, controller, the whole cluster)"
+step test-e2e "cargo test: the attack tests, the differential suite against OpenSandbox's server, the e2e suites (webhook, controller, the whole cluster)"
 cargo test --locked "${DEFAULT_TARGETS[@]}"
 
 step chart "Helm chart: lint, template, schema, hadolint, shellcheck"
