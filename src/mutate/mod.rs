@@ -119,7 +119,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
 
     let main = main_container(spec, &intent, config)?;
     if intent.policy.is_none()
-        && let Some(built) = server_completed(spec, main)
+        && let Some(built) = server_completed_view(spec, main)
     {
         return completed(pod, built, &intent, ctx).map(Decision::ServerCompleted);
     }
@@ -191,12 +191,23 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
     Ok(Decision::Admit(Admission { patch, warnings }))
 }
 
-/// Whether OpenSandbox's server completed the pod whose main container is
-/// `spec.containers[main]` (contract: coexist.recognised). [`decide`]
-/// consults it only for a pod that asks this webhook for no policy: with
-/// `<prefix>/network-policy` the webhook's rules apply to any pod.
+/// Whether OpenSandbox's server (or an OpenSandbox installer such as this
+/// webhook's) completed the pod `pod_json` (contract: coexist.recognised):
+/// what [`decide`] answers with [`Decision::ServerCompleted`] for, when the
+/// pod asks this webhook for no policy (with `<prefix>/network-policy` the
+/// webhook's rules apply to any pod). `None` for a pod that cannot be read
+/// or whose main container cannot be told.
 #[must_use]
-pub(crate) fn server_completed(spec: &SpecView<'_>, main: usize) -> Option<ServerCompleted> {
+pub fn server_completed(pod_json: &str, config: &Config) -> Option<ServerCompleted> {
+    let pod = PodView::parse(pod_json).ok()?;
+    let intent = intent::read(&pod, config).ok()??;
+    let main = main_container(pod.spec(), &intent, config).ok()?;
+    server_completed_view(pod.spec(), main)
+}
+
+/// [`server_completed`] on a pod already read, whose main container is
+/// `spec.containers[main]`.
+fn server_completed_view(spec: &SpecView<'_>, main: usize) -> Option<ServerCompleted> {
     inject::server::recognise(spec, spec.containers().get(main)?)
 }
 
