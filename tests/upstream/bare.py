@@ -82,7 +82,12 @@ def bare_pod(case, config, server_pod):
     without OpenSandbox's server would write it: the template's fields,
     the main container from the request, the intent in annotations."""
     request = case["request"]
-    annotations = {}
+    # The server's own metadata (secure access, extensions) is no intent of
+    # the webhook's: the bare pod carries it as a platform would.
+    annotations = {
+        k: v for k, v in (server_pod["metadata"].get("annotations") or {}).items()
+        if k.startswith(f"{P}/") and k != f"{P}/egress-auth-token"
+    }
     policy = request.get("networkPolicy")
     env = request.get("env") or {}
     if policy is not None:

@@ -7,7 +7,8 @@ takes it, and a workload template. Together they cover both providers and
 every option the server has: policy, credential proxy, egress env,
 isolation, lifecycle, EXECD_INIT, upstream proxy, OTLP, resources of
 every container, platform (Windows included), volumes, image auth,
-runtime class, metadata and templates.
+runtime class, metadata, secure access and extensions (the annotations
+the server writes on BatchSandbox pods), and templates.
 """
 
 IMAGE = {"uri": "python:3.12-slim"}
@@ -160,6 +161,12 @@ CASES = [
         ],
     ),
     *both("platform-arm64", platform={"os": "linux", "arch": "arm64"}),
+    *both(
+        "secure-access-extensions",
+        server={"ingress": {"mode": "gateway", "gateway": {"address": "gateway.example.com", "route": {"mode": "header"}}}},
+        secureAccess=True,
+        extensions={"access.renew.extend.seconds": "600", "opensandbox.extensions.team": "research"},
+    ),
     *both("metadata", metadata={"team": "research", "app.example.com/tier": "gold"}),
     *both("image-auth", image={"uri": "registry.example.com/team/python:3.12", "auth": {"username": "u", "password": "p"}}),
     *both("runtime-class", server={"secure_runtime": {"type": "kata", "k8s_runtime_class": "kata-qemu"}}, networkPolicy=POLICY),
