@@ -119,7 +119,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
 
     let main = main_container(spec, &intent, config)?;
     if intent.policy.is_none()
-        && let Some(built) = server_completed_view(spec, main)
+        && let Some(built) = server_completed_view(pod, main)
     {
         return completed(pod, built, &intent, ctx).map(Decision::ServerCompleted);
     }
@@ -202,13 +202,13 @@ pub fn server_completed(pod_json: &str, config: &Config) -> Option<ServerComplet
     let pod = PodView::parse(pod_json).ok()?;
     let intent = intent::read(&pod, config).ok()??;
     let main = main_container(pod.spec(), &intent, config).ok()?;
-    server_completed_view(pod.spec(), main)
+    server_completed_view(&pod, main)
 }
 
 /// [`server_completed`] on a pod already read, whose main container is
 /// `spec.containers[main]`.
-fn server_completed_view(spec: &SpecView<'_>, main: usize) -> Option<ServerCompleted> {
-    inject::server::recognise(spec, spec.containers().get(main)?)
+fn server_completed_view(pod: &PodView<'_>, main: usize) -> Option<ServerCompleted> {
+    inject::server::recognise(pod, pod.spec().containers().get(main)?)
 }
 
 /// A pod OpenSandbox's server completed (contract: coexist.kept): only the

@@ -21,7 +21,8 @@ use crate::mutate::denial::Denial;
 use crate::mutate::quote::fit;
 use crate::mutate::read::k8s::KnownEnv;
 use crate::mutate::read::lists::Command;
-use crate::mutate::read::pod::{ContainerView, SpecView};
+use crate::mutate::read::pod::{ContainerView, PodView, SpecView};
+use serde::Deserialize;
 
 /// The Windows VM profile's installer (upstream's `windows_profile.py`): it
 /// copies execd and its installer to `/oem`, where the VM picks them up.
@@ -56,12 +57,21 @@ impl ServerCompleted {
 /// bootstrap.sh. Every pod opensandbox-server 1.1.1 builds has both (its
 /// templates can add fields, never replace its init containers or its main
 /// container's command).
-pub(crate) fn recognise(spec: &SpecView<'_>, main: &ContainerView<'_>) -> Option<ServerCompleted> {
-    let installer = spec
+///
+/// The pod view keeps no `args`, so the installer's are read from the
+/// pod's text: only a pod that holds an installer comes so far, never a
+/// new sandbox.
+pub(crate) fn recognise(pod: &PodView<'_>, main: &ContainerView<'_>) -> Option<ServerCompleted> {
+    let index = pod
+        .spec()
         .init_containers()
         .iter()
-        .find(|c| c.name == INSTALLER && c.mounts_bin())?;
-    let script = installer.args.as_ref()?.only.as_deref()?;
+        .position(|c| c.name == INSTALLER && c.mounts_bin())?;
+    let lists = pod.source.lists()?;
+    let installer: ArgsOnly = serde_json::from_str(lists.init_containers.get(index)?.get()).ok()?;
+    let [script] = installer.args.as_deref()? else {
+        return None;
+    };
     let script = script.strip_prefix(IPV6_GUARD).unwrap_or(script);
     if script == INSTALL_SCRIPT {
         (main.command == Some(Command::Wrapped)).then_some(ServerCompleted::Linux)
@@ -70,6 +80,12 @@ pub(crate) fn recognise(spec: &SpecView<'_>, main: &ContainerView<'_>) -> Option
     } else {
         None
     }
+}
+
+/// A container's `args`, all the recognition reads of the installer.
+#[derive(Deserialize)]
+struct ArgsOnly {
+    args: Option<Vec<String>>,
 }
 
 /// A shape of a server-completed pod that could undo the policy its sidecar
@@ -170,7 +186,7 @@ mod tests {
     fn recognised(pod: &Value) -> Option<ServerCompleted> {
         let text = pod.to_string();
         let view = PodView::parse(&text).unwrap();
-        recognise(view.spec(), &view.spec().containers()[0])
+        recognise(&view, &view.spec().containers()[0])
     }
 
     /// contract: coexist.recognised

@@ -175,19 +175,6 @@ summary_of_list!(Owners<'a>, 'a; OwnerView<'de>, |owners, o| {
     }
 });
 
-/// `args`, as the recognition of an installer OpenSandbox's server wrote
-/// reads it: the one item of a list of one (the install script).
-#[derive(Debug, Default)]
-pub struct Args<'a> {
-    pub only: Option<Cow<'a, str>>,
-    len: usize,
-}
-
-summary_of_list!(Args<'a>, 'a; Text<'de>, |args, item| {
-    args.only = (args.len == 0).then_some(item.0);
-    args.len += 1;
-});
-
 /// The [`KnownEnv`] names a container's `env` has, and the index of its
 /// last `OPENSANDBOX_ID` entry (the one that counts: a later entry of a
 /// name wins).

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::k8s::KnownEnv;
 use super::lists::{
-    Args, CapabilitiesView, Command, EnvNames, Mounts, Owners, SecurityContextView, Text, Volumes,
+    CapabilitiesView, Command, EnvNames, Mounts, Owners, SecurityContextView, Text, Volumes,
 };
 pub use super::raw::Source;
 
@@ -229,9 +229,6 @@ pub struct ContainerView<'a> {
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
     pub command: Option<Command>,
-    /// Read for OpenSandbox's server's installer (`inject::server`).
-    #[serde(borrow)]
-    pub args: Option<Args<'a>>,
     pub env: Option<EnvNames>,
     #[serde(borrow)]
     pub volume_mounts: Option<Mounts<'a>>,
