@@ -9,11 +9,15 @@ use super::platform::PlatformReading;
 use crate::config::Config;
 
 /// Whether the controller looks at this pod at all: a sandbox (label
-/// `P/id`) outside the excluded namespaces and the controller's own.
+/// `P/id`) of its release's revision (contract: revision.controller),
+/// outside the excluded namespaces and the controller's own.
 #[must_use]
 pub fn is_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> bool {
     let ns = &*pod.namespace;
-    pod.sandbox && !config.excluded_namespaces.iter().any(|e| e == ns) && own_namespace != Some(ns)
+    pod.sandbox
+        && !pod.other_revision
+        && !config.excluded_namespaces.iter().any(|e| e == ns)
+        && own_namespace != Some(ns)
 }
 
 /// What the controller does about a pod no node of its platform takes.

@@ -21,6 +21,7 @@ use crate::config::{Config, Keys};
 pub use context::Context;
 pub use denial::Denial;
 pub use inject::egress::strip_token as strip_egress_token;
+pub use inject::record::{Injected, make as injection_record};
 pub use intent::platform::PlatformError;
 pub use intent::policy::PolicyError;
 pub use intent::token::{FixedToken, RandomTokens, TokenError, TokenSource, is_egress_token};
@@ -54,6 +55,9 @@ pub struct Admission {
     pub patch: Patch,
     /// Each at most 120 characters, for `kubectl` users.
     pub warnings: Vec<String>,
+    /// The pod's injection record, whether the patch writes it or the pod
+    /// holds it already; `None` for what the webhook does not complete.
+    pub injected: Option<Injected>,
 }
 
 /// Decides for a Pod CREATE given the pod's raw JSON. `namespace` is the
@@ -159,16 +163,27 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
+    let rules = injection
+        .as_ref()
+        .and_then(|i| i.sidecar.as_ref())
+        .map(Sidecar::rules);
+    let injected = inject::record::make(config, linux, rules);
     let patch = Parts {
         expiry,
         injection,
         selector,
         automount,
         owned,
+        record: &injected.value,
+        revision: config.revision.as_deref(),
     }
     .patch(pod, keys)
     .map_err(Denial::PatchEncoding)?;
-    Ok(Some(Admission { patch, warnings }))
+    Ok(Some(Admission {
+        patch,
+        warnings,
+        injected: Some(injected),
+    }))
 }
 
 /// Upstream allows it for compatibility and logs that it is deprecated
@@ -247,6 +262,10 @@ struct Parts<'a> {
     selector: Option<SelectorChange>,
     automount: Automount,
     owned: Owned,
+    /// The injection record, written unless the pod holds it already.
+    record: &'a str,
+    /// The release's revision, labelled on the pod unless it is already.
+    revision: Option<&'a str>,
 }
 
 impl Parts<'_> {
@@ -265,6 +284,14 @@ impl Parts<'_> {
             .and_then(|i| i.sidecar.as_ref().and_then(Sidecar::new_token));
         if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
+        }
+        if !holds(pod.annotation(&keys.injected), self.record) {
+            annotations.push((&keys.injected, self.record));
+        }
+        if let Some(revision) = self.revision
+            && !holds(pod.label(&keys.rev), revision)
+        {
+            labels.push((&keys.rev, revision));
         }
 
         let mut patch = PatchBuilder::default();
@@ -300,6 +327,12 @@ impl Parts<'_> {
         );
         patch.finish()
     }
+}
+
+/// Whether a label or annotation holds exactly `value`.
+fn holds(raw: Option<&serde_json::value::RawValue>, value: &str) -> bool {
+    raw.and_then(|raw| intent::decode_string(raw).ok().flatten())
+        .is_some_and(|held| held == value)
 }
 
 /// The sandbox container: the one the annotation names, else `sandbox`, else

@@ -67,7 +67,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate::inject",
         &[
-            "same run_as",
+            "same run_as record",
             "owned",
             "expiry execd egress sandbox",
             "layout",

@@ -121,6 +121,13 @@ pub(crate) struct Sidecar<'a> {
     run_as: RunAs,
 }
 
+impl Sidecar<'_> {
+    /// `OPENSANDBOX_EGRESS_RULES`: the normalized policy, as compact JSON.
+    pub(crate) fn rules(&self) -> &str {
+        self.rules
+    }
+}
+
 /// The sidecar this pod gets: `None` without a network policy. Built
 /// whether or not the pod holds one already, which `layout` checks against
 /// it.

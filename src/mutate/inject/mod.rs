@@ -9,6 +9,7 @@ pub(crate) mod execd;
 pub(crate) mod expiry;
 pub(crate) mod layout;
 pub(crate) mod owned;
+pub(crate) mod record;
 pub(crate) mod run_as;
 pub(crate) mod same;
 pub(crate) mod sandbox;
