@@ -108,7 +108,7 @@ pub struct Fleet {
     /// when it ends.
     in_flight: HashSet<Uid>,
     started: Vec<Start>,
-    /// Watched sandboxes by drift state (`DriftState::ALL`'s order).
+    /// Audited sandboxes by drift state (`DriftState::ALL`'s order).
     drift: [usize; DriftState::ALL.len()],
     /// Pods whose drift Event waits for one of the few writes it may use.
     drift_waiting: VecDeque<PodKey>,
@@ -130,20 +130,21 @@ impl Fleet {
         }
     }
 
-    /// Watched sandboxes per drift state, in `DriftState::ALL`'s order.
+    /// Audited sandboxes per drift state, in `DriftState::ALL`'s order.
     #[must_use]
     pub fn drift_counts(&self) -> [usize; DriftState::ALL.len()] {
         self.drift
     }
 
-    fn watched(&self, facts: &PodFacts) -> bool {
+    /// Whether the drift audit counts and warns of the pod.
+    fn audited(&self, facts: &PodFacts) -> bool {
         let rules = &self.rules;
-        lifecycle::is_watched(facts, &rules.config, rules.own_namespace.as_deref())
+        lifecycle::is_audited(facts, &rules.config, rules.own_namespace.as_deref())
     }
 
-    /// Where `facts`' sandbox is counted: its drift state, if watched.
+    /// Where `facts`' sandbox is counted: its drift state, if audited.
     fn drift_slot(&self, facts: &PodFacts) -> Option<usize> {
-        self.watched(facts).then(|| facts.drift.state.index())
+        self.audited(facts).then(|| facts.drift.state.index())
     }
 
     /// Counts `facts`' sandbox out of its drift state.
@@ -161,7 +162,7 @@ impl Fleet {
         let warns = lifecycle::drift::warns(
             cached.facts.drift,
             cached.facts.deleting,
-            self.watched(&cached.facts),
+            self.audited(&cached.facts),
         );
         if !warns || cached.work.drift != 0 {
             return;
@@ -188,7 +189,7 @@ impl Fleet {
             let warns = lifecycle::drift::warns(
                 cached.facts.drift,
                 cached.facts.deleting,
-                self.watched(&cached.facts),
+                self.audited(&cached.facts),
             );
             if let Some(cached) = self.cache.get_mut(&key) {
                 cached.work.drift = if warns { DRIFT_WRITING } else { 0 };

@@ -288,7 +288,7 @@ async fn drift_is_counted_and_warned_of_once() {
     let mut f = fleet();
     f.on_event(Event::Init);
     f.on_event(Event::InitApply(pod("current", "u", None, None)));
-    for i in 0..6 {
+    for i in 0..5 {
         f.on_event(Event::InitApply(escaped(
             &format!("e{i}"),
             &format!("ue{i}"),
@@ -299,12 +299,20 @@ async fn drift_is_counted_and_warned_of_once() {
         &json!({"metadata": {"annotations": {"opensandbox.io/inject": "false"}}}),
     );
     f.on_event(Event::InitApply(opted));
-    // Another release's sandbox is neither counted nor warned of.
-    let other = with(
-        escaped("x", "ux"),
-        &json!({"metadata": {"labels": {"opensandbox.io/rev": "canary"}}}),
-    );
-    f.on_event(Event::InitApply(other));
+    // Another release's sandbox is not this release's to count; but one
+    // that escaped injection is reported by the default release, whatever
+    // revision its label names (contract: revision.controller).
+    let revision = |p, rev| {
+        with(
+            p,
+            &json!({"metadata": {"labels": {"opensandbox.io/rev": rev}}}),
+        )
+    };
+    f.on_event(Event::InitApply(revision(
+        pod("x", "ux", None, None),
+        "canary",
+    )));
+    f.on_event(Event::InitApply(revision(escaped("u", "uu"), "nobody")));
     f.on_event(Event::InitDone);
     assert_eq!(f.drift_counts(), [1, 0, 6, 0, 1]);
 
@@ -334,10 +342,37 @@ async fn drift_is_counted_and_warned_of_once() {
         assert_eq!(drift_events(&f.take_started()), events, "{name}");
     }
     // The counts follow deletions and relists.
-    f.on_event(Event::Delete(escaped("e5", "ue5")));
+    f.on_event(Event::Delete(escaped("e4", "ue4")));
     assert_eq!(f.drift_counts(), [1, 0, 5, 0, 1]);
     f.on_event(Event::Init);
     f.on_event(Event::InitApply(pod("current", "u", None, None)));
     f.on_event(Event::InitDone);
     assert_eq!(f.drift_counts(), [1, 0, 0, 0, 0]);
+}
+
+/// A release with a revision counts its own sandboxes and leaves escapes,
+/// its own included, to the default release's controller, so each is
+/// reported once (contract: revision.controller).
+#[tokio::test]
+async fn a_revision_leaves_escapes_to_the_default_release() {
+    let canary = Config::from_yaml("revision: canary").unwrap();
+    let mut f = Fleet::new(Arc::new(Rules::new(canary.clone(), None)));
+    let label = |p| {
+        with(
+            p,
+            &json!({"metadata": {"labels": {"opensandbox.io/rev": "canary"}}}),
+        )
+    };
+    let mut injected = label(pod("mine", "u1", None, None));
+    let record = crate::mutate::injection_record(&canary, true, None).value;
+    injected
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("opensandbox.io/injected".into(), record);
+    f.on_event(Event::Apply(injected));
+    f.on_event(Event::Apply(label(escaped("escaped", "u2"))));
+    f.on_event(Event::Apply(pod("default", "u3", None, None)));
+    assert_eq!(f.drift_counts(), [1, 0, 0, 0, 0]);
+    assert_eq!(drift_events(&f.take_started()), 0);
 }

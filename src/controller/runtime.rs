@@ -35,10 +35,11 @@ pub fn field_selector(config: &Config, own_namespace: Option<&str>) -> String {
         .join(",")
 }
 
-/// The one watch: pods with the `P/id` label of this release's revision
-/// (`P/rev` with its revision; without one, no `P/rev`), outside the
-/// excluded namespaces and the controller's own, its cache filled by the
-/// streaming list when the apiserver serves it.
+/// The one watch: pods with the `P/id` label (with a revision, only those
+/// labelled `P/rev` with it; the default release sees every sandbox, since
+/// its drift audit reports escapes whatever revision they name), outside
+/// the excluded namespaces and the controller's own, its cache filled by
+/// the streaming list when the apiserver serves it.
 pub fn watch_config(
     config: &Config,
     own_namespace: Option<&str>,
@@ -47,7 +48,7 @@ pub fn watch_config(
     let keys = config.keys();
     let labels = match &config.revision {
         Some(revision) => format!("{},{}={revision}", keys.id, keys.rev),
-        None => format!("{},!{}", keys.id, keys.rev),
+        None => keys.id.clone(),
     };
     let mut watch = watcher::Config::default().labels(&labels);
     let fields = field_selector(config, own_namespace);
@@ -167,7 +168,7 @@ mod tests {
         let watch = watch_config(&config, Some("sandbox-system"), true);
         assert_eq!(
             watch.label_selector.as_deref(),
-            Some("sandbox.example.com/id,!sandbox.example.com/rev")
+            Some("sandbox.example.com/id")
         );
         assert_eq!(
             watch.field_selector.as_deref(),
@@ -183,10 +184,7 @@ mod tests {
 
         let none = Config::from_yaml("excludedNamespaces: []").unwrap();
         let watch = watch_config(&none, None, false);
-        assert_eq!(
-            watch.label_selector.as_deref(),
-            Some("opensandbox.io/id,!opensandbox.io/rev")
-        );
+        assert_eq!(watch.label_selector.as_deref(), Some("opensandbox.io/id"));
         assert_eq!(watch.field_selector, None);
         assert_eq!(watch.initial_list_strategy, InitialListStrategy::ListWatch);
         // A release with a revision watches only its own (contract:

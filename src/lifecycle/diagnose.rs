@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::drift::{self, DriftState};
 use super::expiry::{ExpiryAction, Removal};
 use super::facts::PodFacts;
-use super::plan::{PlatformAction, plan};
+use super::plan::{PlatformAction, is_audited, plan};
 use super::pod::SandboxPod;
 use crate::config::Config;
 
@@ -145,7 +145,7 @@ pub fn diagnose(
         (None, PlatformAction::None) if !facts.pending => "not Pending: it was scheduled".to_owned(),
         (None, PlatformAction::None) => "Pending, but nothing the scheduler says is about its platform".to_owned(),
     };
-    let injection = injection(pod, &facts, config, ignored.as_ref());
+    let injection = injection(pod, &facts, config, own_namespace, ignored.as_ref());
     Diagnosis {
         injection,
         pod: format!(
@@ -177,13 +177,22 @@ fn injection(
     pod: &SandboxPod,
     facts: &PodFacts,
     config: &Config,
+    own_namespace: Option<&str>,
     ignored: Option<&String>,
 ) -> InjectionReport {
     let keys = config.keys();
     let drift = facts.drift;
     let differs: Vec<&'static str> = drift.differs.names().collect();
+    // The drift audit also counts escapes the controller does not otherwise
+    // watch (`super::is_audited`), and leaves some it watches to another.
+    let audited = is_audited(facts, config, own_namespace);
+    let ignored = ignored.filter(|_| !audited);
     let reason = match (ignored, drift.state) {
         (Some(why), _) => why.clone(),
+        (None, DriftState::NotInjected) if !audited => format!(
+            "not injected: no {} record with the webhook's containers; the default release's controller reports it (a release with a revision leaves escapes to it)",
+            keys.injected
+        ),
         (None, DriftState::Current) => format!(
             "its {} record is what this release's webhook writes for it now",
             keys.injected

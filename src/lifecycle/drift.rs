@@ -167,11 +167,11 @@ pub fn classify(pod: &SandboxPod, config: &Config) -> Drift {
     Drift::state(DriftState::NotInjected)
 }
 
-/// Whether a sandbox gets its one drift Event: it is watched, not being
-/// deleted, and not injected or stale.
+/// Whether a sandbox gets its one drift Event: it is audited
+/// (`super::is_audited`), not being deleted, and not injected or stale.
 #[must_use]
-pub fn warns(drift: Drift, deleting: bool, watched: bool) -> bool {
-    watched && !deleting && drift.state.warns()
+pub fn warns(drift: Drift, deleting: bool, audited: bool) -> bool {
+    audited && !deleting && drift.state.warns()
 }
 
 /// The warning Event of a pod in `drift` (contract: drift.events): its

@@ -20,7 +20,7 @@ pub use drift::{Drift, DriftState};
 pub use expiry::{ExpiryAction, ExpiryPlan, Removal};
 pub use facts::{Intern, Owner, PodFacts};
 pub use ids::{ExpiresAt, Uid, Version};
-pub use plan::{Plan, PlatformAction, is_watched, plan};
+pub use plan::{Plan, PlatformAction, is_audited, is_watched, plan};
 pub use platform::{PlatformReading, condition_type};
 pub use pod::{RawJson, SandboxPod, SpecFields, StatusFields};
 

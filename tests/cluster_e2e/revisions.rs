@@ -9,7 +9,9 @@
 //! labelled for it, every sandbox is injected by the right release, by
 //! exactly one (the apiserver's audit log names the configurations that
 //! mutated each create), and none is missed; an opted-out pod reaches
-//! neither. Each release's controller looks after its own sandboxes only.
+//! neither, nor does one labelled with a revision no release serves, which
+//! the default release's controller reports. Each release's controller
+//! looks after its own sandboxes only.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -124,6 +126,17 @@ async fn side_by_side(env: &Env, id: &str, second: &str, canary: &Release) -> Re
         By::Nobody,
     )
     .await?;
+    // A revision no release serves: no injection at all.
+    create(
+        env,
+        &other,
+        "unserved",
+        &[(&rev, "nobody")],
+        &json!({}),
+        &mut expected,
+        By::Nobody,
+    )
+    .await?;
     // Rollback: one label again.
     env.kubectl(&["label", "namespace", &moved, &format!("{rev}-")], "")?;
     wait_injected_by(env, &moved, &[], None).await?;
@@ -170,7 +183,7 @@ async fn side_by_side(env: &Env, id: &str, second: &str, canary: &Release) -> Re
         )?;
     }
     println!(
-        "    {} creates through a move to the canary and a rollback: each mutated by one configuration, the right one; the opted-out pod sent to none",
+        "    {} creates through a move to the canary and a rollback: each mutated by one configuration, the right one; the opted-out and the unserved pod sent to none",
         expected.len()
     );
 
@@ -191,6 +204,14 @@ async fn side_by_side(env: &Env, id: &str, second: &str, canary: &Release) -> Re
         },
     )
     .await?;
+    // That escape is reported once, by the default release's controller.
+    env.event(&other, "unserved", "SandboxNotInjected").await?;
+    check(
+        env.events(&other, "opted-out", "SandboxNotInjected")
+            .await?
+            .is_empty(),
+        "no Event for the opted-out pod",
+    )?;
     let stored = env.pods(&other).get("opted-in").await?;
     let diagnosis = env.diagnose(&stored, chrono::Utc::now())?;
     check(

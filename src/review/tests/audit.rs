@@ -137,3 +137,18 @@ fn the_preflight_says_what_it_decided() {
         json!({"decision": "denied"})
     );
 }
+
+/// An answer given without reading the object (a large body that is no
+/// Pod CREATE, or an object over the limits) carries them too.
+#[test]
+fn answers_to_large_bodies_say_what_was_decided() {
+    let big = "x".repeat(super::LOOKED_AT_ABOVE);
+    let mut labelled = pod(Some("sbx-big"), &json!({}));
+    labelled["metadata"]["annotations"]["filler"] = json!(big);
+    assert_eq!(
+        audit("DELETE", &labelled),
+        json!({"decision": "skipped", "skip-reason": "not-pod-create"})
+    );
+    labelled["metadata"]["annotations"]["filler"] = json!("x".repeat(super::MAX_ANNOTATION_BYTES));
+    assert_eq!(audit("CREATE", &labelled), json!({"decision": "denied"}));
+}
