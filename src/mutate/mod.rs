@@ -167,22 +167,26 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
         .as_ref()
         .and_then(|i| i.sidecar.as_ref())
         .map(Sidecar::rules);
-    let injected = inject::record::make(config, linux, rules);
+    // Seam (issue 40): a pod OpenSandbox's server completed is not marked
+    // as ours; when its recognition admits such a pod here (for its
+    // platform or timeout annotations), it gets no record and no revision
+    // label: `injected` is `None` for it.
+    let injected = Some(inject::record::make(config, linux, rules));
     let patch = Parts {
         expiry,
         injection,
         selector,
         automount,
         owned,
-        record: &injected.value,
-        revision: config.revision.as_deref(),
+        record: injected.as_ref().map(|i| i.value.as_str()),
+        revision: config.revision.as_deref().filter(|_| injected.is_some()),
     }
     .patch(pod, keys)
     .map_err(Denial::PatchEncoding)?;
     Ok(Some(Admission {
         patch,
         warnings,
-        injected: Some(injected),
+        injected,
     }))
 }
 
@@ -263,7 +267,7 @@ struct Parts<'a> {
     automount: Automount,
     owned: Owned,
     /// The injection record, written unless the pod holds it already.
-    record: &'a str,
+    record: Option<&'a str>,
     /// The release's revision, labelled on the pod unless it is already.
     revision: Option<&'a str>,
 }
@@ -285,8 +289,10 @@ impl Parts<'_> {
         if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
         }
-        if !holds(pod.annotation(&keys.injected), self.record) {
-            annotations.push((&keys.injected, self.record));
+        if let Some(record) = self.record
+            && !holds(pod.annotation(&keys.injected), record)
+        {
+            annotations.push((&keys.injected, record));
         }
         if let Some(revision) = self.revision
             && !holds(pod.label(&keys.rev), revision)
