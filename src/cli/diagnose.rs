@@ -55,7 +55,15 @@ Output: one JSON object per pod (a JSON array of them unless the input is one Po
   platform.platformAnnotation          the pod's <prefix>/platform annotation as written, or null
   platform.unschedulable               Pending, and the scheduler says no node takes its platform
   platform.message                     the scheduler's message when unschedulable, else null
-  platform.reason                      why, in words";
+  platform.reason                      why, in words
+  injection.state                      how the pod stands against what this configuration injects: current,
+                                       stale, not-injected, server-completed or opted-out (the controller's
+                                       drift audit; a warning Event for stale and not-injected)
+  injection.differs                    for a stale pod, the record's fields that differ (config, images, policy,
+                                       revision; record when it cannot be read)
+  injection.record                     the pod's <prefix>/injected record as written, or null
+  injection.expected                   the record this configuration's webhook writes for the pod now
+  injection.reason                     why, in words";
 
 pub fn diagnose(args: &DiagnoseArgs) -> ExitCode {
     match run(args) {

@@ -44,4 +44,6 @@ keys! {
     egress_env = "egress-env",
     execd_isolation = "execd-isolation",
     lifecycle = "lifecycle",
+    injected = "injected",
+    rev = "rev",
 }

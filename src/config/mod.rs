@@ -12,6 +12,7 @@ pub(crate) mod controller;
 mod keys;
 mod quantity;
 mod read;
+pub(crate) mod record;
 pub(crate) mod rules;
 mod schema;
 mod upstream;
@@ -21,6 +22,7 @@ use std::path::Path;
 
 pub use keys::{ANNOTATION_NAMES, Keys};
 pub(crate) use quantity::Quantity;
+pub use record::{RELEASE, RecordTemplate, short_sha256};
 pub use schema::{
     Config, ConfigError, DEFAULT_EGRESS_IMAGE, DEFAULT_EXECD_IMAGE,
     DEFAULT_INCOMPATIBLE_RUNTIME_CLASSES, DEFAULT_MAX_RULES, DEFAULT_PREFIX, EgressConfig,

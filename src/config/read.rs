@@ -27,6 +27,7 @@ pub(super) fn config(root: &Value) -> Result<Config> {
     let mut config = Config::default();
     let known = [
         "prefix",
+        "revision",
         "excludedNamespaces",
         "execd",
         "egress",
@@ -45,6 +46,16 @@ pub(super) fn config(root: &Value) -> Result<Config> {
                 );
                 set(&mut errors, &mut config.prefix, prefix.map(str::to_owned));
             }
+            // null is the default release.
+            "revision" if value.is_null() => config.revision = None,
+            "revision" => {
+                let revision = checked(value, key, "a DNS label such as canary", rules::revision);
+                set(
+                    &mut errors,
+                    &mut config.revision,
+                    revision.map(|r| Some(r.to_owned())),
+                );
+            }
             "excludedNamespaces" => {
                 config.excluded_namespaces = checked_list(
                     value,
@@ -62,6 +73,7 @@ pub(super) fn config(root: &Value) -> Result<Config> {
         }
     }
     config.keys = Keys::new(&config.prefix);
+    config.record = config.make_record();
     if errors.len() > 1 {
         return Err(ConfigError::Several(errors));
     }

@@ -143,6 +143,17 @@ pub fn dns_subdomain(value: &str) -> Result<(), String> {
     )
 }
 
+/// A release's revision (`revision`): a DNS label, because it is the value
+/// of the `<prefix>/rev` label that selects it and part of object names.
+pub fn revision(value: &str) -> Result<(), String> {
+    dns_label(value).map_err(|_| {
+        format!(
+            "'{}' is not a revision name: use at most {DNS_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS label such as canary or v1-2)",
+            shorten(value)
+        )
+    })
+}
+
 /// A runtime class name (a DNS subdomain, as the API names `RuntimeClass` objects).
 pub fn runtime_class(value: &str) -> Result<(), String> {
     dns_subdomain(value).map_err(|_| {
@@ -368,7 +379,7 @@ mod tests {
     fn each_rule_against_its_cases() {
         let table: std::collections::BTreeMap<String, Cases> =
             serde_json::from_str(include_str!("rule_cases.json")).unwrap();
-        let rules: [(&str, Rule); 9] = [
+        let rules: [(&str, Rule); 10] = [
             ("image", image),
             ("quantity_syntax", quantity_syntax),
             ("resource_name", resource_name),
@@ -378,6 +389,7 @@ mod tests {
             ("otlp_endpoint", otlp_endpoint),
             ("upstream_proxy_url", upstream_proxy_url),
             ("secret_key", secret_key),
+            ("revision", revision),
         ];
         assert_eq!(table.len(), rules.len());
         for (name, rule) in rules {

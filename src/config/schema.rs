@@ -11,6 +11,7 @@ use thiserror::Error;
 
 use super::controller::ControllerConfig;
 use super::keys::Keys;
+use super::record::RecordTemplate;
 
 pub const DEFAULT_PREFIX: &str = "opensandbox.io";
 /// What opensandbox-server 1.1.1's example configuration installs.
@@ -120,6 +121,12 @@ impl EgressMode {
 #[serde(rename_all = "camelCase")]
 pub struct Config {
     pub prefix: String,
+    /// This release's revision (contract: revision.label): it injects only
+    /// the pods of namespaces (or, in namespaces without the label, pods)
+    /// labelled `<prefix>/rev: <revision>`, labels what it injects so, and
+    /// its controller watches only those. `None` is the default release,
+    /// which leaves every pod and namespace so labelled alone.
+    pub revision: Option<String>,
     pub excluded_namespaces: Vec<String>,
     pub execd: ExecdConfig,
     pub egress: EgressConfig,
@@ -131,6 +138,10 @@ pub struct Config {
     /// Annotation and label keys derived from `prefix`, computed once at load.
     #[serde(skip)]
     pub(super) keys: Keys,
+    /// The configuration's part of the injection record, computed once at
+    /// load.
+    #[serde(skip)]
+    pub(super) record: RecordTemplate,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -234,8 +245,9 @@ pub struct ExpiryConfig {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
+        let mut config = Config {
             prefix: DEFAULT_PREFIX.to_owned(),
+            revision: None,
             excluded_namespaces: ["kube-system", "kube-public", "kube-node-lease"]
                 .map(str::to_owned)
                 .to_vec(),
@@ -245,7 +257,10 @@ impl Default for Config {
             expiry: ExpiryConfig::default(),
             controller: ControllerConfig::default(),
             keys: Keys::new(DEFAULT_PREFIX),
-        }
+            record: RecordTemplate::default(),
+        };
+        config.record = config.make_record();
+        config
     }
 }
 
@@ -290,5 +305,40 @@ impl Config {
     #[must_use]
     pub fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    /// The configuration's part of the injection record.
+    #[must_use]
+    pub fn record(&self) -> &RecordTemplate {
+        &self.record
+    }
+
+    /// The record's part, made from the settings that shape an injected
+    /// pod (contract: record.config): `prefix`, `execd`, `egress`, `pod`
+    /// and `expiry`, compared with their built-in defaults.
+    pub(super) fn make_record(&self) -> RecordTemplate {
+        let settings = serde_json::json!({
+            "prefix": self.prefix,
+            "execd": self.execd,
+            "egress": self.egress,
+            "pod": self.pod,
+            "expiry": self.expiry,
+        });
+        // The sections' own defaults: `Config::default` makes its record
+        // with this.
+        let defaults = serde_json::json!({
+            "prefix": DEFAULT_PREFIX,
+            "execd": ExecdConfig::default(),
+            "egress": EgressConfig::default(),
+            "pod": PodConfig::default(),
+            "expiry": ExpiryConfig::default(),
+        });
+        RecordTemplate::new(
+            settings,
+            &defaults,
+            self.revision.as_deref(),
+            &self.execd.image,
+            self.egress.image.as_deref(),
+        )
     }
 }

@@ -92,6 +92,8 @@ pub struct Applied<W> {
     /// The bookkeeping of the pod the name held before, when that was
     /// another pod (another UID): its timers are the caller's to cancel.
     pub replaced: Option<W>,
+    /// The facts the name had before, if it was cached.
+    pub previous: Option<PodFacts>,
 }
 
 impl<W: Default> Cache<W> {
@@ -122,14 +124,14 @@ impl<W: Default> Cache<W> {
         let owner = facts.owner.clone();
         let generation = self.generation;
         let resource_version = meta.resource_version.as_deref().map(Version::new);
-        let (old_owner, replaced) = if let Some(cached) = self.pods.get_mut(&key) {
+        let (old_owner, replaced, previous) = if let Some(cached) = self.pods.get_mut(&key) {
             let old_owner = cached.facts.owner.as_ref().map(|o| o.uid.clone());
             let replaced = (cached.uid != uid).then(|| std::mem::take(&mut cached.work));
             cached.uid = uid;
             cached.resource_version = resource_version;
-            cached.facts = facts;
+            let previous = std::mem::replace(&mut cached.facts, facts);
             cached.generation = generation;
-            (old_owner, replaced)
+            (old_owner, replaced, Some(previous))
         } else {
             let cached = Box::new(Cached {
                 uid,
@@ -139,7 +141,7 @@ impl<W: Default> Cache<W> {
                 generation,
             });
             self.pods.insert(key.clone(), cached);
-            (None, None)
+            (None, None, None)
         };
         if old_owner.as_ref() != owner.as_ref().map(|o| &o.uid) {
             if let Some(old) = old_owner {
@@ -156,7 +158,11 @@ impl<W: Default> Cache<W> {
                     .push(key.clone());
             }
         }
-        Some(Applied { key, replaced })
+        Some(Applied {
+            key,
+            replaced,
+            previous,
+        })
     }
 }
 

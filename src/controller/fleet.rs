@@ -9,7 +9,7 @@
 //! cache again, so a renewal, a deletion or a recreated pod in between is
 //! seen, and the apiserver checks the UID of every write besides.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use super::actions::PodRef;
 use super::cache::{Cache, Cached, PodKey, key_of};
 use super::timers::Timers;
 use crate::config::Config;
-use crate::lifecycle::{self, Action, History, SandboxPod, Uid, Version};
+use crate::lifecycle::{self, Action, DriftState, History, PodFacts, SandboxPod, Uid, Version};
 pub use crate::lifecycle::{Job, Mark};
 
 /// A failed write is retried after this, doubling up to [`MAX_RETRY`].
@@ -57,7 +57,23 @@ pub struct Work {
     timer: Option<i64>,
     /// Only for pods a write was made or decided for.
     handled: Option<Box<Handled>>,
+    /// Its drift Event: 0 (none yet), [`DRIFT_QUEUED`], [`DRIFT_WRITING`]
+    /// or [`DRIFT_REPORTED`].
+    drift: u8,
 }
+
+/// The pod waits in the drift queue (once: a key queued for a pod since
+/// replaced by another of its name finds this unset and is dropped).
+const DRIFT_QUEUED: u8 = 1;
+/// Its drift Event is being written.
+const DRIFT_WRITING: u8 = 2;
+/// Its drift Event is recorded: once per pod (contract: drift.events).
+const DRIFT_REPORTED: u8 = 3;
+
+/// Drift Events written at once. They are reports, not removals: after a
+/// configuration change every sandbox may be stale at once, and these few
+/// at a time leave the apiserver, and the writes' permits, to expiry.
+const DRIFT_EVENTS_AT_ONCE: usize = 4;
 
 /// What has been done for a pod already, and its retry delay.
 #[derive(Default)]
@@ -92,6 +108,11 @@ pub struct Fleet {
     /// when it ends.
     in_flight: HashSet<Uid>,
     started: Vec<Start>,
+    /// Audited sandboxes by drift state (`DriftState::ALL`'s order).
+    drift: [usize; DriftState::ALL.len()],
+    /// Pods whose drift Event waits for one of the few writes it may use.
+    drift_waiting: VecDeque<PodKey>,
+    drift_writing: usize,
 }
 
 impl Fleet {
@@ -103,6 +124,80 @@ impl Fleet {
             timers: Timers::default(),
             in_flight: HashSet::new(),
             started: Vec::new(),
+            drift: [0; DriftState::ALL.len()],
+            drift_waiting: VecDeque::new(),
+            drift_writing: 0,
+        }
+    }
+
+    /// Audited sandboxes per drift state, in `DriftState::ALL`'s order.
+    #[must_use]
+    pub fn drift_counts(&self) -> [usize; DriftState::ALL.len()] {
+        self.drift
+    }
+
+    /// Whether the drift audit counts and warns of the pod.
+    fn audited(&self, facts: &PodFacts) -> bool {
+        let rules = &self.rules;
+        lifecycle::is_audited(facts, &rules.config, rules.own_namespace.as_deref())
+    }
+
+    /// Where `facts`' sandbox is counted: its drift state, if audited.
+    fn drift_slot(&self, facts: &PodFacts) -> Option<usize> {
+        self.audited(facts).then(|| facts.drift.state.index())
+    }
+
+    /// Counts `facts`' sandbox out of its drift state.
+    fn untally(&mut self, facts: &PodFacts) {
+        if let Some(slot) = self.drift_slot(facts) {
+            self.drift[slot] = self.drift[slot].saturating_sub(1);
+        }
+    }
+
+    /// Queues the pod's drift Event, unless it has one or needs none.
+    fn queue_drift(&mut self, key: &PodKey) {
+        let Some(cached) = self.cache.get(key) else {
+            return;
+        };
+        let warns = lifecycle::drift::warns(
+            cached.facts.drift,
+            cached.facts.deleting,
+            self.audited(&cached.facts),
+        );
+        if !warns || cached.work.drift != 0 {
+            return;
+        }
+        if let Some(cached) = self.cache.get_mut(key) {
+            cached.work.drift |= DRIFT_QUEUED;
+            self.drift_waiting.push_back(key.clone());
+        }
+    }
+
+    /// Starts the waiting drift Events the few writes allow.
+    fn start_drift(&mut self) {
+        while self.drift_writing < DRIFT_EVENTS_AT_ONCE {
+            let Some(key) = self.drift_waiting.pop_front() else {
+                return;
+            };
+            let Some(cached) = self.cache.get(&key) else {
+                continue;
+            };
+            if cached.work.drift != DRIFT_QUEUED {
+                continue;
+            }
+            let drift = cached.facts.drift;
+            let warns = lifecycle::drift::warns(
+                cached.facts.drift,
+                cached.facts.deleting,
+                self.audited(&cached.facts),
+            );
+            if let Some(cached) = self.cache.get_mut(&key) {
+                cached.work.drift = if warns { DRIFT_WRITING } else { 0 };
+            }
+            if warns {
+                self.drift_writing += 1;
+                self.push_start(&key, Job::DriftEvent { drift });
+            }
         }
     }
 
@@ -121,6 +216,7 @@ impl Fleet {
     /// The writes decided since the last call, for the caller to start;
     /// each one's [`Done`] goes to [`Fleet::finished`].
     pub fn take_started(&mut self) -> Vec<Start> {
+        self.start_drift();
         std::mem::take(&mut self.started)
     }
 
@@ -157,9 +253,20 @@ impl Fleet {
                 else {
                     return;
                 };
+                if let Some(previous) = &applied.previous {
+                    self.untally(previous);
+                }
+                let slot = self
+                    .cache
+                    .get(&applied.key)
+                    .and_then(|c| self.drift_slot(&c.facts));
+                if let Some(slot) = slot {
+                    self.drift[slot] += 1;
+                }
                 if let Some(old) = applied.replaced {
                     self.drop_work(&applied.key, &old);
                 }
+                self.queue_drift(&applied.key);
                 self.evaluate(&applied.key);
             }
             Event::Delete(pod) => {
@@ -176,6 +283,11 @@ impl Fleet {
                     self.gone(&key, &cached);
                 }
                 self.cache.sweep();
+                // A wave of drift Events (a configuration change) leaves
+                // its queue's room behind.
+                if self.drift_waiting.is_empty() {
+                    self.drift_waiting.shrink_to_fit();
+                }
             }
         }
     }
@@ -183,6 +295,7 @@ impl Fleet {
     /// `key` left the cache: its timer goes, and the pods that waited for
     /// it to expire (the same owner) may go now.
     fn gone(&mut self, key: &PodKey, cached: &Cached<Work>) {
+        self.untally(&cached.facts);
         let owner = cached.facts.owner.clone();
         self.drop_work(key, &cached.work);
         if let Some(owner) = owner {
@@ -226,6 +339,14 @@ impl Fleet {
             return;
         };
         self.in_flight.insert(cached.uid.clone());
+        self.push_start(key, job);
+    }
+
+    /// The write for the cached pod `key`, to be started.
+    fn push_start(&mut self, key: &PodKey, job: Job) {
+        let Some(cached) = self.cache.get(key) else {
+            return;
+        };
         let pod = PodRef {
             namespace: Arc::clone(&key.namespace),
             name: Arc::clone(&key.name),
@@ -280,6 +401,17 @@ impl Fleet {
 
     /// A write ended.
     pub fn finished(&mut self, done: Done) {
+        if done.mark == Mark::DriftReported {
+            // Not one of `in_flight`: expiry was never held up for it.
+            self.drift_writing = self.drift_writing.saturating_sub(1);
+            if let Some(cached) = self.cache.get_mut(&done.key)
+                && cached.uid == done.uid
+            {
+                // A failed one is queued again at the pod's next change.
+                cached.work.drift = if done.ok { DRIFT_REPORTED } else { 0 };
+            }
+            return;
+        }
         self.in_flight.remove(&done.uid);
         let Some(cached) = self.cache.get_mut(&done.key) else {
             return;

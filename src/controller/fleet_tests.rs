@@ -27,9 +27,14 @@ fn expiring_in(s: i64, name: &str, uid: &str, owner: Option<&str>) -> SandboxPod
     pod(name, uid, Some(&in_seconds(s)), owner)
 }
 
-/// A sandbox pod; `owner` is the UID of its controller `Job`.
+/// A sandbox pod the webhook injected with the default configuration;
+/// `owner` is the UID of its controller `Job`.
 fn pod(name: &str, uid: &str, expires_at: Option<&str>, owner: Option<&str>) -> SandboxPod {
-    let annotations = expires_at.map(|at| json!({"opensandbox.io/expires-at": at}));
+    let record = crate::mutate::inject::record::make(&Config::default(), true, None).value;
+    let mut annotations = json!({"opensandbox.io/injected": record});
+    if let Some(at) = expires_at {
+        annotations["opensandbox.io/expires-at"] = json!(at);
+    }
     let owners = owner.map(|uid| {
         json!([{"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{uid}"), "uid": uid, "controller": true}])
     });
@@ -37,6 +42,8 @@ fn pod(name: &str, uid: &str, expires_at: Option<&str>, owner: Option<&str>) -> 
         "metadata": {"name": name, "namespace": "team", "uid": uid, "resourceVersion": "1",
                      "labels": {"opensandbox.io/id": name}, "annotations": annotations,
                      "ownerReferences": owners},
+        "spec": {"initContainers": [{"name": "execd-installer", "image": "opensandbox/execd:v1.0.22"}],
+                 "containers": [{"name": "sandbox", "image": "python"}]},
         "status": {"phase": "Running"},
     }))
     .unwrap()
@@ -254,4 +261,118 @@ async fn each_retry_waits_twice_as_long_up_to_the_cap() {
     for (got, want) in delays.iter().zip(want) {
         assert!((want - 200..=want).contains(got), "{delays:?}");
     }
+}
+
+/// A sandbox that escaped injection: no record, no webhook container.
+fn escaped(name: &str, uid: &str) -> SandboxPod {
+    let mut p = pod(name, uid, None, None);
+    p.metadata.annotations = None;
+    p.spec = None;
+    p
+}
+
+fn drift_events(starts: &[Start]) -> usize {
+    starts
+        .iter()
+        .filter(|s| matches!(s.job, Job::DriftEvent { .. }))
+        .count()
+}
+
+/// contract: drift.metrics, drift.events
+///
+/// The watched sandboxes are counted by state through updates, deletions
+/// and relists; each one not injected gets one warning Event, a few at a
+/// time, and one whose Event failed gets another at its next change.
+#[tokio::test]
+async fn drift_is_counted_and_warned_of_once() {
+    let mut f = fleet();
+    f.on_event(Event::Init);
+    f.on_event(Event::InitApply(pod("current", "u", None, None)));
+    for i in 0..5 {
+        f.on_event(Event::InitApply(escaped(
+            &format!("e{i}"),
+            &format!("ue{i}"),
+        )));
+    }
+    let opted = with(
+        escaped("o", "uo"),
+        &json!({"metadata": {"annotations": {"opensandbox.io/inject": "false"}}}),
+    );
+    f.on_event(Event::InitApply(opted));
+    // Another release's sandbox is not this release's to count; but one
+    // that escaped injection is reported by the default release, whatever
+    // revision its label names (contract: revision.controller).
+    let revision = |p, rev| {
+        with(
+            p,
+            &json!({"metadata": {"labels": {"opensandbox.io/rev": rev}}}),
+        )
+    };
+    f.on_event(Event::InitApply(revision(
+        pod("x", "ux", None, None),
+        "canary",
+    )));
+    f.on_event(Event::InitApply(revision(escaped("u", "uu"), "nobody")));
+    f.on_event(Event::InitDone);
+    assert_eq!(f.drift_counts(), [1, 0, 6, 0, 1]);
+
+    let first = f.take_started();
+    assert_eq!(
+        (first.len(), drift_events(&first)),
+        (4, 4),
+        "four at a time"
+    );
+    f.finished(done(&first[0], true));
+    let second = f.take_started();
+    assert_eq!(drift_events(&second), 1);
+    f.finished(done(&first[1], false));
+    let third = f.take_started();
+    assert_eq!(drift_events(&third), 1, "the sixth");
+    assert!(f.take_started().is_empty(), "each pod once");
+    for s in first[2..].iter().chain(&second).chain(&third) {
+        f.finished(done(s, true));
+    }
+    // A reported pod's next change records nothing; the failed one's does.
+    let reported = first[0].key.name.to_string();
+    let failed = first[1].key.name.to_string();
+    for (name, events) in [(reported, 0), (failed, 1)] {
+        let mut p = escaped(&name, &format!("u{name}"));
+        p.metadata.resource_version = Some("2".into());
+        f.on_event(Event::Apply(p));
+        assert_eq!(drift_events(&f.take_started()), events, "{name}");
+    }
+    // The counts follow deletions and relists.
+    f.on_event(Event::Delete(escaped("e4", "ue4")));
+    assert_eq!(f.drift_counts(), [1, 0, 5, 0, 1]);
+    f.on_event(Event::Init);
+    f.on_event(Event::InitApply(pod("current", "u", None, None)));
+    f.on_event(Event::InitDone);
+    assert_eq!(f.drift_counts(), [1, 0, 0, 0, 0]);
+}
+
+/// A release with a revision counts its own sandboxes and leaves escapes,
+/// its own included, to the default release's controller, so each is
+/// reported once (contract: revision.controller).
+#[tokio::test]
+async fn a_revision_leaves_escapes_to_the_default_release() {
+    let canary = Config::from_yaml("revision: canary").unwrap();
+    let mut f = Fleet::new(Arc::new(Rules::new(canary.clone(), None)));
+    let label = |p| {
+        with(
+            p,
+            &json!({"metadata": {"labels": {"opensandbox.io/rev": "canary"}}}),
+        )
+    };
+    let mut injected = label(pod("mine", "u1", None, None));
+    let record = crate::mutate::injection_record(&canary, true, None).value;
+    injected
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("opensandbox.io/injected".into(), record);
+    f.on_event(Event::Apply(injected));
+    f.on_event(Event::Apply(label(escaped("escaped", "u2"))));
+    f.on_event(Event::Apply(pod("default", "u3", None, None)));
+    assert_eq!(f.drift_counts(), [1, 0, 0, 0, 0]);
+    assert_eq!(drift_events(&f.take_started()), 0);
 }

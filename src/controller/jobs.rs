@@ -63,6 +63,25 @@ pub(super) async fn execute(shared: &Shared, pod: &PodRef, job: Job) -> (Mark, b
                 }
             }
         }
+        Job::DriftEvent { drift } => {
+            let (reason, note) = lifecycle::drift::event(drift, &shared.rules.config);
+            tracing::warn!(
+                namespace = ns,
+                pod = name,
+                state = drift.state.as_str(),
+                "sandbox drift"
+            );
+            let ok = shared
+                .actions
+                .event(pod, EventType::Warning, reason, "Audit", &note)
+                .await
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "cannot record an Event; recorded at the pod's next change");
+                    shared.metrics.api_error("create-event");
+                })
+                .is_ok();
+            (Mark::DriftReported, ok)
+        }
         Job::InvalidExpiry { value } => {
             let key = &shared.rules.config.keys().expires_at;
             let note = format!(

@@ -7,6 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::memory;
+use crate::lifecycle::DriftState;
 use crate::server::metrics::{Exposition, create_series, encode, metric_fields};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -17,6 +18,11 @@ pub struct ActionLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OperationLabels {
     pub operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
 }
 
 /// Every `action` label of `sandbox_webhook_expired_total`.
@@ -49,6 +55,8 @@ metric_fields! {
             "Memory limit of this controller's container (its cgroup), 0 when it has none";
         api_errors: Family<OperationLabels, Counter> = "controller_api_errors",
             "Kubernetes API calls that failed and are retried, by operation";
+        drift: Family<StateLabels, Gauge> = "drift_pods",
+            "Watched sandbox pods by how they stand against what this release injects: current, stale, not-injected, server-completed, opted-out (0 on a standby)";
     }
 }
 
@@ -63,7 +71,22 @@ impl ControllerMetrics {
         );
         let operations = OPERATIONS.map(|operation| OperationLabels { operation });
         create_series(&metrics.api_errors, operations);
+        create_series(
+            &metrics.drift,
+            DriftState::ALL.map(|s| StateLabels { state: s.as_str() }),
+        );
         metrics
+    }
+
+    /// The sandboxes per drift state, in `DriftState::ALL`'s order.
+    pub fn set_drift(&self, counts: [usize; DriftState::ALL.len()]) {
+        for (state, n) in DriftState::ALL.iter().zip(counts) {
+            self.drift
+                .get_or_create(&StateLabels {
+                    state: state.as_str(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     pub fn expired(&self, action: &'static str) {
@@ -129,6 +152,22 @@ mod tests {
         assert!(text.contains("sandbox_webhook_controller_leader 1"));
         assert!(text.contains("sandbox_webhook_controller_timers 3"));
         assert!(text.contains("sandbox_webhook_controller_cached_pods 0"));
+        m.set_drift([3, 2, 1, 0, 4]);
+        let text = m.encode().unwrap();
+        for (state, n) in [
+            ("current", 3),
+            ("stale", 2),
+            ("not-injected", 1),
+            ("server-completed", 0),
+            ("opted-out", 4),
+        ] {
+            assert!(
+                text.contains(&format!(
+                    "sandbox_webhook_drift_pods{{state=\"{state}\"}} {n}"
+                )),
+                "{text}"
+            );
+        }
         let resident = text
             .lines()
             .find_map(|l| l.strip_prefix("sandbox_webhook_controller_resident_memory_bytes "))

@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::fleet::{Done, Fleet, Start};
 use super::jobs::{Shared, execute};
 use crate::config::Config;
-use crate::lifecycle::SandboxPod;
+use crate::lifecycle::{DriftState, SandboxPod};
 
 /// Writes in flight at once. Removals bunch up on whole seconds (expiry
 /// times have no fraction), and the apiserver answers a delete in a few
@@ -35,15 +35,22 @@ pub fn field_selector(config: &Config, own_namespace: Option<&str>) -> String {
         .join(",")
 }
 
-/// The one watch: pods with the `P/id` label, outside the excluded
-/// namespaces and the controller's own, its cache filled by the streaming
-/// list when the apiserver serves it.
+/// The one watch: pods with the `P/id` label (with a revision, only those
+/// labelled `P/rev` with it; the default release sees every sandbox, since
+/// its drift audit reports escapes whatever revision they name), outside
+/// the excluded namespaces and the controller's own, its cache filled by
+/// the streaming list when the apiserver serves it.
 pub fn watch_config(
     config: &Config,
     own_namespace: Option<&str>,
     streaming_list: bool,
 ) -> watcher::Config {
-    let mut watch = watcher::Config::default().labels(&config.keys().id);
+    let keys = config.keys();
+    let labels = match &config.revision {
+        Some(revision) => format!("{},{}={revision}", keys.id, keys.rev),
+        None => keys.id.clone(),
+    };
+    let mut watch = watcher::Config::default().labels(&labels);
     let fields = field_selector(config, own_namespace);
     if !fields.is_empty() {
         watch = watch.fields(&fields);
@@ -87,9 +94,11 @@ pub async fn run(shared: Arc<Shared>, client: Client, stop: impl Future<Output =
         }
         shared.metrics.set_cached(fleet.cached());
         shared.metrics.set_timers(fleet.timers());
+        shared.metrics.set_drift(fleet.drift_counts());
     }
     shared.metrics.set_cached(0);
     shared.metrics.set_timers(0);
+    shared.metrics.set_drift([0; DriftState::ALL.len()]);
 }
 
 /// Runs one write in its own task, at most [`MAX_CONCURRENT_WRITES`] at
@@ -178,6 +187,14 @@ mod tests {
         assert_eq!(watch.label_selector.as_deref(), Some("opensandbox.io/id"));
         assert_eq!(watch.field_selector, None);
         assert_eq!(watch.initial_list_strategy, InitialListStrategy::ListWatch);
+        // A release with a revision watches only its own (contract:
+        // revision.controller).
+        let canary = Config::from_yaml("revision: canary\nexcludedNamespaces: []").unwrap();
+        let watch = watch_config(&canary, None, false);
+        assert_eq!(
+            watch.label_selector.as_deref(),
+            Some("opensandbox.io/id,opensandbox.io/rev=canary")
+        );
     }
 
     /// A write waiting for its permit is a small task: the write's own

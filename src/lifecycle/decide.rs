@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::drift::Drift;
 use super::expiry::{self, ExpiryAction, Removal};
 use super::facts::PodFacts;
 use super::plan::{PlatformAction, plan};
@@ -23,6 +24,10 @@ pub enum Job {
     RemoveUnschedulable { removal: Removal },
     /// Record the warning Event for an `expires-at` that is no time.
     InvalidExpiry { value: String },
+    /// Record the warning Event for a sandbox that was not injected or is
+    /// stale (contract: drift.events); the loop starts these apart from
+    /// the others, a few at a time.
+    DriftEvent { drift: Drift },
 }
 
 impl Job {
@@ -34,6 +39,7 @@ impl Job {
             Job::Report { .. } => Mark::Reported,
             Job::RemoveUnschedulable { .. } => Mark::RemovedUnschedulable,
             Job::InvalidExpiry { value } => Mark::Invalid(value.clone()),
+            Job::DriftEvent { .. } => Mark::DriftReported,
         }
     }
 }
@@ -45,6 +51,8 @@ pub enum Mark {
     Reported,
     RemovedUnschedulable,
     Invalid(String),
+    /// The drift Event is recorded; the loop keeps this mark itself.
+    DriftReported,
 }
 
 /// What the controller has done for one pod already.
@@ -66,6 +74,7 @@ impl History {
             Mark::Invalid(v) => self.invalid = Some(v),
             Mark::Reported => self.reported = true,
             Mark::RemovedUnschedulable => self.removed_unschedulable = true,
+            Mark::DriftReported => {}
         }
     }
 }

@@ -14,9 +14,10 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use super::drift::{self, DriftState};
 use super::expiry::{ExpiryAction, Removal};
 use super::facts::PodFacts;
-use super::plan::{PlatformAction, plan};
+use super::plan::{PlatformAction, is_audited, plan};
 use super::pod::SandboxPod;
 use crate::config::Config;
 
@@ -27,6 +28,25 @@ pub struct Diagnosis {
     pub pod: String,
     pub expiry: ExpiryReport,
     pub platform: PlatformReport,
+    pub injection: InjectionReport,
+}
+
+/// Where the pod stands against what this release injects (contract:
+/// drift.diagnose), as the controller's drift audit classifies it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InjectionReport {
+    /// `current`, `stale`, `not-injected`, `server-completed` or
+    /// `opted-out` (the `state` label of `sandbox_webhook_drift_pods`).
+    pub state: &'static str,
+    /// For a stale pod, the record's fields that differ.
+    pub differs: Vec<&'static str>,
+    /// The pod's `<prefix>/injected` record, as written.
+    pub record: Option<String>,
+    /// The record this release's webhook would write for it now.
+    pub expected: String,
+    /// Why, in words.
+    pub reason: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -125,7 +145,9 @@ pub fn diagnose(
         (None, PlatformAction::None) if !facts.pending => "not Pending: it was scheduled".to_owned(),
         (None, PlatformAction::None) => "Pending, but nothing the scheduler says is about its platform".to_owned(),
     };
+    let injection = injection(pod, &facts, config, own_namespace, ignored.as_ref());
     Diagnosis {
+        injection,
         pod: format!(
             "{}/{}",
             pod.namespace(),
@@ -151,6 +173,53 @@ pub fn diagnose(
     }
 }
 
+fn injection(
+    pod: &SandboxPod,
+    facts: &PodFacts,
+    config: &Config,
+    own_namespace: Option<&str>,
+    ignored: Option<&String>,
+) -> InjectionReport {
+    let keys = config.keys();
+    let drift = facts.drift;
+    let differs: Vec<&'static str> = drift.differs.names().collect();
+    // The drift audit also counts escapes the controller does not otherwise
+    // watch (`super::is_audited`), and leaves some it watches to another.
+    let audited = is_audited(facts, config, own_namespace);
+    let ignored = ignored.filter(|_| !audited);
+    let reason = match (ignored, drift.state) {
+        (Some(why), _) => why.clone(),
+        (None, DriftState::NotInjected) if !audited => format!(
+            "not injected: no {} record with the webhook's containers; the default release's controller reports it (a release with a revision leaves escapes to it)",
+            keys.injected
+        ),
+        (None, DriftState::Current) => format!(
+            "its {} record is what this release's webhook writes for it now",
+            keys.injected
+        ),
+        (None, DriftState::Stale) => format!(
+            "injected, but its {} record differs from what this release's webhook writes now in {}: recreate the pod to inject it with the current configuration; the controller records a warning Event SandboxInjectionStale",
+            keys.injected,
+            differs.join(", ")
+        ),
+        (None, DriftState::OptedOut) => format!("it opted out with {}: \"false\"", keys.inject),
+        (None, DriftState::ServerCompleted) => {
+            "OpenSandbox's own server completed it, and the webhook keeps it as built".to_owned()
+        }
+        (None, DriftState::NotInjected) => format!(
+            "not injected: no {} record with the webhook's containers, no opt-out, not built by OpenSandbox's server (created while the webhook was down under failurePolicy Ignore, before it was installed, or in a namespace labelled {} for a revision no release serves); recreate it to inject it; the controller records a warning Event SandboxNotInjected",
+            keys.injected, keys.rev
+        ),
+    };
+    InjectionReport {
+        state: drift.state.as_str(),
+        differs,
+        record: pod.annotation(&keys.injected).map(str::to_owned),
+        expected: drift::expected(pod, config).value,
+        reason,
+    }
+}
+
 /// Why the controller does not look at the pod at all, if it does not (the
 /// order of `super::is_watched`).
 fn not_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> Option<String> {
@@ -159,6 +228,15 @@ fn not_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> 
         Some(format!(
             "not a sandbox: no {} label, so the controller does not watch it",
             config.keys().id
+        ))
+    } else if pod.other_revision {
+        Some(format!(
+            "another release's: its {} label is not this release's revision ({}), so that release's controller looks after it",
+            config.keys().rev,
+            config
+                .revision
+                .as_deref()
+                .unwrap_or("none, the default release")
         ))
     } else if config.excluded_namespaces.iter().any(|e| e == ns) {
         Some(format!(

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use super::drift::{self, Drift};
 use super::ids::{ExpiresAt, Uid};
 use super::platform::{self, PlatformReading};
 use super::pod::SandboxPod;
@@ -81,6 +82,11 @@ pub struct PodFacts {
     /// The scheduler's message when the pod is Pending and no node takes
     /// its platform ([`platform::read`]).
     pub unschedulable: Option<Box<str>>,
+    /// Its `<prefix>/rev` label is not this release's revision (none for
+    /// the default release): another release's controller looks after it.
+    pub other_revision: bool,
+    /// Where it stands against what this release injects ([`drift`]).
+    pub drift: Drift,
 }
 
 impl PodFacts {
@@ -123,6 +129,8 @@ impl PodFacts {
             expires_at: pod.annotation(&keys.expires_at).map(ExpiresAt::new),
             owner,
             unschedulable: reading.message.map(Into::into),
+            other_revision: pod.label(&keys.rev) != config.revision.as_deref(),
+            drift: drift::classify(pod, config),
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod decide;
 mod diagnose;
+pub mod drift;
 pub(crate) mod expiry;
 mod facts;
 mod ids;
@@ -14,13 +15,14 @@ mod pod;
 mod unschedulable;
 
 pub use decide::{Action, Decision, History, Job, Mark, decide};
-pub use diagnose::{Diagnosis, ExpiryReport, PlatformReport, diagnose};
+pub use diagnose::{Diagnosis, ExpiryReport, InjectionReport, PlatformReport, diagnose};
+pub use drift::{Drift, DriftState};
 pub use expiry::{ExpiryAction, ExpiryPlan, Removal};
 pub use facts::{Intern, Owner, PodFacts};
 pub use ids::{ExpiresAt, Uid, Version};
-pub use plan::{Plan, PlatformAction, is_watched, plan};
+pub use plan::{Plan, PlatformAction, is_audited, is_watched, plan};
 pub use platform::{PlatformReading, condition_type};
-pub use pod::{SandboxPod, SpecFields, StatusFields};
+pub use pod::{RawJson, SandboxPod, SpecFields, StatusFields};
 
 #[cfg(test)]
 mod tests;

@@ -3,15 +3,39 @@
 
 use chrono::{DateTime, Utc};
 
+use super::drift::DriftState;
 use super::expiry::{self, ExpiryAction, ExpiryPlan, Removal};
 use super::facts::PodFacts;
 use super::platform::PlatformReading;
 use crate::config::Config;
 
 /// Whether the controller looks at this pod at all: a sandbox (label
-/// `P/id`) outside the excluded namespaces and the controller's own.
+/// `P/id`) of its release's revision (contract: revision.controller),
+/// outside the excluded namespaces and the controller's own.
 #[must_use]
 pub fn is_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> bool {
+    !pod.other_revision && in_namespaces(pod, config, own_namespace)
+}
+
+/// Whether the controller's drift audit counts the pod (contract:
+/// drift.states, revision.controller): the pods it watches, and, for the
+/// default release, every sandbox outside the excluded namespaces that
+/// was not injected at all, whatever revision its label names. So an
+/// escape is reported once, by the default release, even when its label
+/// names a revision no release serves; a release with a revision leaves
+/// escapes to the default release.
+#[must_use]
+pub fn is_audited(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> bool {
+    let escaped = pod.drift.state == DriftState::NotInjected;
+    match (&config.revision, pod.other_revision) {
+        (None, false) => is_watched(pod, config, own_namespace),
+        (None, true) => escaped && in_namespaces(pod, config, own_namespace),
+        (Some(_), _) => !escaped && is_watched(pod, config, own_namespace),
+    }
+}
+
+/// A sandbox outside the excluded namespaces and the controller's own.
+fn in_namespaces(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> bool {
     let ns = &*pod.namespace;
     pod.sandbox && !config.excluded_namespaces.iter().any(|e| e == ns) && own_namespace != Some(ns)
 }

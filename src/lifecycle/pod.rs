@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The parts of a Pod the decisions read. The controller's watch decodes pods
 /// straight into this type, so containers, the rest of the status and the
@@ -60,6 +61,21 @@ fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
 pub struct SpecFields {
     pub node_selector: Option<Value>,
     pub affinity: Option<Value>,
+    /// The containers as their JSON, for the drift audit to read with the
+    /// webhook's own pod reader (`super::drift`); never cached.
+    pub init_containers: Option<RawJson>,
+    pub containers: Option<RawJson>,
+}
+
+/// A part of the pod kept as its JSON text.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(pub Box<RawValue>);
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
 }
 
 objects_only! {

@@ -55,11 +55,14 @@ fn both_sandbox_versions_have_their_pod_template_injected() {
         assert!(changed, "{api_version}");
         let t = &v["spec"]["podTemplate"];
         assert_eq!(t["spec"]["initContainers"][0]["name"], "execd-installer");
+        let annotations = t["metadata"]["annotations"].as_object().unwrap();
+        let keys: Vec<&str> = annotations.keys().map(String::as_str).collect();
         assert_eq!(
-            t["metadata"]["annotations"],
-            json!({"opensandbox.io/timeout": "30m"}),
-            "{api_version}: timeout stays, no expires-at on a template"
+            keys,
+            ["opensandbox.io/timeout", "opensandbox.io/injected"],
+            "{api_version}: timeout stays, no expires-at on a template, the record is written"
         );
+        assert_eq!(annotations["opensandbox.io/timeout"], "30m");
         assert_eq!(v["apiVersion"], api_version);
         assert_eq!(v["spec"]["shutdownPolicy"], "Delete");
         let [Entry::Judged(judged)] = &entries[..] else {

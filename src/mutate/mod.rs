@@ -21,6 +21,7 @@ use crate::config::{Config, Keys};
 pub use context::Context;
 pub use denial::Denial;
 pub use inject::egress::strip_token as strip_egress_token;
+pub use inject::record::{Injected, make as injection_record};
 pub use inject::server::{Risk, ServerCompleted};
 pub use intent::platform::PlatformError;
 pub use intent::policy::PolicyError;
@@ -73,6 +74,9 @@ pub struct Admission {
     pub patch: Patch,
     /// Each at most 120 characters, for `kubectl` users.
     pub warnings: Vec<String>,
+    /// The pod's injection record, whether the patch writes it or the pod
+    /// holds it already; `None` for what the webhook does not complete.
+    pub injected: Option<Injected>,
 }
 
 /// Decides for a Pod CREATE given the pod's raw JSON. `namespace` is the
@@ -179,16 +183,27 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
     }
     mistakes::warn(pod, &intent, ctx, &mut warnings);
 
+    let rules = injection
+        .as_ref()
+        .and_then(|i| i.sidecar.as_ref())
+        .map(Sidecar::rules);
+    let injected = Some(inject::record::make(config, linux, rules));
     let patch = Parts {
         expiry,
         injection,
         selector,
         automount,
         owned,
+        record: injected.as_ref().map(|i| i.value.as_str()),
+        revision: config.revision.as_deref().filter(|_| injected.is_some()),
     }
     .patch(pod, keys)
     .map_err(Denial::PatchEncoding)?;
-    Ok(Decision::Admit(Admission { patch, warnings }))
+    Ok(Decision::Admit(Admission {
+        patch,
+        warnings,
+        injected,
+    }))
 }
 
 /// Whether OpenSandbox's server (or an OpenSandbox installer such as this
@@ -245,12 +260,18 @@ fn completed(
         selector,
         automount,
         owned: Owned::default(),
+        record: None,
+        revision: None,
     }
     .patch(pod, ctx.config.keys())
     .map_err(Denial::PatchEncoding)?;
     Ok(Completed {
         built,
-        admission: Admission { patch, warnings },
+        admission: Admission {
+            patch,
+            warnings,
+            injected: None,
+        },
         risk: risk.map(|(r, _)| r),
     })
 }
@@ -331,6 +352,10 @@ struct Parts<'a> {
     selector: Option<SelectorChange>,
     automount: Automount,
     owned: Owned,
+    /// The injection record, written unless the pod holds it already.
+    record: Option<&'a str>,
+    /// The release's revision, labelled on the pod unless it is already.
+    revision: Option<&'a str>,
 }
 
 impl Parts<'_> {
@@ -349,6 +374,16 @@ impl Parts<'_> {
             .and_then(|i| i.sidecar.as_ref().and_then(Sidecar::new_token));
         if let Some(token) = new_token {
             annotations.push((&keys.egress_auth_token, token));
+        }
+        if let Some(record) = self.record
+            && !holds(pod.annotation(&keys.injected), record)
+        {
+            annotations.push((&keys.injected, record));
+        }
+        if let Some(revision) = self.revision
+            && !holds(pod.label(&keys.rev), revision)
+        {
+            labels.push((&keys.rev, revision));
         }
 
         let mut patch = PatchBuilder::default();
@@ -384,6 +419,12 @@ impl Parts<'_> {
         );
         patch.finish()
     }
+}
+
+/// Whether a label or annotation holds exactly `value`.
+fn holds(raw: Option<&serde_json::value::RawValue>, value: &str) -> bool {
+    raw.and_then(|raw| intent::decode_string(raw).ok().flatten())
+        .is_some_and(|held| held == value)
 }
 
 /// The sandbox container: the one the annotation names, else `sandbox`, else

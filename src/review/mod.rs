@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 
 use crate::mutate::read::pod::{PodView, Source};
 use crate::mutate::{self, Context, Decision, Denial, SkipReason};
-use respond::{encode, envelope, respond, text, type_meta};
+use respond::{Subject, encode, envelope, respond, text, type_meta};
 use wire::{RequestIn, ResponseOut, ReviewIn};
 
 pub use decode::{DecodeError, decoded};
@@ -57,9 +57,19 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         return match request.object.as_ref().filter(|_| request.is_pod_create()) {
             Some(pod) => {
                 let decision = mutate::decide_view(pod, request.namespace.as_deref(), ctx);
-                respond(&types, &request, pod_name(pod), decision)
+                let subject = Subject {
+                    sandbox_id: pod.label(&ctx.config.keys().id),
+                    ..Subject::default()
+                };
+                respond(&types, &request, pod_name(pod), decision, subject)
             }
-            None => respond(&types, &request, None, without_pod(&request)),
+            None => respond(
+                &types,
+                &request,
+                None,
+                without_pod(&request),
+                Subject::default(),
+            ),
         };
     }
     let review: ReviewIn<'_, &RawValue> = envelope(body)?;
@@ -72,7 +82,7 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
             "request.object",
         ))),
     };
-    respond(&types, &request, None, decision)
+    respond(&types, &request, None, decision, Subject::default())
 }
 
 /// A request whose object was not read as a pod: skipped unless it is a
@@ -134,11 +144,16 @@ pub fn null_review(body: &[u8]) -> Result<Vec<u8>, ReviewError> {
 /// As [`null_review`].
 pub fn null_reviewed(body: &[u8]) -> Result<Reviewed, ReviewError> {
     let (types, request) = null_envelope(body)?;
+    let bare = Subject {
+        bare: true,
+        ..Subject::default()
+    };
     respond(
         &types,
         &request,
         None,
         Decision::Admit(mutate::Admission::default()),
+        bare,
     )
 }
 
@@ -153,9 +168,15 @@ pub fn fixed_reviewed(body: &[u8], patch: &mutate::Patch) -> Result<Reviewed, Re
     let (types, request) = null_envelope(body)?;
     let admission = mutate::Admission {
         patch: patch.clone(),
-        warnings: Vec::new(),
+        ..mutate::Admission::default()
     };
-    respond(&types, &request, None, Decision::Admit(admission))
+    respond(
+        &types,
+        &request,
+        None,
+        Decision::Admit(admission),
+        Subject::default(),
+    )
 }
 
 /// The envelope with the object skipped unread.
@@ -164,6 +185,10 @@ fn null_envelope(body: &[u8]) -> Result<(TypeMeta, RequestIn<'_, IgnoredAny>), R
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok((type_meta(review.api_version, review.kind), request))
 }
+
+#[cfg(test)]
+#[path = "tests/audit.rs"]
+mod audit_tests;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,9 @@ use std::borrow::Cow;
 use kube::core::{Status, TypeMeta};
 use thiserror::Error;
 
-use super::wire::{RequestIn, ResponseOut};
+use serde_json::value::RawValue;
+
+use super::wire::{Audit, RequestIn, ResponseOut};
 use crate::json_error::JsonError;
 use crate::mutate::{Decision, Risk, SkipReason};
 
@@ -96,18 +98,33 @@ pub(super) fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMe
     }
 }
 
+/// What an answer is about, for its audit annotations.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Subject<'a> {
+    /// The pod's `<prefix>/id` label, as its JSON.
+    pub(super) sandbox_id: Option<&'a RawValue>,
+    /// `/validate`: an admitted workload is `allowed`, never `unchanged`,
+    /// since nothing there could have changed it.
+    pub(super) workload: bool,
+    /// The benchmarks' null handler: no audit annotations, so its answer
+    /// is [`super::null_review`]'s, byte for byte.
+    pub(super) bare: bool,
+}
+
 /// `object_name` names the object when the request does not.
 pub(super) fn respond<O, Old>(
     types: &TypeMeta,
     request: &RequestIn<'_, O, Old>,
     object_name: Option<&str>,
     decision: Decision,
+    subject: Subject<'_>,
 ) -> Result<Reviewed, ReviewError> {
     let mut response = ResponseOut::allowed(&request.uid);
     let mut message = None;
     let mut patch_bytes = 0;
     let mut risk = None;
     let admission;
+    let mut injected = None;
     let outcome = match decision {
         Decision::Skip(reason) => Outcome::Skipped(reason),
         Decision::ServerCompleted(completed) => {
@@ -126,8 +143,13 @@ pub(super) fn respond<O, Old>(
         Decision::Admit(admitted) => {
             admission = admitted;
             response.warnings = &admission.warnings;
+            injected = admission.injected.as_ref();
             if admission.patch.is_empty() {
-                Outcome::Unchanged
+                if subject.workload {
+                    Outcome::Allowed
+                } else {
+                    Outcome::Unchanged
+                }
             } else {
                 let patch = admission.patch.as_json();
                 patch_bytes = patch.len();
@@ -144,11 +166,18 @@ pub(super) fn respond<O, Old>(
             Outcome::Denied(code)
         }
     };
+    if !subject.bare {
+        response.audit = Some(Audit {
+            sandbox_id: subject.sandbox_id,
+            injected,
+            ..Audit::default()
+        });
+    }
     let mut reviewed = finish(
         types,
         request,
         object_name,
-        &response,
+        response,
         outcome,
         message,
         patch_bytes,
@@ -157,17 +186,26 @@ pub(super) fn respond<O, Old>(
     Ok(reviewed)
 }
 
-/// `response` encoded, with what the server logs and counts about it.
+/// `response` encoded, with what the server logs and counts about it. Its
+/// audit annotations (every answer but the null handler's) get the
+/// decision from `outcome`.
 pub(super) fn finish<O, Old>(
     types: &TypeMeta,
     request: &RequestIn<'_, O, Old>,
     object_name: Option<&str>,
-    response: &ResponseOut<'_>,
+    mut response: ResponseOut<'_>,
     outcome: Outcome,
     message: Option<String>,
     patch_bytes: usize,
 ) -> Result<Reviewed, ReviewError> {
-    let body = encode(types, response)?;
+    if let Some(audit) = response.audit.as_mut() {
+        audit.decision = outcome.as_str();
+        audit.skip_reason = match outcome {
+            Outcome::Skipped(reason) => Some(reason.as_str()),
+            _ => None,
+        };
+    }
+    let body = encode(types, &response)?;
     let name = request
         .name
         .as_deref()

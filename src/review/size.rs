@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::respond::{Outcome, ReviewError, Reviewed, finish, type_meta};
-use super::wire::{RequestIn, ResponseOut, ReviewIn};
+use super::wire::{Audit, RequestIn, ResponseOut, ReviewIn};
 use crate::mutate::SkipReason;
 
 /// Bodies larger than this are looked at before they are read: none of
@@ -72,12 +72,13 @@ pub(super) fn look(body: &str, path: Path) -> Result<Option<Reviewed>, ReviewErr
         Path::Validate => (request.is_create_or_update(), SkipReason::NotAWorkload),
     };
     if !judged {
-        let response = ResponseOut::allowed(&request.uid);
+        let mut response = ResponseOut::allowed(&request.uid);
+        response.audit = Some(Audit::default());
         return finish(
             &types,
             &request,
             None,
-            &response,
+            response,
             Outcome::Skipped(skip),
             None,
             0,
@@ -126,11 +127,12 @@ fn refuse(
     let mut response = ResponseOut::allowed(&request.uid);
     response.allowed = false;
     response.status = Status::failure(&message, reason).with_code(code);
+    response.audit = Some(Audit::default());
     finish(
         types,
         request,
         None,
-        &response,
+        response,
         Outcome::Denied(code),
         Some(message),
         0,

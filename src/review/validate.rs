@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::respond::{Outcome, ReviewError, Reviewed, envelope, respond, text, type_meta};
+use super::respond::{ReviewError, Reviewed, Subject, envelope, respond, text, type_meta};
 use super::size::{Path, look};
 use super::wire::ReviewIn;
 use crate::mutate::{Admission, Context, Decision, SkipReason};
@@ -51,11 +51,9 @@ pub fn validate(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError>
         .and_then(|o| o.get("metadata"))
         .and_then(|m| m.get("name").or_else(|| m.get("generateName")))
         .and_then(Value::as_str);
-    let mut reviewed = respond(&types, &request, name, decision)?;
-    // An empty patch is never sent, so an admitted workload is `allowed`,
-    // not `unchanged`: nothing here could have changed it.
-    if reviewed.outcome == Outcome::Unchanged {
-        reviewed.outcome = Outcome::Allowed;
-    }
-    Ok(reviewed)
+    let subject = Subject {
+        workload: true,
+        ..Subject::default()
+    };
+    respond(&types, &request, name, decision, subject)
 }

@@ -8,6 +8,9 @@ use base64_simd::{Out, STANDARD as BASE64};
 use kube::core::Status;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+
+use crate::mutate::Injected;
 
 /// `O` is what the object is read as: a pod view on the fast path, raw
 /// JSON when that fails (the object is then not a readable pod). `Old` is
@@ -131,6 +134,72 @@ pub(super) struct ResponseOut<'a> {
     /// The JSON patch, written as base64 with `patchType: JSONPatch`.
     pub(super) patch: Option<&'a [u8]>,
     pub(super) warnings: &'a [String],
+    /// `auditAnnotations`, on every answer but the benchmarks' null one.
+    pub(super) audit: Option<Audit<'a>>,
+}
+
+/// What the apiserver's audit log records of an answer (contract:
+/// audit.annotations). The apiserver prefixes each key with the webhook's
+/// name and a `/`, so a key is a qualified name's last part (no `/`, at most
+/// 63 characters). The keys and the decision are static text, and every
+/// value is already in hand: writing them is a few copies, no second pass.
+#[derive(Debug, Default)]
+pub(super) struct Audit<'a> {
+    /// `mutated`, `unchanged`, `allowed`, `skipped` or `denied`.
+    pub(super) decision: &'static str,
+    pub(super) skip_reason: Option<&'static str>,
+    /// The pod's `<prefix>/id` label, as its JSON.
+    pub(super) sandbox_id: Option<&'a RawValue>,
+    pub(super) injected: Option<&'a Injected>,
+}
+
+/// Longest sandbox id written as it came: a label value has at most 63
+/// characters, so a longer one (which the apiserver will refuse) is cut.
+const SANDBOX_ID_MAX: usize = 63;
+
+impl Audit<'_> {
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(br#","auditAnnotations":{"decision":""#);
+        out.extend_from_slice(self.decision.as_bytes());
+        out.push(b'"');
+        if let Some(reason) = self.skip_reason {
+            out.extend_from_slice(br#","skip-reason":""#);
+            out.extend_from_slice(reason.as_bytes());
+            out.push(b'"');
+        }
+        if let Some(id) = self.sandbox_id.map(RawValue::get) {
+            // The label's own JSON text, when it is a short string; a long
+            // one is read and cut, anything else is no id.
+            if id.starts_with('"') && id.len() <= SANDBOX_ID_MAX + 2 {
+                out.extend_from_slice(br#","sandbox-id":"#);
+                out.extend_from_slice(id.as_bytes());
+            } else if let Ok(id) = serde_json::from_str::<String>(id) {
+                let cut = id
+                    .char_indices()
+                    .nth(SANDBOX_ID_MAX)
+                    .map_or(id.as_str(), |(at, _)| &id[..at]);
+                out.extend_from_slice(br#","sandbox-id":"#);
+                serde_json::to_writer(&mut *out, cut)?;
+            }
+        }
+        if let Some(injected) = self.injected {
+            if let Some(policy) = injected.policy() {
+                out.extend_from_slice(br#","policy":""#);
+                out.extend_from_slice(policy.as_bytes());
+                out.push(b'"');
+            }
+            out.extend_from_slice(br#","images":"#);
+            serde_json::to_writer(&mut *out, injected.images())?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// Bytes enough for the annotations.
+    fn size_hint(&self) -> usize {
+        let images = self.injected.map_or(0, |i| i.images().len() * 5 / 4);
+        160 + images + self.sandbox_id.map_or(0, |id| id.get().len().min(80))
+    }
 }
 
 impl<'a> ResponseOut<'a> {
@@ -141,6 +210,7 @@ impl<'a> ResponseOut<'a> {
             status: Status::default(),
             patch: None,
             warnings: &[],
+            audit: None,
         }
     }
 
@@ -185,6 +255,9 @@ impl<'a> ResponseOut<'a> {
             out.extend_from_slice(br#","warnings":"#);
             serde_json::to_writer(&mut *out, self.warnings)?;
         }
+        if let Some(audit) = &self.audit {
+            audit.write(out)?;
+        }
         out.extend_from_slice(b"}}");
         Ok(())
     }
@@ -192,7 +265,9 @@ impl<'a> ResponseOut<'a> {
     /// Bytes enough for the response: the base64 patch and room for the
     /// rest (uid, kinds, status, warnings).
     pub(super) fn size_hint(&self) -> usize {
-        self.patch.map_or(0, |p| BASE64.encoded_length(p.len())) + ENVELOPE_BUFFER
+        self.patch.map_or(0, |p| BASE64.encoded_length(p.len()))
+            + ENVELOPE_BUFFER
+            + self.audit.as_ref().map_or(0, Audit::size_hint)
     }
 }
 

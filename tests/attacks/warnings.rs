@@ -24,7 +24,7 @@ use serde_json::Value;
 const KEYS: usize = 6_000;
 
 /// The names after `<prefix>/` that the webhook reads.
-const KNOWN: [&str; 15] = sandbox_webhook::mutate::ANNOTATION_NAMES;
+const KNOWN: [&str; 17] = sandbox_webhook::mutate::ANNOTATION_NAMES;
 
 /// A small deterministic generator, so every run sends the same keys.
 struct Lcg(u64);

@@ -94,7 +94,7 @@ def case_url():
 
 def case_all():
     _, w = check_webhook(prefix="sandbox.example.com", failure="Ignore", timeout=10, extra_ns=["monitoring"],
-                         port=8443)
+                         port=8443, revision="v2", name="inject.sandbox.example.com")
     check("values-all: extra namespaceSelector expression is kept",
           selector_values(w["namespaceSelector"], "sandbox.example.com/enabled", "NotIn") == ["false"])
     check("values-all: extra objectSelector expression is kept",
@@ -204,8 +204,13 @@ def case_prometheusrule():
         "SandboxWebhookControllerMemoryNearLimit":
             f'max by (namespace, pod) (sandbox_webhook_controller_resident_memory_bytes{{namespace="{NS}"}}'
             f' / (sandbox_webhook_controller_memory_limit_bytes{{namespace="{NS}"}} > 0)) > 0.8',
+        # contract: drift.alert
+        "SandboxWebhookSandboxesNotInjected":
+            f'max by (namespace) (sandbox_webhook_drift_pods{{namespace="{NS}",state="not-injected"}}) > 0',
     }
-    check("PrometheusRule: the six alerts", sorted(rules) == sorted(want), sorted(rules))
+    check("PrometheusRule: the seven alerts", sorted(rules) == sorted(want), sorted(rules))
+    check("PrometheusRule: sandboxes not injected for 10 minutes",
+          rules.get("SandboxWebhookSandboxesNotInjected", {}).get("for") == "10m")
     for alert, expr in want.items():
         r = rules.get(alert, {})
         check(f"PrometheusRule: {alert} expression", r.get("expr") == expr, r.get("expr"))
@@ -291,8 +296,10 @@ def case_controller():
     role = ctl_one("Role")
     check("controller: Role covers only leases", all(r["resources"] == ["leases"] for r in role["rules"]), role)
     cfg = yaml.safe_load(ctl_one("ConfigMap")["data"]["config.yaml"])
-    check("controller: config.yaml has prefix, excludedNamespaces and controller",
-          set(cfg) == {"prefix", "excludedNamespaces", "controller"}
+    webhook_cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
+    check("controller: config.yaml is the webhook's (its drift audit compares with what it injects)"
+          " and the controller section",
+          {k: v for k, v in cfg.items() if k != "controller"} == webhook_cfg
           and cfg["controller"]["platform"] == {"deleteUnschedulable": False}, cfg)
     check("controller: PDB maxUnavailable 1", ctl_one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1)
     svc = ctl_one("Service")
@@ -314,11 +321,46 @@ def case_controller_off():
     check("controller.enabled=false renders no controller object", not controller_docs,
           [d["kind"] for d in controller_docs])
     alerts = [r["alert"] for g in one("PrometheusRule")["spec"]["groups"] for r in g["rules"]]
-    check("controller.enabled=false: no alert on the controller's memory",
-          "SandboxWebhookControllerMemoryNearLimit" not in alerts, alerts)
+    check("controller.enabled=false: no alert on the controller's memory or drift audit",
+          "SandboxWebhookControllerMemoryNearLimit" not in alerts
+          and "SandboxWebhookSandboxesNotInjected" not in alerts, alerts)
 
 
-CASES = {"controller": case_controller, "controller-vap": case_controller_vap, "controller-off": case_controller_off,
+def case_revision():
+    """contract: revision.selectors, revision.label
+
+    A release with a revision: one configuration for the namespaces labelled with it, one for the
+    pods labelled with it in namespaces without the label; both the same webhook; no pod matches two."""
+    mwc, w = check_webhook(revision="canary")
+    pods = one("MutatingWebhookConfiguration", f"{mwc['metadata']['name']}-pods")
+    check("revision: two MutatingWebhookConfigurations", len(by_kind["MutatingWebhookConfiguration"]) == 2)
+    p = pods["webhooks"][0]
+    rev = "opensandbox.io/rev"
+    check("revision: the pods configuration's webhook is the same but for its selectors",
+          {k: v for k, v in p.items() if k not in ("namespaceSelector", "objectSelector")}
+          == {k: v for k, v in w.items() if k not in ("namespaceSelector", "objectSelector")}, p)
+    check("revision: pods labelled canary, only in namespaces without the label",
+          {"key": rev, "operator": "DoesNotExist"} in p["namespaceSelector"]["matchExpressions"]
+          and selector_values(p["objectSelector"], rev, "In") == ["canary"], p)
+    vwcs = by_kind["ValidatingWebhookConfiguration"]
+    check("revision: the pre-flight has the same two selections",
+          sorted(v["metadata"]["name"] for v in vwcs)
+          == sorted(m["metadata"]["name"] for m in by_kind["MutatingWebhookConfiguration"])
+          and all(v["webhooks"][0]["namespaceSelector"] == m["webhooks"][0]["namespaceSelector"]
+                  for v in vwcs for m in by_kind["MutatingWebhookConfiguration"]
+                  if v["metadata"]["name"] == m["metadata"]["name"]), [v["metadata"]["name"] for v in vwcs])
+    pre = [v for v in vwcs if v["metadata"]["name"].endswith("-pods")][0]["webhooks"][0]
+    expr = pre["matchConditions"][1]["expression"]
+    check("revision: the pods pre-flight judges only templates labelled canary",
+          pre["matchConditions"][1]["name"] == "sandbox-revision"
+          and '"opensandbox.io/rev"] == "canary"' in expr, pre["matchConditions"])
+    cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
+    ctl = yaml.safe_load(ctl_one("ConfigMap")["data"]["config.yaml"])
+    check("revision: the webhook's and the controller's configuration name it",
+          cfg.get("revision") == "canary" and ctl.get("revision") == "canary", (cfg, ctl))
+
+
+CASES = {"revision": case_revision, "controller": case_controller, "controller-vap": case_controller_vap, "controller-off": case_controller_off,
          "prometheusrule": case_prometheusrule, "netpol-monitor": case_netpol_monitor, "hostnet": case_hostnet, "gke": case_gke,
          "helm": case_helm, "certManager": case_certmanager, "existingSecret": case_existing, "url": case_url,
          "all": case_all, "prefix": case_prefix, "single": case_single, "netpol": case_netpol_default}

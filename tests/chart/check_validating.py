@@ -45,9 +45,19 @@ def the(kind):
     return objs[0]
 
 
-def check_vwc(prefix="opensandbox.io", name=None, failure="Ignore", timeout=5, conditions=True):
+def selecting_namespaces(kind):
+    """The configuration of `kind` that selects namespaces (a release with a revision has a
+    second one, `-pods`, for the pods labelled with it)."""
+    objs = [d for d in of_kind(kind) if not d["metadata"]["name"].endswith("-pods")]
+    if len(objs) != 1:
+        raise AssertionError(f"expected exactly one {kind} (besides -pods), found {len(objs)}")
+    return objs[0]
+
+
+def check_vwc(prefix="opensandbox.io", name=None, failure="Ignore", timeout=5, conditions=True, revision=None):
     """The pre-flight's configuration, mirrored on the pod webhook's."""
-    mwc, vwc = the("MutatingWebhookConfiguration"), the("ValidatingWebhookConfiguration")
+    mwc = selecting_namespaces("MutatingWebhookConfiguration")
+    vwc = selecting_namespaces("ValidatingWebhookConfiguration")
     check("ValidatingWebhookConfiguration has the MutatingWebhookConfiguration's name (release namespace in it)",
           vwc["metadata"]["name"] == mwc["metadata"]["name"], vwc["metadata"]["name"])
     check("same annotations as the pod webhook's (AKS opt-out, cert-manager injection)",
@@ -55,7 +65,7 @@ def check_vwc(prefix="opensandbox.io", name=None, failure="Ignore", timeout=5, c
           (vwc["metadata"].get("annotations"), mwc["metadata"].get("annotations")))
     check("exactly one webhook", len(vwc["webhooks"]) == 1, len(vwc["webhooks"]))
     w, m = vwc["webhooks"][0], mwc["webhooks"][0]
-    name = name or f"workloads.sandbox.{prefix}"
+    name = name or f"sandbox-webhook.{prefix}"
     check(f"webhook name is {name}", w["name"] == name, w["name"])
     check("admissionReviewVersions [v1], sideEffects None, matchPolicy Equivalent",
           w["admissionReviewVersions"] == ["v1"] and w["sideEffects"] == "None"
@@ -82,7 +92,15 @@ def check_vwc(prefix="opensandbox.io", name=None, failure="Ignore", timeout=5, c
               == {k: msvc.get(k) for k in ("name", "namespace", "port")}, cc)
     conds = w.get("matchConditions")
     if conditions:
-        check("one matchCondition", conds is not None and len(conds) == 1, conds)
+        names = [c["name"] for c in conds or []]
+        # contract: revision.selectors
+        want = ["sandbox-template"] if revision else ["sandbox-template", "sandbox-revision"]
+        check(f"matchConditions {want}", names == want, conds)
+        if not revision:
+            rev = " ".join(conds[-1]["expression"].split())
+            check(f"the default release leaves templates labelled {prefix}/rev alone",
+                  rev.startswith("!(") and all(f'"{prefix}/rev" in {labels}' in rev for labels in TEMPLATE_LABELS),
+                  rev)
         expr = " ".join((conds or [{}])[0].get("expression", "").split())
         for labels in TEMPLATE_LABELS:
             check(f"matchCondition reads {labels} for {prefix}/id",
@@ -112,7 +130,8 @@ def case_off():
 
 
 def case_all():
-    _, w = check_vwc(prefix="sandbox.example.com", name="preflight.sandbox.example.com", failure="Fail", timeout=7)
+    _, w = check_vwc(prefix="sandbox.example.com", name="preflight.sandbox.example.com", failure="Fail", timeout=7,
+                     revision="v2")
     check("values-all: the extra namespaceSelector expression is kept",
           {"key": "sandbox.example.com/enabled", "operator": "NotIn", "values": ["false"]}
           in w["namespaceSelector"]["matchExpressions"], w["namespaceSelector"])

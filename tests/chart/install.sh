@@ -39,7 +39,7 @@ REL="dev"
 REL_NS="sandbox-webhook-dev-$SUFFIX"
 TEST_NS="sandbox-install-$SUFFIX"
 PREFIX="opensandbox.io"          # the chart's default config.prefix
-WEBHOOK_NAME="pods.sandbox.$PREFIX"
+WEBHOOK_NAME="sandbox-webhook.$PREFIX"
 MWC="$REL-sandbox-webhook-$REL_NS"   # <fullname>-<release namespace>
 
 pass=0

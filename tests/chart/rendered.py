@@ -56,10 +56,11 @@ def selector_values(sel, key, op):
 
 # ---------------------------------------------------------------- webhook config
 def check_webhook(prefix="opensandbox.io", failure="Fail", timeout=5, extra_ns=(), url=None, ca_bundle=None,
-                  port=443):
-    """The chart's MutatingWebhookConfiguration (contract: select.webhook-configuration)."""
-    mwc = one("MutatingWebhookConfiguration")
+                  port=443, revision=None, conditions=True, name=None):
+    """The chart's MutatingWebhookConfiguration (contract: select.webhook-configuration); with a
+    revision, the one that selects the revision's namespaces."""
     fullname = one("Service")["metadata"]["name"] if "Service" in by_kind else "rel-sandbox-webhook"
+    mwc = one("MutatingWebhookConfiguration", f"{fullname}-{NS}")
     check(f"MutatingWebhookConfiguration name carries the release namespace ({fullname}-{NS})",
           mwc["metadata"]["name"] == f"{fullname}-{NS}", mwc["metadata"]["name"])
     check("MutatingWebhookConfiguration opts out of AKS's admissions enforcer",
@@ -89,6 +90,29 @@ def check_webhook(prefix="opensandbox.io", failure="Fail", timeout=5, extra_ns=(
     obj_sel = w["objectSelector"]
     check(f"objectSelector requires {prefix}/id Exists",
           selector_values(obj_sel, f"{prefix}/id", "Exists") is not None, json.dumps(obj_sel))
+    name = name or f"sandbox-webhook.{prefix}"
+    check(f"webhook name is {name}, the audit annotations' key prefix", w["name"] == name, w["name"])
+    rev = f"{prefix}/rev"
+    ns_rev = [e for e in w["namespaceSelector"]["matchExpressions"] if e["key"] == rev]
+    obj_rev = [e for e in obj_sel["matchExpressions"] if e["key"] == rev]
+    if revision is None:
+        # contract: revision.selectors
+        check(f"default release: namespaces and pods labelled {rev} are left to their revision",
+              ns_rev == [{"key": rev, "operator": "DoesNotExist"}]
+              and obj_rev == [{"key": rev, "operator": "DoesNotExist"}], (ns_rev, obj_rev))
+    else:
+        check(f"revision {revision}: the namespaces labelled {rev}={revision}, whatever their pods say",
+              ns_rev == [{"key": rev, "operator": "In", "values": [revision]}] and obj_rev == [], (ns_rev, obj_rev))
+    conds = w.get("matchConditions")
+    if conditions:
+        # contract: select.match-conditions
+        expr = " ".join((conds or [{}])[0].get("expression", "").split())
+        check("matchCondition not-opted-out: the pods that opt out are not sent",
+              [c["name"] for c in conds or []] == ["not-opted-out"]
+              and expr == f'!(has(object.metadata.annotations) && "{prefix}/inject" in object.metadata.annotations'
+              f' && object.metadata.annotations["{prefix}/inject"] in ["false", "False", "FALSE"])', conds)
+    else:
+        check("no matchConditions below Kubernetes 1.30", conds is None, conds)
     cc = w["clientConfig"]
     if url:
         check("clientConfig.url is webhook.url", cc.get("url") == url, cc)

@@ -177,6 +177,8 @@ check_rendered all "$WORK/all.yaml" "$NS"
 run_test "helm template (config.prefix=example.org)" render "$WORK/prefix.yaml" \
     --set config.prefix=example.org --set 'config.excludedNamespaces={sandbox-system}'
 check_rendered prefix "$WORK/prefix.yaml" "$NS"
+run_test "helm template (revision=canary)" render "$WORK/revision.yaml" --set revision=canary
+check_rendered revision "$WORK/revision.yaml" "$NS"
 run_test "helm template (replicas=1)" render "$WORK/single.yaml" --set replicas=1
 check_rendered single "$WORK/single.yaml" "$NS"
 run_test "helm template (networkPolicy.enabled)" render "$WORK/netpol.yaml" --set networkPolicy.enabled=true

@@ -14,11 +14,14 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod drift;
 mod expiry;
 mod harness;
 mod nodes;
 mod platform;
 mod real_node;
+mod releases;
+mod revisions;
 mod rollout;
 mod workloads;
 
@@ -36,6 +39,8 @@ suite::scenarios![
     nodes::deleted_node_takes_its_timers,
     rollout::rollout_under_load_refuses_nothing,
     real_node::readme_sandbox_runs_on_the_real_node,
+    revisions::two_releases_side_by_side,
+    drift::escaped_and_stale_sandboxes_are_reported,
 ];
 
 /// Each scenario's namespace is deleted after it.

@@ -27,11 +27,18 @@ pub fn uuid(n: usize, salt: u16) -> String {
     )
 }
 
-/// Sandbox pod `n` of the fleet, as the JSON of one watch event's object.
+/// The template's own record: what an older configuration injected (its
+/// images are older than the default configuration's, so the drift audit
+/// finds it stale).
+pub const STALE_RECORD: &str = r#"{"release":"0.1.0","config":"44136fa355b3678a","images":{"execd":"opensandbox/execd:v1.0.5"}}"#;
+
+/// Sandbox pod `n` of the fleet, as the JSON of one watch event's object,
+/// with `record` as its `<prefix>/injected` annotation, or without one (a
+/// sandbox that escaped injection, its containers as built).
 /// It expires `n` seconds after `first_expiry` (Unix seconds), so every
 /// pod has its own expiry and timer.
 #[must_use]
-pub fn pod_json(n: usize, first_expiry: i64) -> String {
+pub fn pod_json_with(n: usize, first_expiry: i64, record: Option<&str>) -> String {
     let id = uuid(n, 1);
     let sandbox = format!("sbx-{id}");
     let expires = chrono::DateTime::from_timestamp(first_expiry + i64::try_from(n).unwrap(), 0)
@@ -52,7 +59,13 @@ pub fn pod_json(n: usize, first_expiry: i64) -> String {
         ("{NODE}", format!("kwok-node-{}", n % 100)),
         ("{CID}", format!("{n:063x}")),
     ];
-    let mut json = TEMPLATE.to_owned();
+    let mut json = match record {
+        Some(record) => TEMPLATE.replace(
+            "\"{RECORD}\"",
+            &serde_json::to_string(record).expect("a string"),
+        ),
+        None => TEMPLATE.replace("\"opensandbox.io/injected\": \"{RECORD}\",", ""),
+    };
     for (placeholder, value) in values {
         json = json.replace(placeholder, &value);
     }

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod attack;
+pub mod audit;
 pub mod children;
 pub mod cli;
 pub mod clock;

@@ -7,6 +7,10 @@
 //! holds counted by a global allocator. The count does not depend on the
 //! machine or its load: the same pods give the same bytes on every run.
 //!
+//! Each pod carries its injection record, which the drift audit reads
+//! (half the fleet current, a quarter stale, a quarter not injected), and
+//! the fleet holds its drift state and whether its Event was recorded.
+//!
 //! The budget is 1 KiB per pod, so that 100,000 sandboxes fit in the
 //! chart's default memory limit with room to spare (docs/performance.md,
 //! "Controller memory"). The cache this replaced (kube-runtime's reflector
@@ -23,8 +27,9 @@ use std::sync::Arc;
 
 use kube::runtime::watcher::Event;
 use sandbox_webhook::config::Config;
-use sandbox_webhook::controller::fleet::{Fleet, Rules};
+use sandbox_webhook::controller::fleet::{Done, Fleet, Rules};
 use sandbox_webhook::lifecycle::SandboxPod;
+use sandbox_webhook::mutate::injection_record;
 
 use alloc::Counting;
 
@@ -37,9 +42,38 @@ const BUDGET: isize = 1024;
 /// (`CONTROLLER_MEMORY_PODS` measures another size).
 const PODS: usize = 20_000;
 
-/// Pod `n` as the watch decodes it from the apiserver's JSON.
+/// Pod `n` as the watch decodes it from the apiserver's JSON. The drift
+/// audit finds half the fleet current, a quarter stale and a quarter not
+/// injected, so half of it has a drift Event to record.
 fn decoded(n: usize, first_expiry: i64) -> SandboxPod {
-    serde_json::from_str(&fleet::pod_json(n, first_expiry)).expect("a pod")
+    let current = injection_record(&Config::default(), true, None).value;
+    let record = match n % 4 {
+        1 => Some(fleet::STALE_RECORD),
+        2 => None,
+        _ => Some(current.as_str()),
+    };
+    serde_json::from_str(&fleet::pod_json_with(n, first_expiry, record)).expect("a pod")
+}
+
+/// Records every drift Event the fleet starts, until none is left.
+fn record_drift_events(fleet: &mut Fleet) -> usize {
+    let mut recorded = 0;
+    loop {
+        let started = fleet.take_started();
+        if started.is_empty() {
+            return recorded;
+        }
+        for start in started {
+            recorded += 1;
+            fleet.finished(Done {
+                key: start.key,
+                uid: start.pod.uid,
+                mark: start.job.mark(),
+                ok: true,
+                version: start.pod.resource_version,
+            });
+        }
+    }
 }
 
 fn per_pod(bytes: isize, pods: usize) -> isize {
@@ -76,6 +110,13 @@ fn a_cached_sandbox_costs_at_most_1_kib() {
         let full = Counting::held();
         let peak = Counting::peak();
         assert_eq!((fleet.cached(), fleet.timers()), (pods, pods));
+        // The drift audit's counts (contract: drift.metrics), and half the
+        // fleet waiting for its drift Event.
+        assert_eq!(
+            fleet.drift_counts(),
+            [pods / 2, pods / 4, pods / 4, 0, 0],
+            "current, stale, not-injected, server-completed, opted-out"
+        );
         let average = per_pod(full, pods);
         let slope = per_pod(full - half, pods - pods / 2);
         eprintln!(
@@ -94,6 +135,18 @@ fn a_cached_sandbox_costs_at_most_1_kib() {
         eprintln!(
             "after one update each: {updated} bytes, {} per pod",
             per_pod(updated, pods)
+        );
+        // Every drift Event recorded: each pod keeps that it was, once.
+        let recorded = record_drift_events(&mut fleet);
+        assert_eq!(recorded, pods / 2, "one drift Event per stale or escaped pod");
+        let reported = Counting::held();
+        eprintln!(
+            "after {recorded} drift Events: {reported} bytes, {} per pod",
+            per_pod(reported, pods)
+        );
+        assert!(
+            per_pod(reported, pods) <= BUDGET,
+            "the drift audit grew the cache to {reported} bytes"
         );
         assert!(
             average <= BUDGET && slope <= BUDGET,

@@ -152,25 +152,12 @@ EOF
 # The apiserver's flags for a plane with the real node (see the top).
 node_apiserver_flags() {
     local d="$1"
-    cat >"$d/audit-policy.yaml" <<'EOF'
-# Who writes Leases (the controller's leader election is checked against it).
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Metadata
-    resources: [{group: coordination.k8s.io, resources: [leases]}]
-    verbs: [create, update, patch]
-  - level: None
-EOF
     NODE_APISERVER_FLAGS=(
         --kubelet-client-certificate="$d/apiserver-kubelet-client.crt"
         --kubelet-client-key="$d/apiserver-kubelet-client.key"
         --kubelet-certificate-authority="$d/ca.crt"
         --kubelet-preferred-address-types=InternalIP
         --enable-aggregator-routing=true
-        --audit-policy-file="$d/audit-policy.yaml"
-        --audit-log-path="$d/audit.log"
     )
 }
 
@@ -343,8 +330,7 @@ NODE_KUBELET_HEALTHZ=127.0.0.1:$healthz
 PAUSE_IMAGE=$(node_image pause)
 BUSYBOX_IMAGE=$(node_image busybox)
 EXECD_IMAGE=$(node_image execd)
-EGRESS_IMAGE=$(node_image egress)
-AUDIT_LOG=$d/audit.log"
+EGRESS_IMAGE=$(node_image egress)"
 }
 
 # node_probe DIR URL PID: a pod runs to completion on the node and its log

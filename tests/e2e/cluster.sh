@@ -283,6 +283,33 @@ namespaces_exist() {
     done
 }
 
+# audit_policy DIR: the apiserver's audit policy, at Metadata (no bodies):
+# who writes Leases (the controller's leader election is checked against
+# it), and every pod create and workload write, whose events carry the
+# admission webhooks' audit annotations (sandbox-webhook.<prefix>/decision
+# and the like, contract: audit.log). --audit-log-maxsize bounds the file
+# under the scale benchmark's tens of thousands of creates.
+audit_policy() {
+    cat >"$1/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    resources: [{group: coordination.k8s.io, resources: [leases]}]
+    verbs: [create, update, patch]
+  - level: Metadata
+    resources: [{group: "", resources: [pods]}]
+    verbs: [create]
+  - level: Metadata
+    resources:
+      - {group: apps, resources: [deployments, statefulsets, daemonsets, replicasets]}
+      - {group: batch, resources: [jobs, cronjobs]}
+    verbs: [create, update]
+  - level: None
+EOF
+}
+
 # start_plane DIR MODE: the control plane in DIR: MODE `bare` is etcd and
 # kube-apiserver only, `whole` adds the controller-manager, the scheduler
 # and kwok's nodes, `node` adds the real node too (cluster-node.sh; the
@@ -355,6 +382,7 @@ start_plane() {
         bare) plugins=("--enable-admission-plugins=$enabled" --disable-admission-plugins=ServiceAccount) ;;
         node) plugins=("--enable-admission-plugins=$enabled,ServiceAccount,NodeRestriction") ;;
     esac
+    audit_policy "$d"
     log "starting kube-apiserver $KUBE_VERSION on $api_url"
     # PodSecurity is on by default; it is named so that the Pod Security e2e
     #   scenario (restricted/baseline/privileged namespaces) never silently
@@ -382,6 +410,10 @@ start_plane() {
         --authorization-mode="$authz" \
         "${plugins[@]}" \
         "${node_flags[@]}" \
+        --audit-policy-file="$d/audit-policy.yaml" \
+        --audit-log-path="$d/audit.log" \
+        --audit-log-maxsize=100 \
+        --audit-log-maxbackup=1 \
         --allow-privileged=true \
         --max-requests-inflight=1000 \
         --max-mutating-requests-inflight=500 \
@@ -411,6 +443,7 @@ ADMIN_CERT=$d/admin.crt
 ADMIN_KEY=$d/admin.key
 HELM=$HELM_BIN
 KUBECTL=$KUBECTL_BIN
+AUDIT_LOG=$d/audit.log
 PLANE=$plane
 ${PLANE_PORTS}
 ${NODE_VARS}

@@ -42,6 +42,8 @@ pub struct Env {
     pub work: PathBuf,
     /// The webhook most scenarios call; no scenario stops it.
     pub webhook: Webhook,
+    /// The apiserver's audit log (`cluster.env` `AUDIT_LOG`).
+    pub audit_log: PathBuf,
 }
 
 /// One webhook of a `MutatingWebhookConfiguration`.

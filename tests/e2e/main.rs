@@ -20,6 +20,7 @@
 //! a scenario panics.
 
 mod admission;
+mod audit;
 mod availability;
 #[path = "../common/mod.rs"]
 mod common;
@@ -49,6 +50,8 @@ common::suite::scenarios![
     pod_security::pod_security_levels,
     preflight::workloads_with_denied_templates_are_refused,
     preflight::workloads_are_admitted_while_the_preflight_is_down,
+    audit::decisions_are_in_the_audit_log,
+    audit::opted_out_pods_are_not_sent,
 ];
 
 fn main() -> std::process::ExitCode {

@@ -268,9 +268,10 @@ fn validating_between(start: &str, end: &str) -> Result<String> {
 }
 
 /// The chart's matchCondition, read from the template, with the default
-/// prefix: the expression the apiserver compiles is the one the chart ships.
+/// prefix: the expression the apiserver compiles is the one the chart ships
+/// (up to the template's next action, the revision condition's).
 fn chart_condition() -> Result<String> {
-    let folded = validating_between("expression: >-", "{{- end }}")?;
+    let folded = validating_between("expression: >-", "{{-")?;
     let expression = folded.split_whitespace().collect::<Vec<_>>().join(" ");
     Ok(expression.replace("{{ $id | quote }}", &format!("\"{P}/id\"")))
 }

@@ -21,7 +21,9 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
     let config = work.join("config.yaml");
     std::fs::write(&config, "{}\n")?;
     let webhook = Webhook::start(&certs, &config, work.join("webhook.log"))?;
+    let audit_log = cluster.vars()?.get("AUDIT_LOG")?.into();
     Ok(Env {
+        audit_log,
         client: cluster.client().await?,
         certs,
         ca,

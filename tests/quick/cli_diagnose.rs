@@ -66,6 +66,9 @@ fn unschedulable_expiring_job_pod() {
                          "platformAnnotation": null,
                          "unschedulable": true, "message": SCHEDULER_MESSAGE,
                          "reason": "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event"},
+            "injection": {"state": "not-injected", "differs": [], "record": null,
+                          "expected": format!(r#"{{"release":"{}","config":"44136fa355b3678a","images":{{"execd":"opensandbox/execd:v1.1.0"}}}}"#, env!("CARGO_PKG_VERSION")),
+                          "reason": "not injected: no opensandbox.io/injected record with the webhook's containers, no opt-out, not built by OpenSandbox's server (created while the webhook was down under failurePolicy Ignore, before it was installed, or in a namespace labelled opensandbox.io/rev for a revision no release serves); recreate it to inject it; the controller records a warning Event SandboxNotInjected"},
         })
     );
     let at = json_of(&diagnose(&yaml, &["--now", "2026-01-02T03:04:05Z"]));
@@ -94,6 +97,59 @@ fn capacity_message_and_config() {
                "platformAnnotation": null, "unschedulable": false, "message": null,
                "reason": "Pending, but nothing the scheduler says is about its platform"})
     );
+}
+
+/// contract: drift.diagnose, revision.controller
+///
+/// The drift audit's state of a pod, against the configuration given: a
+/// pod the webhook injected is current, stale under another configuration,
+/// and another release's when it carries another revision.
+#[test]
+fn injection_state_and_why() {
+    let injected = |record: &str, labels: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: i\n  namespace: team\n  labels: {{opensandbox.io/id: i{labels}}}\n  annotations: {{opensandbox.io/injected: '{record}'}}\nspec:\n  initContainers: [{{name: execd-installer, image: opensandbox/execd:v1.0.22}}]\n  containers: [{{name: sandbox, image: busybox}}]\n"
+        )
+    };
+    let record = json_of(&diagnose(&UNSCHEDULABLE_POD.replace("MESSAGE", "x"), &[]))["injection"]
+        ["expected"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let current = json_of(&diagnose(&injected(&record, ""), &[]));
+    assert_eq!(current["injection"]["state"], "current");
+    assert_eq!(current["injection"]["record"], json!(record));
+
+    let (_dir, config) = temp_file("config.yaml", "execd: {image: 'opensandbox/execd:v2'}\n");
+    let args = ["--config", config.to_str().unwrap()];
+    let stale = json_of(&diagnose(&injected(&record, ""), &args));
+    assert_eq!(stale["injection"]["state"], "stale");
+    assert_eq!(stale["injection"]["differs"], json!(["config", "images"]));
+    assert!(
+        stale["injection"]["expected"]
+            .as_str()
+            .unwrap()
+            .contains("opensandbox/execd:v2")
+    );
+    assert!(
+        stale["injection"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("differs from what this release's webhook writes now in config, images")
+    );
+
+    let canary = json_of(&diagnose(
+        &injected(&record, ", opensandbox.io/rev: canary"),
+        &[],
+    ));
+    assert!(
+        canary["injection"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("another release's: its opensandbox.io/rev label"),
+        "{canary}"
+    );
+    assert_eq!(canary["expiry"]["reason"], canary["injection"]["reason"]);
 }
 
 #[test]
@@ -290,7 +346,7 @@ fn every_field_is_documented() {
     let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", SCHEDULER_MESSAGE);
     let out = json_of(&diagnose(&yaml, &[]));
     let mut fields = vec!["pod".to_owned()];
-    for section in ["expiry", "platform"] {
+    for section in ["expiry", "platform", "injection"] {
         for key in out[section].as_object().unwrap().keys() {
             fields.push(format!("{section}.{key}"));
         }

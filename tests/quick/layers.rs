@@ -67,7 +67,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate::inject",
         &[
-            "same run_as upstream",
+            "same run_as upstream record",
             "owned",
             "held",
             "expiry execd egress sandbox",

@@ -106,8 +106,8 @@ or nothing for an empty LIST. Shared by every Deployment of the chart.
 
 {{/*
 Checksum of the configuration keys that decide which pods the API server
-sends to the webhook: config.prefix (objectSelector <prefix>/id) and the
-excluded namespaces (namespaceSelector). The MutatingWebhookConfiguration
+sends to the webhook: config.prefix (objectSelector <prefix>/id), the
+excluded namespaces (namespaceSelector) and the revision (both selectors). The MutatingWebhookConfiguration
 changes at once on `helm upgrade`, while running pods read the new ConfigMap
 only a kubelet sync later; in between, pods selected under the new keys
 would be admitted bare. This checksum on the pod template rolls the pods
@@ -116,7 +116,7 @@ hot-reloaded. webhook.namespaceSelector/objectSelector are not part of it:
 they only narrow what the API server sends, and the binary does not read them.
 */}}
 {{- define "sandbox-webhook.selectorChecksum" -}}
-{{- dict "prefix" .Values.config.prefix "excludedNamespaces" (include "sandbox-webhook.excludedNamespaces" . | fromJsonArray) | toJson | sha256sum -}}
+{{- dict "prefix" .Values.config.prefix "excludedNamespaces" (include "sandbox-webhook.excludedNamespaces" . | fromJsonArray) "revision" .Values.revision | toJson | sha256sum -}}
 {{- end -}}
 
 {{/*
@@ -201,10 +201,11 @@ not fight over one object.
 
 {{/*
 Name of the webhook inside the MutatingWebhookConfiguration; the API server
-requires a fully qualified name (at least three DNS labels).
+requires a fully qualified name (at least three DNS labels), and keys the
+webhook's audit annotations under it (`sandbox-webhook.<prefix>/decision`).
 */}}
 {{- define "sandbox-webhook.webhookName" -}}
-{{- default (printf "pods.sandbox.%s" .Values.config.prefix) .Values.webhook.name -}}
+{{- default (printf "sandbox-webhook.%s" .Values.config.prefix) .Values.webhook.name -}}
 {{- end -}}
 
 {{/*
@@ -327,4 +328,47 @@ when the webhook mutates there; empty when there is none (no test rendered).
 {{- else if not (has "default" (include "sandbox-webhook.excludedNamespaces" . | fromJsonArray)) -}}
 default
 {{- end -}}
+{{- end -}}
+
+{{/*
+The webhook's configuration file (config.yaml), which the controller reads
+too: it classifies every sandbox against what this configuration injects
+(its drift audit), so both must read the same settings.
+
+Top-level keys in the documented order; unknown keys are rejected by
+values.schema.json (the binary rejects them too). Helm drops keys whose value
+is null in user values, so an empty string stands for null where null means
+something: an empty config.egress.image turns egress injection off (written
+as `image: null`), an empty otlpEndpoint is none, and an empty
+pod.automountServiceAccountToken leaves every pod alone (written as null).
+`revision` (top-level in values) is written only when set.
+*/}}
+{{- define "sandbox-webhook.configFile" -}}
+{{- $config := deepCopy .Values.config }}
+{{- if not (dig "egress" "image" "" $config) }}
+{{- $_ := set $config "egress" (set (get $config "egress" | default dict) "image" nil) }}
+{{- end }}
+{{- if not (dig "egress" "otlpEndpoint" "" $config) }}
+{{- $_ := set $config "egress" (set (get $config "egress" | default dict) "otlpEndpoint" nil) }}
+{{- end }}
+{{- if eq "" (toString (dig "pod" "automountServiceAccountToken" false $config)) }}
+{{- $_ := set $config "pod" (set (get $config "pod" | default dict) "automountServiceAccountToken" nil) }}
+{{- end }}
+{{- with .Values.revision }}
+{{- $_ := set $config "revision" . }}
+{{- end }}
+{{- range $key := list "prefix" "revision" "excludedNamespaces" "execd" "egress" "pod" "expiry" }}
+{{- if hasKey $config $key }}
+{{ toYaml (pick $config $key) }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Revisions (canary upgrades, as Istio's): `<prefix>/rev` on a namespace, or on
+a pod in a namespace without it, says which release injects it. The default
+release (no `revision`) takes what carries no such label.
+*/}}
+{{- define "sandbox-webhook.revisionLabel" -}}
+{{- printf "%s/rev" .Values.config.prefix -}}
 {{- end -}}

@@ -5,7 +5,9 @@ Rendered by mutatingwebhookconfiguration.yaml, right after the
 MutatingWebhookConfiguration, so that both carry the caBundle and the
 annotations of the same render (in certificates.mode=helm the CA is made in
 that file). Called with a dict: `root` (the chart's context), `caBundle`,
-`annotations`.
+`annotations` and `variant` (as the mutating configuration's: a release with
+a revision judges the templates of its revision's namespaces, and in
+namespaces without the label, templates labelled with it).
 
 A workload's pod template is judged as the pod webhook will judge its pods:
 a template that would be denied is denied at apply time, with the pod
@@ -18,10 +20,18 @@ must not block Deployments of every team.
 {{- $v := $root.Values }}
 {{- $fullname := include "sandbox-webhook.fullname" $root }}
 {{- $id := printf "%s/id" $v.config.prefix }}
+{{- $rev := include "sandbox-webhook.revisionLabel" $root }}
+{{- $selects := .variant.selects }}
+{{- $revisionCondition := "" }}
+{{- if eq $selects "default" }}
+{{- $revisionCondition = printf "!(%s)" (include "sandbox-webhook.templateLabels" (printf "%q in %%[1]s" $rev)) }}
+{{- else if eq $selects "pods" }}
+{{- $revisionCondition = include "sandbox-webhook.templateLabels" (printf "%q in %%[1]s && %%[1]s[%q] == %q" $rev $rev $v.revision) }}
+{{- end }}
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata:
-  name: {{ include "sandbox-webhook.webhookConfigurationName" $root }}
+  name: {{ .variant.name }}
   labels:
     {{- include "sandbox-webhook.labels" $root | nindent 4 }}
   {{- with .annotations }}
@@ -29,7 +39,7 @@ metadata:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 webhooks:
-  - name: {{ default (printf "workloads.sandbox.%s" $v.config.prefix) $v.validation.name }}
+  - name: {{ default (printf "sandbox-webhook.%s" $v.config.prefix) $v.validation.name }}
     admissionReviewVersions: ["v1"]
     # The pre-flight only answers allowed or denied; never a patch.
     sideEffects: None
@@ -79,6 +89,14 @@ webhooks:
         - key: kubernetes.io/metadata.name
           operator: NotIn
           values: {{ include "sandbox-webhook.excludedNamespaces" $root }}
+        {{- if eq $selects "namespaces" }}
+        - key: {{ $rev }}
+          operator: In
+          values: [{{ $v.revision | quote }}]
+        {{- else }}
+        - key: {{ $rev }}
+          operator: DoesNotExist
+        {{- end }}
         {{- with $v.webhook.namespaceSelector.matchExpressions }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -105,7 +123,32 @@ webhooks:
           && {{ $id | quote }} in object.spec.jobTemplate.spec.template.metadata.labels)
           || (has(object.spec) && has(object.spec.podTemplate) && has(object.spec.podTemplate.metadata)
           && has(object.spec.podTemplate.metadata.labels) && {{ $id | quote }} in object.spec.podTemplate.metadata.labels)
+      {{- /*
+      Revisions: the default release leaves templates labelled with a
+      revision alone; in namespaces without the label, a release with a
+      revision judges only the templates labelled with it.
+      */}}
+      {{- with $revisionCondition }}
+      - name: sandbox-revision
+        expression: {{ . | quote }}
+      {{- end }}
     {{- end }}
+{{- end -}}
+
+{{/*
+A CEL condition on a workload's pod template labels, wherever the kind keeps
+its template, each step guarded with has(): the argument is a printf format
+whose %[1]s is the labels map.
+*/}}
+{{- define "sandbox-webhook.templateLabels" -}}
+{{- $paths := list (list "object.spec" "object.spec.template" "object.spec.template.metadata" "object.spec.template.metadata.labels") (list "object.spec" "object.spec.jobTemplate" "object.spec.jobTemplate.spec" "object.spec.jobTemplate.spec.template" "object.spec.jobTemplate.spec.template.metadata" "object.spec.jobTemplate.spec.template.metadata.labels") (list "object.spec" "object.spec.podTemplate" "object.spec.podTemplate.metadata" "object.spec.podTemplate.metadata.labels") -}}
+{{- $terms := list -}}
+{{- range $paths -}}
+{{- $guards := list -}}
+{{- range . }}{{ $guards = append $guards (printf "has(%s)" .) }}{{ end -}}
+{{- $terms = append $terms (printf "(%s && %s)" (join " && " $guards) (printf $ (last .))) -}}
+{{- end -}}
+{{- join " || " $terms -}}
 {{- end -}}
 
 {{/*

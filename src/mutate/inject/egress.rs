@@ -251,7 +251,7 @@ impl<'a> Sidecar<'a> {
         self.token.new_token()
     }
 
-    /// The normalized policy it carries.
+    /// `OPENSANDBOX_EGRESS_RULES`: the normalized policy, as compact JSON.
     pub fn rules(&self) -> &str {
         self.rules
     }

@@ -11,6 +11,7 @@ pub(crate) mod held;
 pub(crate) mod kept;
 pub(crate) mod layout;
 pub(crate) mod owned;
+pub(crate) mod record;
 pub(crate) mod run_as;
 pub(crate) mod same;
 pub(crate) mod sandbox;

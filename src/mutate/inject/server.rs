@@ -191,28 +191,6 @@ mod tests {
 
     /// contract: coexist.recognised
     #[test]
-    fn the_public_test_reads_a_pods_text() {
-        let config = crate::config::Config::default();
-        let mut pod = server_pod(
-            INSTALL_SCRIPT,
-            &json!(["/opt/opensandbox/bootstrap.sh", "sh"]),
-        );
-        pod["metadata"] = json!({"labels": {"opensandbox.io/id": "x"}});
-        let text = pod.to_string();
-        assert_eq!(
-            crate::mutate::server_completed(&text, &config),
-            Some(ServerCompleted::Linux)
-        );
-        assert_eq!(crate::mutate::server_completed("{", &config), None);
-        pod["spec"]["initContainers"][0]["args"] = json!(["cp ./execd /x"]);
-        assert_eq!(
-            crate::mutate::server_completed(&pod.to_string(), &config),
-            None
-        );
-    }
-
-    /// contract: coexist.recognised
-    #[test]
     fn the_servers_installers_are_recognised_and_nothing_else() {
         let wrapped = json!(["/opt/opensandbox/bootstrap.sh", "python"]);
         let guarded = format!("{IPV6_GUARD}{INSTALL_SCRIPT}");

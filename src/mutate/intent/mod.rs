@@ -387,7 +387,9 @@ pub(crate) fn decode_string(raw: &RawValue) -> Result<Option<String>, serde_json
     serde_json::from_str::<Option<String>>(raw.get())
 }
 
-fn parse_bool(value: &str) -> Option<bool> {
+/// `true` or `false`, trimmed, in any case: how every yes/no annotation
+/// is read (the controller reads `inject` with it too).
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
     let v = value.trim();
     if v.eq_ignore_ascii_case("true") {
         Some(true)

@@ -188,10 +188,30 @@ fn a_changed_policy_replaces_the_sidecar_with_the_new_rules() {
     let mut once = defaulted(injected(&sandbox(Some(POLICY)), &config));
     let new = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"example.org"}]}"#;
     once["metadata"]["annotations"]["opensandbox.io/network-policy"] = json!(new);
-    let twice = rebuilt_with(
-        &once,
-        &config,
-        "replaced init container 'egress': its env differed from what the webhook injects",
+    let (ops, warnings) = admit(&once, &config);
+    // The record names the new policy's hash with the new sidecar.
+    assert_eq!(
+        paths(&ops),
+        [
+            "add /metadata/annotations/opensandbox.io~1injected",
+            "replace /spec/initContainers"
+        ]
+    );
+    assert_eq!(
+        warnings,
+        ["replaced init container 'egress': its env differed from what the webhook injects"]
+    );
+    let twice = apply(&once, &ops);
+    let record: Value = serde_json::from_str(
+        twice["metadata"]["annotations"]["opensandbox.io/injected"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        record["policy"],
+        crate::config::short_sha256(new.as_bytes()),
+        "contract: record.reinvocation"
     );
     let sidecar = &twice["spec"]["initContainers"][1];
     assert_eq!(sidecar["env"][0]["value"], new);
