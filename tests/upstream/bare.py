@@ -198,6 +198,8 @@ def normalized(case, workload, server_pod, webhook_pod, native):
         lifetime = workload["spec"].get("expireTime") or workload["spec"].get("shutdownTime")
         annotations["(workload lifetime)"] = bool(lifetime)
         want["metadata"].setdefault("annotations", {})["(workload lifetime)"] = True
+    if annotations.pop(f"{P}/injected", None) is not None:
+        named.add("injection-record")
     token = f"{P}/egress-auth-token"
     if token in annotations and token not in want["metadata"].get("annotations", {}):
         del annotations[token]

@@ -50,6 +50,7 @@ DELIBERATE = {
     "intent-annotations": "the intent is the pod's annotations, not a workload's fields",
     "lifetime-on-pod": "the lifetime is the pod's expires-at annotation, not the workload's expireTime/shutdownTime",
     "token-annotation": "the token is also written to the pod's egress-auth-token annotation",
+    "injection-record": "the pod records what the webhook injected in its injected annotation",
     "rules-compact": "the rules are compact JSON with actions lower-cased",
     "restricted-installer": "the installer without the IPv6 guard runs with the restricted securityContext",
     "native-sidecar": "the sidecar is a native sidecar in initContainers (egress.nativeSidecar: true)",
