@@ -202,11 +202,14 @@ pub(crate) async fn v1beta1_sandbox_owner_is_suspended(env: &mut Env, id: &str) 
         note.contains("set spec.operatingMode of its owner Sandbox paused to Suspended"),
         format!("the Event names the action: {note}"),
     )?;
+    // At least this one: a bare plane keeps the pods of the scenarios
+    // before (their namespaces never finish terminating), and the
+    // restarted replicas suspend their expired Sandboxes too.
     let suspended = env.leader()?.metric(
         "sandbox_webhook_expired_total",
         &[("action", "suspended-owner")],
     )?;
-    check(suspended == 1, format!("suspended-owner is {suspended}"))
+    check(suspended >= 1, format!("suspended-owner is {suspended}"))
 }
 
 /// `delete`: the Sandbox is deleted through the version its owner reference
