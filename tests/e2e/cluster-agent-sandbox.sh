@@ -6,7 +6,7 @@
 # module's own k8s/crds/, cached by cluster-build.sh) applied as they ship,
 # CEL rules included, and its
 # controller (`--extensions`) as a host process with the admin kubeconfig,
-# as kwok runs. Leader election is off (one replica), and its Pod and
+# as kwok runs (`--kubeconfig`). Leader election is off (one replica), and its Pod and
 # Service caches hold only the objects it labelled itself
 # (`--cache-label-selectors`), so a scale run's pods cost it nothing.
 # Uses cluster.sh's paths, log, die, spawn, wait_for, pick_ports and the
@@ -40,7 +40,9 @@ start_agent_sandbox() {
     local metrics probe
     pick_ports metrics probe
     log "starting agent-sandbox-controller $AGENT_SANDBOX_VERSION (extensions on)"
-    spawn "$d" agent-sandbox-controller env KUBECONFIG="$d/kubeconfig" "$AGENT_SANDBOX_BIN" \
+    # --kubeconfig on the command line, not in the environment: `stop` only
+    # signals processes whose command line names DIR.
+    spawn "$d" agent-sandbox-controller "$AGENT_SANDBOX_BIN" --kubeconfig="$d/kubeconfig" \
         --leader-elect=false --extensions --cache-label-selectors \
         --metrics-bind-address="127.0.0.1:$metrics" --health-probe-bind-address="127.0.0.1:$probe"
     wait_for "agent-sandbox-controller /readyz" 60 "$SPAWNED_PID" probe_ok "127.0.0.1:$probe"
