@@ -19,7 +19,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 use crate::agent::{
@@ -153,6 +153,16 @@ async fn expired_event(
     Ok(note)
 }
 
+/// Sandbox `name` still exists once its pod is gone (`why` it must).
+async fn kept(sandboxes: &Api<DynamicObject>, name: &str, why: &str) -> Result<()> {
+    check(
+        sandboxes.get_opt(name).await?.is_some(),
+        format!(
+            "the Sandbox {name} was deleted with its pod, but {why}: the controller must tell it, not delete it"
+        ),
+    )
+}
+
 fn shutdown_owner() -> [(&'static str, &'static str); 1] {
     [("action", "shutdown-owner")]
 }
@@ -171,6 +181,7 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
         "the Sandbox has a shutdownTime before its pod expired",
     )?;
     let delay = gone_after(env, &ns, "retained", expires, GONE_WITHIN).await?;
+    kept(&sandboxes, "retained", "its shutdownPolicy Retain keeps it").await?;
     let sandbox = wait_condition(
         &sandboxes,
         "retained",
@@ -227,6 +238,12 @@ async fn suspended(env: &Env, id: &str) -> Result<()> {
     let (_, expires) = expiring_sandbox(env, &ns, "paused").await?;
     let delay = gone_after(env, &ns, "paused", expires, GONE_WITHIN).await?;
     let sandboxes = api(env, &ns, "Sandbox");
+    kept(
+        &sandboxes,
+        "paused",
+        "a suspended Sandbox is kept with its volumes",
+    )
+    .await?;
     let sandbox = wait_condition(
         &sandboxes,
         "paused",
