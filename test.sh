@@ -79,10 +79,15 @@ command -v go >/dev/null || { echo "go is required to build the e2e control plan
 
 step node-build "the real node: containerd (Go module proxy), its stand-in programs and images (podman, busybox-static) (cached)"
 tests/e2e/cluster.sh build-node
-step upstream-venv "OpenSandbox's server: opensandbox-server from PyPI, pinned, in a virtualenv (cached)"
-tests/upstream/server-venv.sh >/dev/null
 step plane-build "the control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, the kubelet, kwok) and helm from the Go module proxy (cached)"
 tests/e2e/cluster.sh build >/dev/null
+# The real stack beside the product (tests/e2e/README.md): agent-sandbox's
+# controller and CRDs, which cluster.sh installs with the real node and in
+# `up`, and OpenSandbox's own server, which node_e2e runs as a process.
+step agent-sandbox-build "agent-sandbox's controller v1.0.1 and its CRDs from the Go module proxy (cached)"
+tests/e2e/cluster.sh build-agent-sandbox >/dev/null
+step venv "OpenSandbox's server: opensandbox-server 1.1.1 and its pinned dependencies in a virtualenv, from PyPI (cached)"
+tests/upstream/server-venv.sh >/dev/null
 
 step test-e2e "cargo test: the attack tests, the differential suite against OpenSandbox's server, the e2e suites (webhook, controller, the whole cluster)"
 cargo test --locked "${DEFAULT_TARGETS[@]}"
@@ -97,15 +102,24 @@ tests/chart/install.sh
 step image "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
 CARGO_TARGET_DIR=target tests/image/run.sh
 
-step node "The product on a real node: helm install of the image, sandboxes running, expiry, rollout and rotation (cargo test --test node_e2e)"
-CARGO_TARGET_DIR=target cargo test --locked --test node_e2e
+step node "The product on a real node: helm install of the image, sandboxes running, expiry, rollout and rotation, and the real stack (agent-sandbox, OpenSandbox's server) (cargo test --test node_e2e)"
+node_log="$(mktemp)"
+trap 'rm -f "$node_log"' EXIT
+CARGO_TARGET_DIR=target cargo test --locked --test node_e2e 2>&1 | tee "$node_log"
 
 # What the real node costs: its build (containerd, stand-ins, images; the
 # kubelet is compiled inside the Kubernetes build above, a re-link when the
 # build cache holds the rest) and its suite (plane and node start, image
-# import, helm install, the scenarios, teardown).
+# import, helm install, the scenarios, teardown); and what the real stack
+# costs: its builds and its scenarios.
 node_cost() {
     echo "test.sh: the real node took ${took[node-build]}s to build (0-1 s when cached) and its suite ${took[node]}s"
+    # The stack_* scenarios of node_e2e (agent-sandbox and OpenSandbox's
+    # server): the sum of the times the suite prints for them.
+    local stack
+    stack="$(awk '/^test stack_.* \.\.\. ok \(/ { gsub(/[()s]/, "", $NF); t += $NF; n++ }
+                  END { printf "%.0fs over %d scenarios", t, n }' "$node_log")"
+    echo "test.sh: the real stack took ${took[agent-sandbox-build]}s to build agent-sandbox's controller and ${took[venv]}s for OpenSandbox's server's virtualenv (0-1 s each when cached); its scenarios (node_e2e stack_*) $stack"
 }
 if [[ $tier == default ]]; then
     finish

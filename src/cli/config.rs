@@ -37,6 +37,9 @@ pub fn config(args: ConfigArgs) -> ExitCode {
 fn validate(file: &Path) -> ExitCode {
     match Config::load(file) {
         Ok(config) => {
+            for warning in config.controller.warnings() {
+                eprintln!("{}: warning: {warning}", file.display());
+            }
             let egress = config.egress.image.as_deref().unwrap_or("off");
             println!(
                 "{}: OK (prefix {}, execd image {}, egress image {egress})",

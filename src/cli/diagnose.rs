@@ -42,9 +42,11 @@ Output: one JSON object per pod (a JSON array of them unless the input is one Po
   pod                                  namespace/name
   expiry.expiresAt                     the expires-at annotation as written, or null
   expiry.expired                       expiresAt is at or before --now
-  expiry.action                        none, delete-pod, delete-owner, leave-owned (an owner of a kind the
-                                       controller does not delete: a warning Event), invalid (expiresAt is not
-                                       RFC 3339: a warning Event, nothing deleted)
+  expiry.action                        none, delete-pod, delete-owner, shutdown-owner (an agent-sandbox Sandbox
+                                       gets spec.shutdownTime), suspend-owner (it gets operatingMode Suspended),
+                                       leave-owned (an owner of a kind not in controller.expiry.ownerActions: a
+                                       warning Event), invalid (expiresAt is not RFC 3339: a warning Event,
+                                       nothing deleted)
   expiry.at                            when the action is due (expiresAt in UTC; at or before now when expired,
                                        and then the controller acts at once); null when nothing is ever done
   expiry.reason                        why, in words (e.g. namespace excluded, manual cleanup, expires-at passed)

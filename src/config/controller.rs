@@ -1,16 +1,63 @@
 //! The `controller:` section of the configuration file (contract:
 //! config.controller): file format, so it lives with the rest of the file; the
-//! lifecycle controller reads it from `Config::controller`. `read` calls
-//! [`ControllerConfig::validate`] with the rest of the file.
+//! lifecycle controller reads it from `Config::controller`. `read` checks
+//! each owner entry with [`check_owner_action`].
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Owner kinds deleted instead of the pod when it expires, as `Kind.group`.
-pub const DEFAULT_DELETE_OWNER_KINDS: [&str; 3] = [
-    "BatchSandbox.sandbox.opensandbox.io",
-    "Sandbox.agents.x-k8s.io",
-    "Job.batch",
+/// agent-sandbox's `Sandbox` as `Kind.group`: the only kind with a lifecycle
+/// of its own the controller can tell (`shutdown`, `suspend`).
+pub const AGENT_SANDBOX_KIND: &str = "Sandbox.agents.x-k8s.io";
+
+/// What is done by default to the controller owner of an expired pod, by
+/// `Kind.group`, sorted as the map that holds them (contract:
+/// controller.expiry-owner-actions).
+pub const DEFAULT_OWNER_ACTIONS: [(&str, OwnerAction); 3] = [
+    ("BatchSandbox.sandbox.opensandbox.io", OwnerAction::Delete),
+    ("Job.batch", OwnerAction::Delete),
+    (AGENT_SANDBOX_KIND, OwnerAction::Shutdown),
 ];
+
+/// What the controller does to the controller owner of an expired pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OwnerAction {
+    /// Delete the owner (propagation Background).
+    Delete,
+    /// agent-sandbox `Sandbox`: set `spec.shutdownTime` to the pod's
+    /// `expires-at` (unless it is earlier already); agent-sandbox removes the
+    /// pod and applies the Sandbox's own `shutdownPolicy`.
+    Shutdown,
+    /// agent-sandbox `Sandbox`: set `spec.operatingMode: Suspended`, a pause
+    /// that keeps the Sandbox and its volumes.
+    Suspend,
+}
+
+impl OwnerAction {
+    /// Its spelling in the file.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerAction::Delete => "delete",
+            OwnerAction::Shutdown => "shutdown",
+            OwnerAction::Suspend => "suspend",
+        }
+    }
+
+    /// The file's spelling read back; `None` for anything else.
+    #[must_use]
+    pub fn parse(value: &str) -> Option<Self> {
+        [
+            OwnerAction::Delete,
+            OwnerAction::Shutdown,
+            OwnerAction::Suspend,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == value)
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -22,9 +69,14 @@ pub struct ControllerConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ControllerExpiry {
-    /// `Kind.group` (`Kind` alone for the core group) of controller owners
-    /// that are deleted, with propagation Background, when their pod expires.
-    pub delete_owner_kinds: Vec<String>,
+    /// What is done to a controller owner, by its `Kind.group` (`Kind`
+    /// alone for the core group), when its pod expires; a pod whose owner's
+    /// kind is not here is left, with a warning Event.
+    pub owner_actions: BTreeMap<String, OwnerAction>,
+    /// The file named the owners with the deprecated `deleteOwnerKinds`
+    /// (each entry read as `delete`): worth a warning at start-up.
+    #[serde(skip)]
+    pub deprecated_delete_owner_kinds: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -38,25 +90,51 @@ pub struct ControllerPlatform {
 impl Default for ControllerExpiry {
     fn default() -> Self {
         ControllerExpiry {
-            delete_owner_kinds: DEFAULT_DELETE_OWNER_KINDS.map(str::to_owned).to_vec(),
+            owner_actions: DEFAULT_OWNER_ACTIONS
+                .iter()
+                .map(|(kind, action)| ((*kind).to_owned(), *action))
+                .collect(),
+            deprecated_delete_owner_kinds: false,
         }
     }
 }
 
+/// `Err(message)` unless an owner of `kind` (`Kind.group`) can be given
+/// `action`.
+pub fn check_owner_action(kind: &str, action: OwnerAction) -> Result<(), String> {
+    if !valid_kind_group(kind) {
+        return Err(format!(
+            "'{kind}' is not Kind.group such as Job.batch (a Kind starts with an upper-case letter; the group is a DNS subdomain)"
+        ));
+    }
+    if action != OwnerAction::Delete && kind != AGENT_SANDBOX_KIND {
+        return Err(format!(
+            "{} applies only to {AGENT_SANDBOX_KIND} (agent-sandbox's own lifecycle); use delete for {kind}",
+            action.as_str()
+        ));
+    }
+    Ok(())
+}
+
 impl ControllerConfig {
     /// `Err((field, message))` for the first invalid entry.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        for (i, entry) in self.expiry.delete_owner_kinds.iter().enumerate() {
-            if !valid_kind_group(entry) {
-                return Err((
-                    format!("controller.expiry.deleteOwnerKinds[{i}]"),
-                    format!(
-                        "'{entry}' is not Kind.group such as Job.batch (a Kind starts with an upper-case letter; the group is a DNS subdomain)"
-                    ),
-                ));
-            }
+    /// What the controller does to an owner of `kind_group` (as
+    /// [`crate::lifecycle::Owner::kind_group`] spells it), if anything.
+    #[must_use]
+    pub fn owner_action(&self, kind_group: &str) -> Option<OwnerAction> {
+        self.expiry.owner_actions.get(kind_group).copied()
+    }
+
+    /// Warnings about a file that loads but uses what is deprecated.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        if self.expiry.deprecated_delete_owner_kinds {
+            vec![
+                "controller.expiry.deleteOwnerKinds is deprecated: it is read as ownerActions with delete for each kind; write controller.expiry.ownerActions instead (Sandbox.agents.x-k8s.io: shutdown keeps agent-sandbox's own lifecycle)".to_owned(),
+            ]
+        } else {
+            Vec::new()
         }
-        Ok(())
     }
 }
 
@@ -88,9 +166,9 @@ mod tests {
 
     #[test]
     fn kind_group_syntax() {
-        for ok in DEFAULT_DELETE_OWNER_KINDS
+        for ok in DEFAULT_OWNER_ACTIONS
             .iter()
-            .copied()
+            .map(|(kind, _)| *kind)
             .chain(["Pod", "StatefulSet.apps"])
         {
             assert!(valid_kind_group(ok), "{ok}");

@@ -6,7 +6,7 @@
 
 use serde_yaml_ng::Value;
 
-use super::controller::ControllerConfig;
+use super::controller::{ControllerConfig, ControllerExpiry, OwnerAction, check_owner_action};
 use super::keys::Keys;
 use super::quantity::Quantity;
 use super::rules;
@@ -231,32 +231,14 @@ fn expiry(value: &Value, path: &str, errors: &mut Errors) -> ExpiryConfig {
     expiry
 }
 
-/// The lifecycle controller's section; its own rules (owner kind syntax) are
-/// in [`ControllerConfig::validate`].
+/// The lifecycle controller's section; each owner entry is checked with
+/// [`check_owner_action`].
 fn controller(value: &Value, path: &str, errors: &mut Errors) -> ControllerConfig {
     let mut controller = ControllerConfig::default();
     for (key, v) in mapping(value, path, &["expiry", "platform"], errors) {
         let field = child(path, key);
         if key == "expiry" {
-            for (key, v) in mapping(v, &field, &["deleteOwnerKinds"], errors) {
-                let field = child(&field, key);
-                let Value::Sequence(items) = v else {
-                    errors.push(wrong(&field, "a list of Kind.group such as Job.batch", v));
-                    continue;
-                };
-                controller.expiry.delete_owner_kinds = items
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, item)| {
-                        let kind = string(
-                            item,
-                            &format!("{field}[{i}]"),
-                            "Kind.group such as Job.batch",
-                        );
-                        keep(errors, kind).map(str::to_owned)
-                    })
-                    .collect();
-            }
+            controller.expiry = controller_expiry(v, &field, errors);
         } else {
             for (key, v) in mapping(v, &field, &["deleteUnschedulable"], errors) {
                 let b = boolean(v, &child(&field, key));
@@ -264,10 +246,66 @@ fn controller(value: &Value, path: &str, errors: &mut Errors) -> ControllerConfi
             }
         }
     }
-    if let Err((field, message)) = controller.validate() {
-        errors.push(invalid(&field, message));
-    }
     controller
+}
+
+/// `controller.expiry`: `ownerActions`, or the deprecated
+/// `deleteOwnerKinds` (each entry `delete`), never both.
+fn controller_expiry(value: &Value, path: &str, errors: &mut Errors) -> ControllerExpiry {
+    let mut expiry = ControllerExpiry::default();
+    let fields = mapping(value, path, &["ownerActions", "deleteOwnerKinds"], errors);
+    if fields.len() == 2 {
+        errors.push(invalid(
+            &child(path, "deleteOwnerKinds"),
+            "is deprecated and replaced by ownerActions; set only ownerActions (delete for each of these kinds)",
+        ));
+        return expiry;
+    }
+    for (key, v) in fields {
+        let field = child(path, key);
+        expiry.owner_actions.clear();
+        if key == "deleteOwnerKinds" {
+            expiry.deprecated_delete_owner_kinds = true;
+            let Value::Sequence(items) = v else {
+                errors.push(wrong(&field, "a list of Kind.group such as Job.batch", v));
+                continue;
+            };
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("{field}[{i}]");
+                let kind = string(item, &at, "Kind.group such as Job.batch").and_then(|kind| {
+                    check_owner_action(kind, OwnerAction::Delete).map_err(|m| invalid(&at, m))?;
+                    Ok(kind)
+                });
+                if let Some(kind) = keep(errors, kind) {
+                    expiry
+                        .owner_actions
+                        .insert(kind.to_owned(), OwnerAction::Delete);
+                }
+            }
+            continue;
+        }
+        let Value::Mapping(map) = v else {
+            errors.push(wrong(
+                &field,
+                "a mapping of Kind.group to shutdown, suspend or delete, such as {Job.batch: delete}",
+                v,
+            ));
+            continue;
+        };
+        for (kind, action) in entries(map, &field, errors) {
+            let at = child(&field, kind);
+            let read = string(action, &at, "shutdown, suspend or delete").and_then(|text| {
+                let action = OwnerAction::parse(text)
+                    .ok_or_else(|| wrong(&at, "shutdown, suspend or delete", action))?;
+                check_owner_action(kind, action).map_err(|m| invalid(&at, m))?;
+                Ok(action)
+            });
+            if let Some(action) = keep(errors, read) {
+                expiry.owner_actions.insert(kind.to_owned(), action);
+            }
+        }
+    }
+    expiry
 }
 
 /// A container's `ResourceRequirements`, checked as the apiserver checks them,

@@ -1,10 +1,13 @@
 //! The controller's only writes to the apiserver: delete a pod or its
-//! owner, set the platform condition, record an Event. Each call is guarded
+//! owner, tell an agent-sandbox `Sandbox` owner to shut down or suspend,
+//! set the platform condition, record an Event. Each call is guarded
 //! by the UID it was decided for, so a new object of the same name is never
 //! hit by a stale decision.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, SecondsFormat, Utc};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -139,9 +142,7 @@ impl Actions {
     /// Discovery failing to name the owner's resource, or an API error but
     /// 404 and 409 (see [`Actions::delete_pod`]).
     pub async fn delete_owner(&self, pod: &PodRef, owner: &Owner) -> Result<Outcome, ActionError> {
-        let resource = self.owner_resource(owner).await?;
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &pod.namespace, &resource);
+        let api = self.owner_api(pod, owner).await?;
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(owner.uid.to_string()),
@@ -150,6 +151,83 @@ impl Actions {
             ..DeleteParams::background()
         };
         Ok(outcome(api.delete(&owner.name, &params).await)?)
+    }
+
+    /// Tells the pod's agent-sandbox `Sandbox` owner to shut down at `at`:
+    /// merge-patches `spec.shutdownTime`, unless the Sandbox already has
+    /// one at or before `at` (then [`Shutdown::Kept`] with it). The Sandbox
+    /// is read through a patch that changes nothing but checks its UID (the
+    /// RBAC holds `patch` on sandboxes, not `get`), and written with its UID
+    /// and `resourceVersion` as preconditions, so a concurrent change of
+    /// its shutdown time is never overwritten.
+    ///
+    /// # Errors
+    /// Discovery failing to name the owner's resource, or an API error but
+    /// 404 and 409 (see [`Actions::delete_pod`]).
+    pub async fn shutdown_owner(
+        &self,
+        pod: &PodRef,
+        owner: &Owner,
+        at: DateTime<Utc>,
+    ) -> Result<(Outcome, Shutdown), ActionError> {
+        let api = self.owner_api(pod, owner).await?;
+        let uid = owner.uid.to_string();
+        let read = json!({"metadata": {"uid": uid}});
+        let current = match api
+            .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&read))
+            .await
+        {
+            Ok(current) => current,
+            Err(e) => return Ok((outcome::<()>(Err(e))?, Shutdown::Set)),
+        };
+        let existing = current
+            .data
+            .pointer("/spec/shutdownTime")
+            .and_then(serde_json::Value::as_str);
+        if let Some(existing) = existing
+            && DateTime::parse_from_rfc3339(existing).is_ok_and(|t| t <= at)
+        {
+            return Ok((Outcome::Done, Shutdown::Kept(existing.to_owned())));
+        }
+        let write = json!({
+            "metadata": {"uid": uid, "resourceVersion": current.metadata.resource_version},
+            "spec": {"shutdownTime": whole_seconds_up(at)},
+        });
+        let result = api
+            .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&write))
+            .await;
+        Ok((outcome(result)?, Shutdown::Set))
+    }
+
+    /// Tells the pod's agent-sandbox `Sandbox` owner to suspend: merge-patches
+    /// `spec.operatingMode: Suspended`, the owner's UID as precondition.
+    ///
+    /// # Errors
+    /// Discovery failing to name the owner's resource, or an API error but
+    /// 404 and 409 (see [`Actions::delete_pod`]).
+    pub async fn suspend_owner(&self, pod: &PodRef, owner: &Owner) -> Result<Outcome, ActionError> {
+        let api = self.owner_api(pod, owner).await?;
+        let patch = json!({
+            "metadata": {"uid": owner.uid.to_string()},
+            "spec": {"operatingMode": "Suspended"},
+        });
+        let result = api
+            .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        Ok(outcome(result)?)
+    }
+
+    async fn owner_api(
+        &self,
+        pod: &PodRef,
+        owner: &Owner,
+    ) -> Result<Api<DynamicObject>, ActionError> {
+        let resource = self.owner_resource(owner).await?;
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            &pod.namespace,
+            &resource,
+        ))
     }
 
     /// The pod as the apiserver has it now; `None` when it is gone.
@@ -269,6 +347,29 @@ impl Actions {
     }
 }
 
+/// What a shutdown told to a `Sandbox` did to its `spec.shutdownTime`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Set to the pod's expiry.
+    Set,
+    /// Left: it was this time, at or before the pod's expiry, already.
+    Kept(String),
+}
+
+/// `at` as a `metav1.Time` (whole seconds), rounded up: a shutdown is
+/// never asked for before the expiry.
+#[must_use]
+pub fn whole_seconds_up(at: DateTime<Utc>) -> String {
+    let up = if at.timestamp_subsec_nanos() > 0 {
+        at + chrono::TimeDelta::seconds(1)
+    } else {
+        at
+    };
+    DateTime::from_timestamp(up.timestamp(), 0)
+        .unwrap_or(up)
+        .to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
 /// At most `max` bytes, cut at a character boundary.
 #[must_use]
 pub fn truncate(s: &str, max: usize) -> &str {
@@ -285,6 +386,19 @@ pub fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shutdown_time_is_whole_seconds_never_early() {
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        assert_eq!(
+            whole_seconds_up(at("2026-01-01T00:00:00Z")),
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            whole_seconds_up(at("2026-01-01T00:00:00.2+01:00")),
+            "2025-12-31T23:00:01Z"
+        );
+    }
 
     #[test]
     fn truncation_keeps_characters_whole() {

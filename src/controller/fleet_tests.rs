@@ -164,12 +164,9 @@ async fn a_recreated_pod_is_its_own() {
 async fn an_owner_goes_with_its_last_pod() {
     let mut f = fleet();
     let config = Config::default();
-    assert!(
-        config
-            .controller
-            .expiry
-            .delete_owner_kinds
-            .contains(&"Job.batch".to_owned())
+    assert_eq!(
+        config.controller.owner_action("Job.batch"),
+        Some(crate::config::controller::OwnerAction::Delete)
     );
     f.on_event(Event::Apply(expiring_in(3600, "b", "ub", Some("j1"))));
     f.on_event(Event::Apply(expiring_in(-1, "a", "ua", Some("j1"))));

@@ -1,15 +1,15 @@
 //! The writes the loop of [`super::runtime`] spawns, one task each: a
 //! removal by the owner rules, the platform condition, the Events (contract:
 //! controller.expiry-delete-pod, controller.expiry-delete-owner,
-//! controller.expiry-left-owned, controller.platform-condition,
-//! controller.expiry-events).
+//! controller.expiry-owner-actions, controller.expiry-left-owned,
+//! controller.platform-condition, controller.expiry-events).
 //! Each reports whether it is done or must be retried.
 
 use chrono::Utc;
 
 use std::sync::Arc;
 
-use super::actions::{Actions, EventType, Outcome, PodRef};
+use super::actions::{Actions, EventType, Outcome, PodRef, Shutdown, whole_seconds_up};
 use super::fleet::{Job, Mark, Rules};
 use super::metrics::ControllerMetrics;
 use crate::lifecycle::{self, PodFacts, Removal};
@@ -121,7 +121,7 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
                 .to_owned(),
         ),
     };
-    if let (Removal::DeleteOwner(_), Why::Expired(_)) = (removal, why) {
+    if let (Some(_), Why::Expired(_)) = (removal.acted_on_owner(), why) {
         match still_expired(shared, pod).await {
             Ok(true) => {}
             // Renewed since the cache saw it: the watch brings the renewal
@@ -134,6 +134,13 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
             }
         }
     }
+    // The time a shutdown asks for: the expiry, or now for a pod removed
+    // as unschedulable.
+    let shutdown_at = match why {
+        Why::Expired(at) => lifecycle::expiry::parse_expires_at(at).unwrap_or_else(Utc::now),
+        Why::Unschedulable => Utc::now(),
+    };
+    let mut kept = None;
     let result = match removal {
         Removal::DeletePod => shared
             .actions
@@ -145,6 +152,22 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
             .delete_owner(pod, owner)
             .await
             .map_err(|e| (e.to_string(), "delete-owner")),
+        Removal::ShutdownOwner(owner) => shared
+            .actions
+            .shutdown_owner(pod, owner, shutdown_at)
+            .await
+            .map(|(outcome, shutdown)| {
+                if let Shutdown::Kept(time) = shutdown {
+                    kept = Some(time);
+                }
+                outcome
+            })
+            .map_err(|e| (e.to_string(), "shutdown-owner")),
+        Removal::SuspendOwner(owner) => shared
+            .actions
+            .suspend_owner(pod, owner)
+            .await
+            .map_err(|e| (e.to_string(), "suspend-owner")),
         Removal::LeaveOwned(_) => Ok(Outcome::Done),
     };
     let outcome = match result {
@@ -181,6 +204,28 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
                 o.kind, o.name
             ),
         ),
+        Removal::ShutdownOwner(o) => (
+            EventType::Normal,
+            match &kept {
+                None => format!(
+                    "{cause}; set spec.shutdownTime of its owner {} {} to {}: agent-sandbox removes the pod and applies the Sandbox's shutdownPolicy.",
+                    o.kind,
+                    o.name,
+                    whole_seconds_up(shutdown_at)
+                ),
+                Some(time) => format!(
+                    "{cause}; its owner {} {} already shuts down at {time} (spec.shutdownTime), which agent-sandbox carries out.",
+                    o.kind, o.name
+                ),
+            },
+        ),
+        Removal::SuspendOwner(o) => (
+            EventType::Normal,
+            format!(
+                "{cause}; set spec.operatingMode of its owner {} {} to Suspended: agent-sandbox removes the pod and keeps the Sandbox and its volumes (set it to Running to resume).",
+                o.kind, o.name
+            ),
+        ),
         Removal::LeaveOwned(o) => {
             if matches!(why, Why::Unschedulable) {
                 return true;
@@ -188,7 +233,7 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
             (
                 EventType::Warning,
                 format!(
-                    "{cause}, but its owner {} {} is not a kind the controller deletes, so the pod is left running: delete the {} yourself, or add {} to controller.expiry.deleteOwnerKinds.",
+                    "{cause}, but its owner {} {} is not a kind the controller acts on, so the pod is left running: delete the {} yourself, or give {} an action in controller.expiry.ownerActions.",
                     o.kind,
                     o.name,
                     o.kind,
@@ -269,8 +314,13 @@ pub(super) mod tests {
     pub(crate) const POD: &str =
         r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"team","uid":"u1"}}"#;
 
-    /// Reads one request (head and body) and answers it, closing after.
-    async fn answer(mut stream: tokio::net::TcpStream, delete: (u16, &str), other: (u16, &str)) {
+    /// How a stand-in answers: the request line (`PATCH /api/... HTTP/1.1`)
+    /// and body in, status and body out.
+    pub(crate) type Route = Arc<dyn Fn(&str, &str) -> (u16, String) + Send + Sync>;
+
+    /// Reads one request (head and body) and answers it by `route`,
+    /// closing after.
+    async fn answer(mut stream: tokio::net::TcpStream, route: Route) {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         let (head_end, length) = loop {
@@ -299,11 +349,9 @@ pub(super) mod tests {
             }
             buf.extend_from_slice(&chunk[..n]);
         }
-        let (status, body) = if buf.starts_with(b"DELETE ") {
-            delete
-        } else {
-            other
-        };
+        let head = String::from_utf8_lossy(&buf[..head_end]);
+        let line = head.lines().next().unwrap_or_default();
+        let (status, body) = route(line, &String::from_utf8_lossy(&buf[head_end..]));
         let response = format!(
             "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
@@ -315,11 +363,25 @@ pub(super) mod tests {
     /// that answers every DELETE with `delete` and everything else with
     /// `other` (status, body).
     pub(crate) async fn shared(delete: (u16, &'static str), other: (u16, &'static str)) -> Shared {
+        shared_with(Arc::new(move |line: &str, _: &str| {
+            let (status, body) = if line.starts_with("DELETE ") {
+                delete
+            } else {
+                other
+            };
+            (status, body.to_owned())
+        }))
+        .await
+    }
+
+    /// What the loop shares, its client pointed at an apiserver stand-in
+    /// that answers by `route`.
+    pub(crate) async fn shared_with(route: Route) -> Shared {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(answer(stream, delete, other));
+                tokio::spawn(answer(stream, Arc::clone(&route)));
             }
         });
         let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();

@@ -26,12 +26,20 @@ pub struct StateLabels {
 }
 
 /// Every `action` label of `sandbox_webhook_expired_total`.
-pub const EXPIRED_ACTIONS: [&str; 3] = ["deleted-pod", "deleted-owner", "left-owned"];
+pub const EXPIRED_ACTIONS: [&str; 5] = [
+    "deleted-pod",
+    "deleted-owner",
+    "shutdown-owner",
+    "suspended-owner",
+    "left-owned",
+];
 
 /// Every `operation` label of `sandbox_webhook_controller_api_errors_total`.
-pub const OPERATIONS: [&str; 5] = [
+pub const OPERATIONS: [&str; 7] = [
     "delete-pod",
     "delete-owner",
+    "shutdown-owner",
+    "suspend-owner",
     "get-pod",
     "patch-status",
     "create-event",
@@ -40,7 +48,7 @@ pub const OPERATIONS: [&str; 5] = [
 metric_fields! {
     pub struct ControllerMetrics {
         expired: Family<ActionLabels, Counter> = "expired",
-            "Expired sandboxes handled, by action (deleted-pod, deleted-owner, left-owned)";
+            "Expired sandboxes handled, by action (deleted-pod, deleted-owner, shutdown-owner, suspended-owner, left-owned)";
         unschedulable: Counter = "platform_unschedulable",
             "Pending sandboxes reported as unschedulable because of their platform";
         leader: Gauge = "controller_leader",

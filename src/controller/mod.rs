@@ -20,6 +20,9 @@ mod resource;
 pub(crate) mod runtime;
 mod timers;
 
+#[cfg(test)]
+mod owner_tests;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -97,6 +100,9 @@ pub async fn run(
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    for warning in config.controller.warnings() {
+        tracing::warn!("{warning}");
+    }
     let metrics = Arc::new(metrics::ControllerMetrics::new());
     let ready = admin::Readiness::default();
     let listener =

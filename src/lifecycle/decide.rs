@@ -158,9 +158,11 @@ pub fn decide<'a>(
         }
         (_, Some(removal), Some(at)) => {
             let value = expiry.expires_at.unwrap_or_default();
-            let due = match &removal {
-                Removal::DeleteOwner(_) => last_expiry(siblings, config, at, now),
-                _ => at,
+            // An action on the owner reaches all its pods.
+            let due = if removal.acted_on_owner().is_some() {
+                last_expiry(siblings, config, at, now)
+            } else {
+                at
             };
             if !expiry.expired || due > now {
                 Action::WakeAt(due)

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::facts::{Owner, PodFacts};
 use super::ids::ExpiresAt;
 use crate::config::Config;
+use crate::config::controller::OwnerAction;
 /// The webhook's own reading of `expires-at`, so that the controller removes
 /// a pod at exactly the time the webhook accepted.
 pub(crate) use crate::mutate::intent::expires_at::parse_expires_at;
@@ -21,6 +22,10 @@ pub enum ExpiryAction {
     None,
     DeletePod,
     DeleteOwner,
+    /// agent-sandbox `Sandbox`: its `spec.shutdownTime` is set.
+    ShutdownOwner,
+    /// agent-sandbox `Sandbox`: its `spec.operatingMode` is set `Suspended`.
+    SuspendOwner,
     LeaveOwned,
     /// `expires-at` is not an RFC 3339 time: a warning Event, nothing deleted.
     Invalid,
@@ -33,6 +38,8 @@ impl ExpiryAction {
             ExpiryAction::None => "none",
             ExpiryAction::DeletePod => "delete-pod",
             ExpiryAction::DeleteOwner => "delete-owner",
+            ExpiryAction::ShutdownOwner => "shutdown-owner",
+            ExpiryAction::SuspendOwner => "suspend-owner",
             ExpiryAction::LeaveOwned => "leave-owned",
             ExpiryAction::Invalid => "invalid",
         }
@@ -41,13 +48,20 @@ impl ExpiryAction {
 
 /// How a pod is removed, by the owner rules (contract:
 /// controller.expiry-delete-pod, controller.expiry-delete-owner,
-/// controller.expiry-left-owned).
+/// controller.expiry-owner-actions, controller.expiry-left-owned).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
     /// No controller owner: delete the pod itself (UID precondition).
     DeletePod,
-    /// A controller owner of a configured kind: delete it (Background).
+    /// A controller owner whose kind's action is `delete`: delete it
+    /// (Background).
     DeleteOwner(Arc<Owner>),
+    /// An agent-sandbox `Sandbox` owner, action `shutdown`: set its
+    /// `spec.shutdownTime`; agent-sandbox removes the pod.
+    ShutdownOwner(Arc<Owner>),
+    /// An agent-sandbox `Sandbox` owner, action `suspend`: set its
+    /// `spec.operatingMode: Suspended`; agent-sandbox removes the pod.
+    SuspendOwner(Arc<Owner>),
     /// Any other controller owner: leave the pod, with a warning Event.
     LeaveOwned(Arc<Owner>),
 }
@@ -58,7 +72,21 @@ impl Removal {
         match self {
             Removal::DeletePod => ExpiryAction::DeletePod,
             Removal::DeleteOwner(_) => ExpiryAction::DeleteOwner,
+            Removal::ShutdownOwner(_) => ExpiryAction::ShutdownOwner,
+            Removal::SuspendOwner(_) => ExpiryAction::SuspendOwner,
             Removal::LeaveOwned(_) => ExpiryAction::LeaveOwned,
+        }
+    }
+
+    /// The owner the removal acts on through its own lifecycle, or deletes;
+    /// `None` for a pod deleted itself or left.
+    #[must_use]
+    pub fn acted_on_owner(&self) -> Option<&Arc<Owner>> {
+        match self {
+            Removal::DeleteOwner(o) | Removal::ShutdownOwner(o) | Removal::SuspendOwner(o) => {
+                Some(o)
+            }
+            Removal::DeletePod | Removal::LeaveOwned(_) => None,
         }
     }
 
@@ -68,6 +96,8 @@ impl Removal {
         match self {
             Removal::DeletePod => "deleted-pod",
             Removal::DeleteOwner(_) => "deleted-owner",
+            Removal::ShutdownOwner(_) => "shutdown-owner",
+            Removal::SuspendOwner(_) => "suspended-owner",
             Removal::LeaveOwned(_) => "left-owned",
         }
     }
@@ -78,16 +108,12 @@ pub fn removal(pod: &PodFacts, config: &Config) -> Removal {
     match &pod.owner {
         None => Removal::DeletePod,
         Some(owner) => {
-            let kind_group = owner.kind_group();
-            if config
-                .controller
-                .expiry
-                .delete_owner_kinds
-                .contains(&kind_group)
-            {
-                Removal::DeleteOwner(Arc::clone(owner))
-            } else {
-                Removal::LeaveOwned(Arc::clone(owner))
+            let owner = Arc::clone(owner);
+            match config.controller.owner_action(&owner.kind_group()) {
+                Some(OwnerAction::Delete) => Removal::DeleteOwner(owner),
+                Some(OwnerAction::Shutdown) => Removal::ShutdownOwner(owner),
+                Some(OwnerAction::Suspend) => Removal::SuspendOwner(owner),
+                None => Removal::LeaveOwned(owner),
             }
         }
     }

@@ -136,19 +136,34 @@ fn invalid_values() {
     }
 }
 
+/// contract: controller.expiry-owner-actions
 #[test]
 fn owner_rules() {
     let e = || expiring("2020-01-01T00:00:00Z");
-    for (api, kind) in [
-        ("batch/v1", "Job"),
-        ("sandbox.opensandbox.io/v1alpha1", "BatchSandbox"),
-        ("agents.x-k8s.io/v1alpha1", "Sandbox"),
-        ("agents.x-k8s.io/v1beta1", "Sandbox"),
+    for (api, kind, expected) in [
+        ("batch/v1", "Job", ExpiryAction::DeleteOwner),
+        (
+            "sandbox.opensandbox.io/v1alpha1",
+            "BatchSandbox",
+            ExpiryAction::DeleteOwner,
+        ),
+        // agent-sandbox's Sandbox has a lifecycle of its own: told, not deleted.
+        (
+            "agents.x-k8s.io/v1alpha1",
+            "Sandbox",
+            ExpiryAction::ShutdownOwner,
+        ),
+        (
+            "agents.x-k8s.io/v1beta1",
+            "Sandbox",
+            ExpiryAction::ShutdownOwner,
+        ),
     ] {
         let p = planned(&with_owner(e(), api, kind, Some(true)));
-        assert_eq!(p.expiry.action, ExpiryAction::DeleteOwner, "{kind}");
-        let Some(Removal::DeleteOwner(owner)) = p.expiry.removal else {
-            panic!("{kind}: {:?}", p.expiry.removal);
+        assert_eq!(p.expiry.action, expected, "{kind}");
+        let owner = match p.expiry.removal {
+            Some(Removal::DeleteOwner(owner) | Removal::ShutdownOwner(owner)) => owner,
+            other => panic!("{kind}: {other:?}"),
         };
         assert_eq!(
             (&*owner.kind, owner.uid.to_string().as_str()),
@@ -187,6 +202,24 @@ fn owner_rules() {
         Config::from_yaml("controller: {expiry: {deleteOwnerKinds: [ReplicationController]}}")
             .unwrap();
     assert_eq!(action_with(&core, &cfg), ExpiryAction::DeleteOwner);
+    // Each kind its own action.
+    let sandbox = with_owner(e(), "agents.x-k8s.io/v1beta1", "Sandbox", Some(true));
+    for (action, expected) in [
+        ("suspend", ExpiryAction::SuspendOwner),
+        ("shutdown", ExpiryAction::ShutdownOwner),
+        ("delete", ExpiryAction::DeleteOwner),
+    ] {
+        let cfg = Config::from_yaml(&format!(
+            "controller: {{expiry: {{ownerActions: {{Sandbox.agents.x-k8s.io: {action}}}}}}}"
+        ))
+        .unwrap();
+        assert_eq!(action_with(&sandbox, &cfg), expected, "{action}");
+        assert_eq!(
+            action_with(&job, &cfg),
+            ExpiryAction::LeaveOwned,
+            "{action}"
+        );
+    }
 }
 
 #[test]
@@ -201,6 +234,14 @@ fn metric_labels() {
     assert_eq!(
         Removal::DeleteOwner(o.clone()).metric_label(),
         "deleted-owner"
+    );
+    assert_eq!(
+        Removal::ShutdownOwner(o.clone()).metric_label(),
+        "shutdown-owner"
+    );
+    assert_eq!(
+        Removal::SuspendOwner(o.clone()).metric_label(),
+        "suspended-owner"
     );
     assert_eq!(Removal::LeaveOwned(o).metric_label(), "left-owned");
 }
@@ -410,13 +451,15 @@ fn diagnosis_json() {
     assert_eq!(
         d["expiry"]["reason"],
         json!(
-            "at expires-at; its controller owner Job/owner is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later"
+            "at expires-at; its controller owner Job/owner is of a kind whose controller.expiry.ownerActions is delete, so the owner is deleted (propagation Background), once no other pod of it is due later"
         )
     );
     for a in [
         ExpiryAction::None,
         ExpiryAction::DeletePod,
         ExpiryAction::DeleteOwner,
+        ExpiryAction::ShutdownOwner,
+        ExpiryAction::SuspendOwner,
         ExpiryAction::LeaveOwned,
         ExpiryAction::Invalid,
     ] {
@@ -427,15 +470,22 @@ fn diagnosis_json() {
 #[test]
 fn controller_config() {
     let c = Config::default();
+    let defaults: Vec<_> = c
+        .controller
+        .expiry
+        .owner_actions
+        .clone()
+        .into_iter()
+        .collect();
     assert_eq!(
-        c.controller.expiry.delete_owner_kinds,
-        crate::config::controller::DEFAULT_DELETE_OWNER_KINDS
+        defaults,
+        crate::config::controller::DEFAULT_OWNER_ACTIONS.map(|(k, a)| (k.to_owned(), a))
     );
     assert!(!c.controller.platform.delete_unschedulable);
     let c = Config::from_yaml("controller: {platform: {deleteUnschedulable: true}}").unwrap();
     assert!(c.controller.platform.delete_unschedulable);
     assert_eq!(
-        c.controller.expiry.delete_owner_kinds.len(),
+        c.controller.expiry.owner_actions.len(),
         3,
         "other keys keep defaults"
     );

@@ -286,7 +286,7 @@ def case_controller():
     want = sorted([(("",), ("pods",), ("get", "list", "watch", "delete")),
                    (("",), ("pods/status",), ("patch",)),
                    (("events.k8s.io",), ("events",), ("create",)),
-                   (("agents.x-k8s.io",), ("sandboxes",), ("delete",)),
+                   (("agents.x-k8s.io",), ("sandboxes",), ("patch",)),
                    (("batch",), ("jobs",), ("delete",)),
                    (("sandbox.opensandbox.io",), ("batchsandboxes",), ("delete",))])
     check("controller: ClusterRole is exactly the contract's verbs", got == want, got)
@@ -301,12 +301,46 @@ def case_controller():
           " and the controller section",
           {k: v for k, v in cfg.items() if k != "controller"} == webhook_cfg
           and cfg["controller"]["platform"] == {"deleteUnschedulable": False}, cfg)
+    check("controller: ownerActions by default (contract: controller.expiry-owner-actions)",
+          cfg["controller"]["expiry"] == {"ownerActions": {
+              "BatchSandbox.sandbox.opensandbox.io": "delete", "Job.batch": "delete",
+              "Sandbox.agents.x-k8s.io": "shutdown"}}, cfg["controller"])
     check("controller: PDB maxUnavailable 1", ctl_one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1)
     svc = ctl_one("Service")
     check("controller: metrics Service selects the controller pods",
           all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()), svc["spec"]["selector"])
     check("controller: no ValidatingAdmissionPolicy unless the API serves it",
           "ValidatingAdmissionPolicy" not in ctl_by_kind, list(ctl_by_kind))
+
+
+def controller_rbac_and_expiry():
+    """The owner rules of the controller's ClusterRole, and its config's expiry section."""
+    rules = ctl_one("ClusterRole")["rules"]
+    owners = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in rules
+                    if r["apiGroups"] not in ([""], ["events.k8s.io"]))
+    cfg = yaml.safe_load(ctl_one("ConfigMap")["data"]["config.yaml"])
+    return owners, cfg["controller"]["expiry"]
+
+
+def case_controller_owners():
+    """ownerActions set in values: a kind set to null is dropped, suspend is patch on sandboxes."""
+    owners, expiry = controller_rbac_and_expiry()
+    check("owner actions: RBAC delete on deleted kinds, patch on sandboxes only", owners == sorted([
+        (("apps",), ("replicasets",), ("delete",)),
+        (("batch",), ("jobs",), ("delete",)),
+        (("agents.x-k8s.io",), ("sandboxes",), ("patch",))]), owners)
+    check("owner actions: the config keeps the non-null entries", expiry == {"ownerActions": {
+        "Job.batch": "delete", "ReplicaSet.apps": "delete", "Sandbox.agents.x-k8s.io": "suspend"}}, expiry)
+
+
+def case_controller_deprecated():
+    """The deprecated deleteOwnerKinds, while set, replaces ownerActions, in the config and the RBAC."""
+    owners, expiry = controller_rbac_and_expiry()
+    check("deleteOwnerKinds: RBAC delete on those kinds only", owners == sorted([
+        (("agents.x-k8s.io",), ("sandboxes",), ("delete",)),
+        (("batch",), ("jobs",), ("delete",))]), owners)
+    check("deleteOwnerKinds: rendered alone (the binary refuses both keys)",
+          expiry == {"deleteOwnerKinds": ["Job.batch", "Sandbox.agents.x-k8s.io"]}, expiry)
 
 
 def case_controller_vap():
@@ -361,6 +395,7 @@ def case_revision():
 
 
 CASES = {"revision": case_revision, "controller": case_controller, "controller-vap": case_controller_vap, "controller-off": case_controller_off,
+         "controller-owners": case_controller_owners, "controller-deprecated": case_controller_deprecated,
          "prometheusrule": case_prometheusrule, "netpol-monitor": case_netpol_monitor, "hostnet": case_hostnet, "gke": case_gke,
          "helm": case_helm, "certManager": case_certmanager, "existingSecret": case_existing, "url": case_url,
          "all": case_all, "prefix": case_prefix, "single": case_single, "netpol": case_netpol_default}

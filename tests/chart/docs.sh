@@ -53,7 +53,7 @@ def walk(v, p):
     # By the last path component, so controller.resources is one value too.
     if isinstance(v, dict) and v and p.split(".")[-1] not in (
             "podSecurityContext", "securityContext", "resources", "updateStrategy",
-            "livenessProbe", "readinessProbe", "nodeSelector"):
+            "livenessProbe", "readinessProbe", "nodeSelector", "ownerActions"):
         for k, x in v.items():
             yield from walk(x, f"{p}.{k}" if p else k)
     else:

@@ -163,6 +163,15 @@ check_rendered controller "$WORK/helm.yaml" "$NS"
 run_test "helm template (the API serves ValidatingAdmissionPolicy)" render "$WORK/vap.yaml" "${MODE_HELM[@]}" \
     --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
 check_rendered controller-vap "$WORK/vap.yaml" "$NS"
+run_test "helm template (controller ownerActions: suspend, a kind added, a default removed)" \
+    render "$WORK/owners.yaml" "${MODE_HELM[@]}" \
+    --set 'controller.config.expiry.ownerActions.Sandbox\.agents\.x-k8s\.io=suspend' \
+    --set 'controller.config.expiry.ownerActions.ReplicaSet\.apps=delete' \
+    --set 'controller.config.expiry.ownerActions.BatchSandbox\.sandbox\.opensandbox\.io=null'
+check_rendered controller-owners "$WORK/owners.yaml" "$NS"
+run_test "helm template (the deprecated controller deleteOwnerKinds)" render "$WORK/deprecated.yaml" "${MODE_HELM[@]}" \
+    --set 'controller.config.expiry.deleteOwnerKinds={Job.batch,Sandbox.agents.x-k8s.io}'
+check_rendered controller-deprecated "$WORK/deprecated.yaml" "$NS"
 run_test "helm template (controller.enabled=false)" render "$WORK/no-controller.yaml" "${MODE_HELM[@]}" \
     --set controller.enabled=false --set metrics.prometheusRule.enabled=true
 check_rendered controller-off "$WORK/no-controller.yaml" "$NS"
@@ -347,6 +356,8 @@ run_test "NOTES.txt (replicas=1, failurePolicy Ignore) does not warn" bash -c "
 
 # ------------------------------------------------------------------ schema / validation failures
 T=("$HELM" template rel "$CHART" --namespace "$NS" --kube-version "$KUBE_NEW")
+expect_fail "schema: shutdown on a kind other than agent-sandbox's Sandbox is rejected" "ownerActions" \
+    "${T[@]}" --set 'controller.config.expiry.ownerActions.Job\.batch=shutdown'
 expect_fail "schema: replicas as a string is rejected" "/replicas.*want integer" "${T[@]}" --set-string replicas=two
 expect_fail "schema: unknown certificates.mode is rejected" "/certificates/mode.*must be one of" "${T[@]}" --set certificates.mode=vault
 expect_fail "schema: failurePolicy Sometimes is rejected" "/webhook/failurePolicy.*must be one of" "${T[@]}" --set webhook.failurePolicy=Sometimes

@@ -1,21 +1,32 @@
-//! Scenario 6: the README's sandbox on the real node that `cluster.sh up`
-//! brings (the manifest is read from the README, so the example is what
-//! runs). The host webhook injects it with the node's stand-in execd image,
-//! and it runs: its log shows the command under bootstrap.sh with `EXECD`
-//! set, and execd answers inside it through `kubectl exec`.
+//! Scenario 6: the README's sandboxes on the real node that `cluster.sh up`
+//! brings (the manifests are read from the README, so the examples are what
+//! runs). The host webhook injects the pod with the node's stand-in execd
+//! image, and it runs: its log shows the command under bootstrap.sh with
+//! `EXECD` set, and execd answers inside it through `kubectl exec`. The
+//! README's agent-sandbox Sandbox (`up` installs agent-sandbox) gets its
+//! pod from agent-sandbox's controller, injected, with the `expires-at` of
+//! its `P/timeout`, and the controller's plan for it is to tell the
+//! Sandbox (`shutdown-owner`; `tests/node_e2e` waits for that to happen).
 
 use std::time::Duration;
 
-use crate::harness::{Env, Result, check, repo, wait_for};
+use crate::harness::{Env, P, Result, annotation, check, check_at, init_names, repo, wait_for};
 
 pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[]).await?;
     let readme = std::fs::read_to_string(repo().join("README.md"))?;
-    let manifest = readme
-        .split_once("kubectl apply -f - <<'EOF'\n")
-        .and_then(|(_, rest)| rest.split_once("\nEOF\n"))
-        .map(|(yaml, _)| yaml)
-        .ok_or("README.md has no `kubectl apply -f - <<'EOF'` example")?;
+    let manifests: Vec<&str> = readme
+        .split("kubectl apply -f - <<'EOF'\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\nEOF\n").map(|(yaml, _)| yaml))
+        .collect();
+    let [manifest, sandbox] = manifests[..] else {
+        return Err(format!(
+            "README.md has {} `kubectl apply -f - <<'EOF'` examples, not 2 (a Pod, a Sandbox)",
+            manifests.len()
+        )
+        .into());
+    };
     env.kubectl(&["apply", "-n", &ns, "-f", "-"], manifest)?;
     let pods = env.pods(&ns);
     let p = wait_for(
@@ -81,6 +92,67 @@ pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) ->
         "    hello: Running on {}, its log shows bootstrap.sh and EXECD, execd answered {}",
         env.var("NODE_NAME")?,
         ping.trim()
+    );
+    readme_sandbox(env, &ns, sandbox).await
+}
+
+/// The README's Sandbox: its pod, from agent-sandbox's controller, runs
+/// injected on the real node, expires 60 s after its creation, and the
+/// controller will tell the Sandbox to shut down then.
+/// contract: controller.expiry-owner-actions
+async fn readme_sandbox(env: &Env, ns: &str, manifest: &str) -> Result<()> {
+    env.kubectl(&["apply", "-n", ns, "-f", "-"], manifest)?;
+    env.kubectl(
+        &[
+            "wait",
+            "-n",
+            ns,
+            "--for=condition=Ready",
+            "sandbox/agent",
+            "--timeout=90s",
+        ],
+        "",
+    )?;
+    let p = env.pods(ns).get("agent").await?;
+    let owner = p
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| (r.kind.clone(), r.name.clone()));
+    check(
+        owner == Some(("Sandbox".into(), "agent".into())),
+        format!("the pod agent's controller owner is {owner:?}"),
+    )?;
+    let inits = init_names(&p);
+    check(
+        inits == ["execd-installer"],
+        format!("the pod agent's init containers are {inits:?}"),
+    )?;
+    let expires = annotation(&p, &format!("{P}/expires-at")).ok_or("agent has no expires-at")?;
+    let expires = chrono::DateTime::parse_from_rfc3339(expires)?.to_utc();
+    let created = p
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .ok_or("agent has no creationTimestamp")?;
+    check(
+        (59..=61).contains(&(expires.timestamp() - created)),
+        format!(
+            "agent expires {}s after its creation",
+            expires.timestamp() - created
+        ),
+    )?;
+    let plan = env.diagnose(&p, expires)?;
+    check_at(&plan, "/expiry/action", "shutdown-owner")?;
+    println!(
+        "    the README's Sandbox agent: its pod Running on {}, injected, expires 60s after its creation; at that time the controller tells the Sandbox (shutdown-owner)",
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("?")
     );
     Ok(())
 }

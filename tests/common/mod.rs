@@ -19,6 +19,7 @@ pub mod https;
 pub mod inprocess;
 pub mod load;
 pub mod metrics;
+pub mod opensandbox;
 pub mod pods;
 pub mod processes;
 pub mod proxy;

@@ -22,8 +22,20 @@ use super::processes::{Cluster, Plane, Result};
 /// in declared order) and `run_scenario(env, name)`. Each function is
 /// `async fn(&Env or &mut Env, id: &str) -> Result<()>`, `id` being its own
 /// name.
+/// With `shared Env;` first, `run_scenario` takes `&Env`, so that
+/// scenarios can run side by side ([`lanes`]).
 #[allow(unused_macros)] // only the end-to-end suites use it
 macro_rules! scenarios {
+    (shared $env:ty; $($module:ident :: $function:ident),* $(,)?) => {
+        const SCENARIOS: &[&str] = &[$(stringify!($function)),*];
+
+        async fn run_scenario(env: &$env, name: &str) -> Result<()> {
+            match name {
+                $(stringify!($function) => $module::$function(env, name).await,)*
+                _ => Err(format!("no scenario {name}").into()),
+            }
+        }
+    };
     ($env:ty; $($module:ident :: $function:ident),* $(,)?) => {
         const SCENARIOS: &[&str] = &[$(stringify!($function)),*];
 
@@ -84,6 +96,31 @@ pub async fn outcome(scenario: impl Future<Output = Result<()>>) -> Option<Strin
                 .unwrap_or_else(|| "panic".into()),
         ),
     }
+}
+
+/// Runs the scenarios of each lane in order, and the lanes at the same
+/// time (scenarios that share nothing, each in its own namespace); each
+/// scenario's failure (its panic caught) and how long it took, by name.
+pub async fn lanes<E>(
+    env: &E,
+    lanes: &[Vec<&'static str>],
+    run: impl AsyncFn(&E, &'static str) -> Result<()>,
+) -> Vec<(&'static str, Option<String>, f64)> {
+    let run = &run;
+    let lane = async |names: &[&'static str]| {
+        let mut done = Vec::with_capacity(names.len());
+        for &name in names {
+            let started = Instant::now();
+            let failure = outcome(Box::pin(run(env, name))).await;
+            done.push((name, failure, started.elapsed().as_secs_f64()));
+        }
+        done
+    };
+    futures_util::future::join_all(lanes.iter().map(|names| lane(names)))
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// A scenario's failure, else that of what restores the suite after it

@@ -47,6 +47,8 @@ suite::scenarios![
     expiry::manual_cleanup_and_invalid_stay,
     expiry::job_owner_is_deleted,
     expiry::replicaset_owner_is_left_with_a_warning,
+    sandbox_owner::v1beta1_sandbox_owner_is_told_to_shut_down,
+    sandbox_owner::v1beta1_sandbox_owner_is_suspended,
     sandbox_owner::v1beta1_sandbox_owner_is_deleted,
     expiry::recreated_pod_is_not_hit_by_a_stale_decision,
     never_early::never_removed_before_its_time,

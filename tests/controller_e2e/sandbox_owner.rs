@@ -1,36 +1,55 @@
-//! agent-sandbox 1.0 serves its Sandbox only at `v1beta1`: a sandbox pod
-//! that such a Sandbox controls is removed by deleting the Sandbox through
-//! the version its owner reference names (`Sandbox.agents.x-k8s.io` is in
-//! the default `deleteOwnerKinds`, which name no version).
+//! agent-sandbox 1.0 serves its Sandbox only at `v1beta1`, and its Sandbox
+//! has a lifecycle of its own: the controller tells it (`shutdown`, the
+//! default, or `suspend`) rather than deleting it, unless
+//! `controller.expiry.ownerActions` says `delete`. The Sandbox is reached
+//! through the version its owner reference names (the config names no
+//! version). No agent-sandbox controller runs here, so what is checked is
+//! what the controller writes to the Sandbox; `tests/node_e2e` has
+//! agent-sandbox's own controller carry it out.
 
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Env;
+use crate::common::cluster::wait_for;
 use crate::common::crds;
 use crate::expiry::owner_is_deleted_at;
-use crate::harness::{Result, expires_at, in_seconds, pp, sandbox};
+use crate::harness::{
+    LEASE_SECONDS, Result, check, check_at, expires_at, in_seconds, pp, rfc3339, sandbox,
+};
 
 const API_VERSION: &str = "agents.x-k8s.io/v1beta1";
 
-/// contract: controller.expiry-delete-owner
-pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &Env, id: &str) -> Result<()> {
+/// The scenario's namespace, its Sandboxes, and a pod owned by Sandbox
+/// `name` (created with `spec`) that expires at `at`: the pod as stored.
+async fn owned_pod(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    spec: Value,
+    at: DateTime<Utc>,
+) -> Result<(Api<DynamicObject>, Pod)> {
     crds::ensure(&env.client, &crds::sandbox_v1beta1()).await?;
-    let ns = &env.namespace(id).await?;
     let gvk = GroupVersionKind::gvk("agents.x-k8s.io", "v1beta1", "Sandbox");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "sandboxes");
     let sandboxes: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), ns, &resource);
+    let mut spec = spec;
+    spec["podTemplate"] =
+        json!({"spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36"}]}});
     let owner: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": API_VERSION, "kind": "Sandbox", "metadata": {"name": "agent"},
-        "spec": {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36"}]}}},
+        "apiVersion": API_VERSION, "kind": "Sandbox", "metadata": {"name": name},
+        "spec": spec,
     }))?;
     let owner = sandboxes.create(&pp(), &owner).await?;
     let uid = owner.metadata.uid.ok_or("the Sandbox has no uid")?;
-    let at = in_seconds(2);
     let references = json!({"ownerReferences": [{"apiVersion": API_VERSION, "kind": "Sandbox",
-        "name": "agent", "uid": uid, "controller": true}]});
+        "name": name, "uid": uid, "controller": true}]});
     let pod = sandbox(
-        "agent-pod",
+        &format!("{name}-pod"),
         &json!({}),
         &expires_at(at),
         &references,
@@ -38,6 +57,171 @@ pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &Env, id: &str) -> Res
     )?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
-    let stored = pods.get("agent-pod").await?;
-    owner_is_deleted_at(env, &stored, at, &sandboxes, ("Sandbox", "agent")).await
+    Ok((sandboxes, pods.get(&format!("{name}-pod")).await?))
+}
+
+/// The Sandbox once `field` of its spec is set; when it was first seen set.
+async fn once_set(
+    sandboxes: &Api<DynamicObject>,
+    name: &str,
+    field: &str,
+) -> Result<(DynamicObject, DateTime<Utc>)> {
+    wait_for(
+        &format!("spec.{field} of Sandbox {name}"),
+        Duration::from_secs(20),
+        async || {
+            let s = sandboxes.get(name).await?;
+            Ok(s.data["spec"].get(field).is_some().then(|| (s, Utc::now())))
+        },
+    )
+    .await
+}
+
+/// The default: the Sandbox gets `spec.shutdownTime` = the pod's
+/// `expires-at` at its expiry, and stays (agent-sandbox applies its
+/// shutdownPolicy); a Sandbox already shutting down earlier keeps its time.
+/// contract: controller.expiry-owner-actions, controller.expiry-events, controller.expiry-metric
+pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &str) -> Result<()> {
+    let ns = &env.namespace(id).await?;
+    let before = env.leader()?.metric(
+        "sandbox_webhook_expired_total",
+        &[("action", "shutdown-owner")],
+    )?;
+    let at = in_seconds(2);
+    let (sandboxes, pod) =
+        owned_pod(env, ns, "agent", json!({"shutdownPolicy": "Retain"}), at).await?;
+    check_at(&env.diagnose(&pod, at)?, "/expiry/action", "shutdown-owner")?;
+    check(
+        sandboxes.get("agent").await?.data["spec"]
+            .get("shutdownTime")
+            .is_none(),
+        "the Sandbox has a shutdownTime before its pod expired",
+    )?;
+    let (told, seen) = once_set(&sandboxes, "agent", "shutdownTime").await?;
+    let when = told.data["spec"]["shutdownTime"].clone();
+    check(
+        when == json!(rfc3339(at)),
+        format!(
+            "shutdownTime is {when}, not the pod's expires-at {}",
+            rfc3339(at)
+        ),
+    )?;
+    check(
+        seen >= at && seen - at <= TimeDelta::seconds(1),
+        format!("shutdownTime was set {} after the expiry", seen - at),
+    )?;
+    let event = env
+        .event(ns, "agent-pod", "SandboxExpired", Some("Normal"), 5)
+        .await?;
+    let note = event.note.unwrap_or_default();
+    check(
+        note.contains("set spec.shutdownTime of its owner Sandbox agent to"),
+        format!("the Event names the action: {note}"),
+    )?;
+    check(
+        sandboxes.get_opt("agent").await?.is_some(),
+        "the Sandbox was deleted",
+    )?;
+    let after = env.leader()?.metric(
+        "sandbox_webhook_expired_total",
+        &[("action", "shutdown-owner")],
+    )?;
+    check(
+        after == before + 1,
+        format!("shutdown-owner went {before} -> {after}"),
+    )?;
+
+    // An earlier time already there is kept.
+    let earlier = rfc3339(Utc::now() - TimeDelta::hours(1));
+    let at = in_seconds(2);
+    let (sandboxes, _) = owned_pod(env, ns, "early", json!({"shutdownTime": earlier}), at).await?;
+    let event = env
+        .event(ns, "early-pod", "SandboxExpired", None, 10)
+        .await?;
+    let note = event.note.unwrap_or_default();
+    check(
+        note.contains(&format!("already shuts down at {earlier}")),
+        format!("the Event says the earlier time is kept: {note}"),
+    )?;
+    let kept = sandboxes.get("early").await?.data["spec"]["shutdownTime"].clone();
+    check(
+        kept == json!(earlier),
+        format!("shutdownTime is now {kept}"),
+    )
+}
+
+/// Writes `config` and restarts both replicas with it.
+async fn reconfigure(env: &mut Env, config: &str) -> Result<()> {
+    std::fs::write(&env.config, config)?;
+    for c in &mut env.controllers {
+        c.kill();
+    }
+    for c in &mut env.controllers {
+        c.restart()?;
+    }
+    env.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
+        .await
+        .map(|_| ())
+}
+
+/// `suspend`: the Sandbox gets `spec.operatingMode: Suspended` at the
+/// pod's expiry, and stays. contract: controller.expiry-owner-actions
+pub(crate) async fn v1beta1_sandbox_owner_is_suspended(env: &mut Env, id: &str) -> Result<()> {
+    reconfigure(
+        env,
+        "controller: {expiry: {ownerActions: {Sandbox.agents.x-k8s.io: suspend}}}\n",
+    )
+    .await?;
+    let ns = &env.namespace(id).await?;
+    let at = in_seconds(2);
+    let (sandboxes, pod) =
+        owned_pod(env, ns, "paused", json!({"operatingMode": "Running"}), at).await?;
+    check_at(&env.diagnose(&pod, at)?, "/expiry/action", "suspend-owner")?;
+    let (told, seen) = wait_for(
+        "the Sandbox suspended",
+        Duration::from_secs(20),
+        async || {
+            let s = sandboxes.get("paused").await?;
+            Ok((s.data["spec"]["operatingMode"] == "Suspended").then(|| (s, Utc::now())))
+        },
+    )
+    .await?;
+    check(
+        seen >= at && seen - at <= TimeDelta::seconds(1),
+        format!("suspended {} after the expiry", seen - at),
+    )?;
+    check(
+        told.data["spec"].get("shutdownTime").is_none(),
+        "a suspended Sandbox was given a shutdownTime",
+    )?;
+    let event = env
+        .event(ns, "paused-pod", "SandboxExpired", None, 5)
+        .await?;
+    let note = event.note.unwrap_or_default();
+    check(
+        note.contains("set spec.operatingMode of its owner Sandbox paused to Suspended"),
+        format!("the Event names the action: {note}"),
+    )?;
+    // At least this one: a bare plane keeps the pods of the scenarios
+    // before (their namespaces never finish terminating), and the
+    // restarted replicas suspend their expired Sandboxes too.
+    let suspended = env.leader()?.metric(
+        "sandbox_webhook_expired_total",
+        &[("action", "suspended-owner")],
+    )?;
+    check(suspended >= 1, format!("suspended-owner is {suspended}"))
+}
+
+/// `delete`: the Sandbox is deleted through the version its owner reference
+/// names. contract: controller.expiry-delete-owner
+pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &mut Env, id: &str) -> Result<()> {
+    reconfigure(
+        env,
+        "controller: {expiry: {ownerActions: {Sandbox.agents.x-k8s.io: delete}}}\n",
+    )
+    .await?;
+    let ns = &env.namespace(id).await?;
+    let at = in_seconds(2);
+    let (sandboxes, pod) = owned_pod(env, ns, "agent", json!({}), at).await?;
+    owner_is_deleted_at(env, &pod, at, &sandboxes, ("Sandbox", "agent")).await
 }

@@ -176,6 +176,40 @@ build_containerd() {
     with_build_lock containerd build_containerd_locked
 }
 
+# agent-sandbox's controller (Sandbox, and with --extensions SandboxTemplate,
+# SandboxClaim and SandboxWarmPool): its own module, stamped like its
+# Dockerfile; its CRDs, copied as they ship from the same module version's
+# k8s/crds/ (the Go module cache) into the binary cache beside it, so a
+# start needs no Go (cluster-agent-sandbox.sh applies them).
+agent_sandbox_present() {
+    [[ -x "$AGENT_SANDBOX_BIN" && -f "$AGENT_SANDBOX_CRDS_DIR/agents.x-k8s.io_sandboxes.yaml" ]]
+}
+
+build_agent_sandbox_locked() {
+    agent_sandbox_present && return 0
+    local p="sigs.k8s.io/agent-sandbox/internal/version"
+    if [[ ! -x "$AGENT_SANDBOX_BIN" ]]; then
+        go_build "$AGENT_SANDBOX_BIN" "$MOD_DIR/agent-sandbox" \
+            "-X $p.gitVersion=$AGENT_SANDBOX_VERSION -X $p.gitSHA=$AGENT_SANDBOX_VERSION -X $p.buildDate=1970-01-01T00:00:00Z" \
+            sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+    fi
+    local dir tmp="$AGENT_SANDBOX_CRDS_DIR.tmp.$$"
+    dir="$(cd "$MOD_DIR/agent-sandbox" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)" ||
+        die "cannot find sigs.k8s.io/agent-sandbox in the Go module cache"
+    [[ -d "$dir/k8s/crds" ]] || die "agent-sandbox $AGENT_SANDBOX_VERSION has no k8s/crds in $dir"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    cp "$dir"/k8s/crds/*.yaml "$tmp/"
+    chmod u+w "$tmp"/*.yaml
+    rm -rf "$AGENT_SANDBOX_CRDS_DIR"
+    mv "$tmp" "$AGENT_SANDBOX_CRDS_DIR"
+}
+
+build_agent_sandbox() {
+    agent_sandbox_present && return 0
+    need_go
+    with_build_lock agent-sandbox build_agent_sandbox_locked
+}
+
 # The stand-in programs of the real node's images (tests/image/node: pause,
 # execd, egress; the Go standard library only), cached under the hash of
 # their sources, so an edit rebuilds them.
@@ -204,10 +238,11 @@ cmd_build() {
     build_kwok
     build_helm
     build_node
+    build_agent_sandbox
     log "build: all binaries in $BIN_DIR ($((SECONDS - t0))s)"
-    printf 'KUBE_APISERVER=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\nKUBECTL=%s\nKUBELET=%s\nETCD=%s\nKWOK=%s\nHELM=%s\nCONTAINERD=%s\n' \
+    printf 'KUBE_APISERVER=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\nKUBECTL=%s\nKUBELET=%s\nETCD=%s\nKWOK=%s\nHELM=%s\nCONTAINERD=%s\nAGENT_SANDBOX_CONTROLLER=%s\n' \
         "$KUBE_APISERVER_BIN" "$KUBE_SCHEDULER_BIN" "$KUBE_CONTROLLER_MANAGER_BIN" "$KUBECTL_BIN" \
-        "$KUBELET_BIN" "$ETCD_BIN" "$KWOK_BIN" "$HELM_BIN" "$CONTAINERD_BIN_DIR/containerd"
+        "$KUBELET_BIN" "$ETCD_BIN" "$KWOK_BIN" "$HELM_BIN" "$CONTAINERD_BIN_DIR/containerd" "$AGENT_SANDBOX_BIN"
 }
 
 cmd_helm() {

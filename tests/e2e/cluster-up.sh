@@ -55,7 +55,7 @@ cmd_up() {
     build_helm
     local bin
     bin="$(webhook_binary)"
-    start_plane "$d" "$mode"
+    WITH_AGENT_SANDBOX=1 start_plane "$d" "$mode"
 
     local kubectl=("$KUBECTL_BIN" --kubeconfig="$d/kubeconfig")
     local helm=("$HELM_BIN" template "$RELEASE" "$CHART_DIR" --namespace "$RELEASE_NS")

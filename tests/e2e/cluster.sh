@@ -7,7 +7,9 @@
 # (`--node`, and `up` by default) one real node: a kubelet with containerd,
 # runc and a bridge of its own, where pods really run (cluster-node.sh).
 # `--bare` starts only etcd and kube-apiserver, in the spirit of
-# controller-runtime's envtest.
+# controller-runtime's envtest. With the real node, and in `up`, agent-sandbox
+# (sigs.k8s.io/agent-sandbox) is installed too: its CRDs and its controller
+# (cluster-agent-sandbox.sh).
 #
 # Usage:
 #   tests/e2e/cluster.sh up [--no-node] [DIR]
@@ -24,8 +26,11 @@
 #   tests/e2e/cluster.sh build        build (or reuse) etcd, the Kubernetes binaries
 #                                     (kube-apiserver, kube-scheduler,
 #                                     kube-controller-manager, kubectl, kubelet), kwok,
-#                                     helm and the real node (below); prints NAME=PATH
-#                                     lines on stdout
+#                                     helm, the real node (below) and agent-sandbox's
+#                                     controller; prints NAME=PATH lines on stdout
+#   tests/e2e/cluster.sh build-agent-sandbox
+#                                     build (or reuse) agent-sandbox's controller only;
+#                                     prints its path
 #   tests/e2e/cluster.sh build-node   build (or reuse) the real node's containerd, its
 #                                     stand-in programs and images (installs runc, the
 #                                     CNI plugins and podman from Debian when missing)
@@ -33,7 +38,8 @@
 #   tests/e2e/cluster.sh kubectl      build (or reuse) the Kubernetes binaries only; prints
 #                                     kubectl's path
 #   tests/e2e/cluster.sh start [--bare|--node] DIR
-#                                     start a control plane whose state lives in DIR;
+#                                     start a control plane whose state lives in DIR
+#                                     (`--node`: with the real node and agent-sandbox);
 #                                     prints `export KUBECONFIG=DIR/kubeconfig` on stdout
 #   tests/e2e/cluster.sh load DIR ARCHIVE...
 #                                     import OCI image archives into DIR's real node
@@ -75,6 +81,7 @@ ETCD_VERSION="$(pinned_version "$MOD_DIR/etcd/go.mod" go.etcd.io/etcd/server/v3)
 KWOK_VERSION="$(pinned_version "$MOD_DIR/kwok/go.mod" sigs.k8s.io/kwok)"
 HELM_VERSION="$(pinned_version "$MOD_DIR/helm/go.mod" helm.sh/helm/v3)"
 CONTAINERD_VERSION="$(pinned_version "$MOD_DIR/containerd/go.mod" github.com/containerd/containerd/v2)"
+AGENT_SANDBOX_VERSION="$(pinned_version "$MOD_DIR/agent-sandbox/go.mod" sigs.k8s.io/agent-sandbox)"
 
 # Kubernetes major/minor of the control plane, e.g. v1.37.2 -> 1 and 37.
 KUBE_MAJOR="${KUBE_VERSION#v}"; KUBE_MAJOR="${KUBE_MAJOR%%.*}"
@@ -95,6 +102,9 @@ KWOK_BIN="$BIN_DIR/kwok-$KWOK_VERSION"
 HELM_BIN="$BIN_DIR/helm-$HELM_VERSION-k8s$KUBE_MAJOR.$KUBE_MINOR"
 # The real node's runtime: containerd, its runc shim and ctr, one go build.
 CONTAINERD_BIN_DIR="$BIN_DIR/containerd-$CONTAINERD_VERSION"
+# agent-sandbox's controller (Sandbox and its extensions).
+AGENT_SANDBOX_BIN="$BIN_DIR/agent-sandbox-controller-$AGENT_SANDBOX_VERSION"
+AGENT_SANDBOX_CRDS_DIR="$BIN_DIR/agent-sandbox-crds-$AGENT_SANDBOX_VERSION"
 
 # ---------------------------------------------------------------------------
 # Sourced parts: builds (cluster-build.sh), certificates and the kubeconfig
@@ -113,6 +123,8 @@ source "$SCRIPT_DIR/cluster-up.sh"
 source "$SCRIPT_DIR/cluster-node.sh"
 # shellcheck source-path=SCRIPTDIR source=cluster-images.sh
 source "$SCRIPT_DIR/cluster-images.sh"
+# shellcheck source-path=SCRIPTDIR source=cluster-agent-sandbox.sh
+source "$SCRIPT_DIR/cluster-agent-sandbox.sh"
 
 # ---------------------------------------------------------------------------
 # start / stop
@@ -199,7 +211,9 @@ cmd_stop() {
     local d="${1:?usage: cluster.sh stop DIR}"
     [[ -d "$d" ]] || { log "nothing to stop: $d does not exist"; return 0; }
     d="$(cd "$d" && pwd)"
-    # The real node's pods first, through the API, while it still answers.
+    # agent-sandbox's controller first (it would recreate what is stopped),
+    # then the real node's pods, through the API, while it still answers.
+    stop_agent_sandbox "$d"
     node_drain "$d"
     if [[ -f "$d/pids" ]]; then
         # Reverse order: the kubelet and containerd first, then the
@@ -333,6 +347,7 @@ start_plane() {
     [[ "$mode" == bare ]] || build_kwok
     # With the real node, helm too: it is there to install the chart on.
     if [[ "$mode" == node ]]; then build_node; build_helm; fi
+    if [[ "$mode" == node || "${WITH_AGENT_SANDBOX:-0}" == 1 ]]; then build_agent_sandbox; fi
 
     rm -rf "$d/etcd-data"
     rm -f "$d/kubeconfig" "$d/cluster.env" "$d"/*.log
@@ -423,7 +438,7 @@ start_plane() {
     wait_for "namespaces default and kube-system" 60 "$api_pid" namespaces_exist "$d" "$api_url"
     write_kubeconfig "$d" "$api_url"
 
-    PLANE_PORTS="" NODE_VARS=""
+    PLANE_PORTS="" NODE_VARS="" AGENT_SANDBOX_VARS=""
     local plane=bare
     if [[ "$mode" != bare ]]; then
         start_rest_of_plane "$d" "$api_url"
@@ -432,6 +447,10 @@ start_plane() {
     if [[ "$mode" == node ]]; then
         start_node "$d" "$api_url"
         plane=node
+    fi
+    # agent-sandbox comes with the real node, and with `up` (WITH_AGENT_SANDBOX).
+    if [[ "$mode" == node || "${WITH_AGENT_SANDBOX:-0}" == 1 ]]; then
+        start_agent_sandbox "$d"
     fi
     cat >"$d/cluster.env.tmp" <<EOF
 KUBECONFIG=$d/kubeconfig
@@ -447,6 +466,7 @@ AUDIT_LOG=$d/audit.log
 PLANE=$plane
 ${PLANE_PORTS}
 ${NODE_VARS}
+${AGENT_SANDBOX_VARS}
 EOF
     mv -f "$d/cluster.env.tmp" "$d/cluster.env"
     log "control plane ready: $api_url ($(awk '{printf "%s%s", s, $1; s=", "}' "$d/pids"); logs in $d)"
@@ -488,6 +508,7 @@ main() {
         load) [[ $# -ge 2 ]] || usage; cmd_load "$@" ;;
         helm) cmd_helm "$@" ;;
         kubectl) build_control_plane; printf '%s\n' "$KUBECTL_BIN" ;;
+        build-agent-sandbox) build_agent_sandbox; printf '%s\n' "$AGENT_SANDBOX_BIN" ;;
         start) cmd_start "$@" ;;
         up) cmd_up "$@" ;;
         env) cmd_env "$@" ;;

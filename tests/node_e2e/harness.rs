@@ -96,6 +96,22 @@ fn install(env: &Env) -> Result<()> {
 }
 
 impl Env {
+    /// `helm upgrade` of the release with `sets` (`--set` each) on top of
+    /// its values, as an operator changes them; returns once it rolled out.
+    pub fn helm_upgrade(&self, sets: &[&str]) -> Result<()> {
+        let mut command = Command::new(self.var("HELM")?);
+        command
+            .args(["upgrade", RELEASE])
+            .arg(repo().join("charts/sandbox-webhook"))
+            .args(["--namespace", RELEASE_NS, "--reuse-values"])
+            .arg(format!("--kubeconfig={}", self.var("KUBECONFIG")?));
+        for set in sets {
+            command.args(["--set", set]);
+        }
+        run(command.args(["--wait", "--timeout", "180s"]), "")?;
+        Ok(())
+    }
+
     pub fn var(&self, key: &str) -> Result<&str> {
         self.vars.get(key)
     }

@@ -56,6 +56,38 @@ fn config_validate_reports_every_error() {
     assert_exit(&tab, 1, "line 2 is indented with a tab");
 }
 
+/// The deprecated `controller.expiry.deleteOwnerKinds` still loads, and
+/// `config validate` says so on stderr with what to write instead.
+/// contract: config.controller
+#[test]
+fn config_validate_warns_about_delete_owner_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("old.yaml"),
+        "controller: {expiry: {deleteOwnerKinds: [Job.batch]}}\n",
+    )
+    .unwrap();
+    let r = run(&["config", "validate", "old.yaml"], d);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("old.yaml: OK"), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .starts_with("old.yaml: warning: controller.expiry.deleteOwnerKinds is deprecated")
+            && r.stderr
+                .contains("write controller.expiry.ownerActions instead"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(
+        d.join("new.yaml"),
+        "controller: {expiry: {ownerActions: {Job.batch: delete}}}\n",
+    )
+    .unwrap();
+    let r = run(&["config", "validate", "new.yaml"], d);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+}
+
 /// An invalid file at start-up stops `serve` and `controller` with the
 /// file's error and exit code 2, before anything else is read (the serving
 /// files here do not exist, and there is no cluster to reach).

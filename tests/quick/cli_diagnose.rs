@@ -60,7 +60,7 @@ fn unschedulable_expiring_job_pod() {
             "pod": "team/s1",
             "expiry": {"expiresAt": "2026-01-02T03:04:05Z", "expired": false, "action": "delete-owner",
                        "at": "2026-01-02T03:04:05Z",
-                       "reason": "at expires-at; its controller owner Job/j is of a kind in controller.expiry.deleteOwnerKinds, so the owner is deleted (propagation Background), once no other pod of it is due later"},
+                       "reason": "at expires-at; its controller owner Job/j is of a kind whose controller.expiry.ownerActions is delete, so the owner is deleted (propagation Background), once no other pod of it is due later"},
             "platform": {"hasPlatform": true, "hasNonPlatform": false,
                          "hasPlatformConstraints": true, "hasNonPlatformConstraints": false,
                          "platformAnnotation": null,
@@ -150,6 +150,61 @@ fn injection_state_and_why() {
         "{canary}"
     );
     assert_eq!(canary["expiry"]["reason"], canary["injection"]["reason"]);
+}
+
+/// A pod of an agent-sandbox `Sandbox` (as its controller creates one):
+/// the Sandbox is told to shut down by default, to suspend or is deleted
+/// as `ownerActions` says, and the deprecated `deleteOwnerKinds` deletes
+/// it. contract: controller.expiry-owner-actions, config.controller
+#[test]
+fn a_sandbox_owner_is_told_as_configured() {
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent
+  namespace: team
+  labels: {opensandbox.io/id: agent, agents.x-k8s.io/sandbox-name-hash: 1a2b3c4d}
+  annotations: {opensandbox.io/expires-at: "2026-01-02T03:04:05Z"}
+  ownerReferences:
+  - {apiVersion: agents.x-k8s.io/v1beta1, kind: Sandbox, name: agent, uid: su, controller: true}
+spec:
+  containers: [{name: sandbox, image: busybox}]
+"#;
+    let now = ["--now", "2026-01-02T03:04:05Z"];
+    let expiry = json_of(&diagnose(pod, &now))["expiry"].clone();
+    assert_eq!(
+        expiry,
+        json!({"expiresAt": "2026-01-02T03:04:05Z", "expired": true, "action": "shutdown-owner",
+               "at": "2026-01-02T03:04:05Z",
+               "reason": "expires-at passed; its controller owner Sandbox/agent is an agent-sandbox Sandbox whose controller.expiry.ownerActions is shutdown, so its spec.shutdownTime is set to expiresAt (unless it is earlier already): agent-sandbox removes the pod and applies the Sandbox's shutdownPolicy"})
+    );
+    for (config, action) in [
+        (
+            "controller: {expiry: {ownerActions: {Sandbox.agents.x-k8s.io: suspend}}}\n",
+            "suspend-owner",
+        ),
+        (
+            "controller: {expiry: {ownerActions: {Sandbox.agents.x-k8s.io: delete}}}\n",
+            "delete-owner",
+        ),
+        ("controller: {expiry: {ownerActions: {}}}\n", "leave-owned"),
+        (
+            "controller: {expiry: {deleteOwnerKinds: [Sandbox.agents.x-k8s.io]}}\n",
+            "delete-owner",
+        ),
+        (
+            "controller: {expiry: {deleteOwnerKinds: [Job.batch]}}\n",
+            "leave-owned",
+        ),
+    ] {
+        let (_dir, file) = temp_file("config.yaml", config);
+        let out = json_of(&diagnose(
+            pod,
+            &[&now[..], &["--config", file.to_str().unwrap()]].concat(),
+        ));
+        assert_eq!(out["expiry"]["action"], json!(action), "{config}");
+    }
 }
 
 #[test]

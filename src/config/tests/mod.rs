@@ -1,6 +1,9 @@
 use std::path::Path;
 
 use super::*;
+use crate::config::controller::OwnerAction;
+
+mod owners;
 
 fn ok(yaml: &str) -> Config {
     Config::from_yaml(yaml).unwrap_or_else(|e| panic!("{yaml:?} refused: {e}"))
@@ -255,10 +258,24 @@ pod: {automountServiceAccountToken: null}
 #[test]
 fn controller_section() {
     let c = ok(
-        "controller: {expiry: {deleteOwnerKinds: [Job.batch]}, platform: {deleteUnschedulable: true}}",
+        "controller: {expiry: {ownerActions: {Job.batch: delete, Sandbox.agents.x-k8s.io: suspend}}, platform: {deleteUnschedulable: true}}",
     );
-    assert_eq!(c.controller.expiry.delete_owner_kinds, ["Job.batch"]);
+    let actions: Vec<_> = c
+        .controller
+        .expiry
+        .owner_actions
+        .clone()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("Job.batch".to_owned(), OwnerAction::Delete),
+            ("Sandbox.agents.x-k8s.io".to_owned(), OwnerAction::Suspend)
+        ]
+    );
     assert!(c.controller.platform.delete_unschedulable);
+    assert!(c.controller.warnings().is_empty());
 }
 
 #[test]

@@ -16,14 +16,17 @@ CLUSTER_DIR="${1:?usage: webhook-image.sh CLUSTER_DIR}"
 cd "$ROOT"
 
 # Run from a test (cargo test --test node_e2e), this inherits the variables
-# cargo sets for the test binary (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...).
+# cargo sets for the test binary (CARGO_MANIFEST_DIR, CARGO_PKG_*, OUT_DIR,
+# and what build.rs passes with rustc-env: SANDBOX_WEBHOOK_REVISION).
 # Build scripts fingerprint some of them (ring's reruns when
-# CARGO_MANIFEST_DIR changes), so passing them on would rebuild the release
-# binary and its dependencies that ./test.sh's image step has just built.
+# CARGO_MANIFEST_DIR or OUT_DIR changes, build.rs when
+# SANDBOX_WEBHOOK_REVISION does), so passing them on would rebuild the
+# release binary and its dependencies that ./test.sh's image step has just
+# built (and the next image step would rebuild them back).
 for var in $(compgen -e); do
     case "$var" in
         CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_NAME | CARGO_BIN_* | CARGO_PRIMARY_PACKAGE | \
-            CARGO_TARGET_TMPDIR | CARGO_RUSTC_CURRENT_DIR) unset "$var" ;;
+            CARGO_TARGET_TMPDIR | CARGO_RUSTC_CURRENT_DIR | OUT_DIR | SANDBOX_WEBHOOK_REVISION) unset "$var" ;;
     esac
 done
 BIN="$(bench/flavours.sh path)"

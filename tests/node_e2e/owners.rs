@@ -1,0 +1,320 @@
+//! contract: controller.expiry-owner-actions, controller.rbac, controller.expiry-events
+//!
+//! Scenarios c and d: expiry that respects the owner's own lifecycle, with
+//! agent-sandbox's real controller and the chart's controller (its own
+//! ServiceAccount: `patch` on sandboxes is all it holds of them). A Sandbox
+//! applied by hand, whose pod template asks for a network policy and
+//! `P/timeout: 60s`, gets its pod injected by the webhook and running on
+//! the real node. At its `expires-at`:
+//! - c (`shutdown`, the default): the controller sets the Sandbox's
+//!   `spec.shutdownTime`; agent-sandbox removes the pod (within 2 s of
+//!   `expires-at`) and, by its default `shutdownPolicy: Retain`, keeps the
+//!   Sandbox with `Ready=False`, reason `SandboxExpired`;
+//! - d (`suspend`, set by `helm upgrade` and set back after): the Sandbox
+//!   gets `spec.operatingMode: Suspended`; the pod goes, the Sandbox stays
+//!   with its `Suspended` condition.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject};
+use serde_json::json;
+
+use crate::agent::{
+    POLICY, PRIVILEGED, REPORT, annotation, api, check_injected, condition, conditions, create,
+    pod_template, ready_pod, release_metric, wait_condition,
+};
+use crate::common::events;
+use crate::harness::{Env, P, RELEASE, RELEASE_NS, Result, check, logged, wait_for};
+
+/// The pod must be gone this soon after its `expires-at`.
+const GONE_WITHIN: TimeDelta = TimeDelta::seconds(2);
+
+/// Applies Sandbox `name` (a network policy, `P/timeout: 60s`) and waits
+/// until its pod runs, injected; the pod and its `expires-at`.
+async fn expiring_sandbox(env: &Env, ns: &str, name: &str) -> Result<(Pod, DateTime<Utc>)> {
+    let template = pod_template(
+        env,
+        &json!({format!("{P}/id"): name}),
+        &json!({format!("{P}/timeout"): "60s", format!("{P}/network-policy"): POLICY}),
+        REPORT,
+    )?;
+    create(
+        env,
+        ns,
+        "Sandbox",
+        json!({"metadata": {"name": name}, "spec": {"podTemplate": template}}),
+    )
+    .await?;
+    let p = ready_pod(env, ns, name, Duration::from_secs(90)).await?;
+    check_injected(&p, name, true)?;
+    let log = env
+        .logs_with(ns, name, "sandbox", "sandbox: reported")
+        .await?;
+    logged(
+        &log,
+        "sandbox: env EXECD=/opt/opensandbox/execd",
+        "EXECD in the main container's env",
+    )?;
+    let written = annotation(&p, "expires-at").ok_or("the pod has no expires-at")?;
+    let expires = DateTime::parse_from_rfc3339(written)?.to_utc();
+    let created = p
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .ok_or("the pod has no creationTimestamp")?;
+    let lifetime = expires.timestamp() - created;
+    check(
+        (59..=61).contains(&lifetime),
+        format!("expires-at {written} is {lifetime}s after the pod's creation, not 60s"),
+    )?;
+    println!(
+        "    Sandbox {name}: its pod injected (installer, egress sidecar, bootstrap.sh) and Running; expires-at {written} (P/timeout 60s)"
+    );
+    Ok((p, expires))
+}
+
+/// Waits (polling every 100 ms) until pod `name` is gone; when it was
+/// first seen gone, checked to be at or after `expires` and within `bound`.
+async fn gone_after(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    expires: DateTime<Utc>,
+    bound: TimeDelta,
+) -> Result<TimeDelta> {
+    let pods = env.pods(ns);
+    let left = (expires - Utc::now()).to_std().unwrap_or_default();
+    let gone = wait_for(
+        &format!("pod {ns}/{name} gone after its expiry"),
+        left + Duration::from_secs(30),
+        async || Ok(pods.get_opt(name).await?.is_none().then(Utc::now)),
+    )
+    .await?;
+    let delay = gone - expires;
+    check(
+        delay >= TimeDelta::zero(),
+        format!(
+            "the pod was gone {}ms before its expires-at",
+            -delay.num_milliseconds()
+        ),
+    )?;
+    check(
+        delay <= bound,
+        format!(
+            "the pod was gone {:.1}s after its expires-at, more than {}s",
+            delay.num_milliseconds() as f64 / 1000.0,
+            bound.num_seconds()
+        ),
+    )?;
+    Ok(delay)
+}
+
+/// The `SandboxExpired` Event about pod `name`: its note, checked to say
+/// `what` and to be recorded at or after `expires`.
+async fn expired_event(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    what: &str,
+    expires: DateTime<Utc>,
+) -> Result<String> {
+    let found = wait_for(
+        &format!("a SandboxExpired Event about {name}"),
+        Duration::from_secs(10),
+        async || {
+            let found = events::about(&env.client, ns, name, "SandboxExpired").await?;
+            Ok((!found.is_empty()).then_some(found))
+        },
+    )
+    .await?;
+    check(
+        found.len() == 1,
+        format!("{} SandboxExpired Events about {name}", found.len()),
+    )?;
+    let event = &found[0];
+    let note = event.note.clone().unwrap_or_default();
+    check(
+        note.contains(what),
+        format!("the Event says {note:?}, not {what:?}"),
+    )?;
+    let at = event
+        .event_time
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+        .ok_or("the Event has no eventTime")?;
+    check(
+        at >= expires.timestamp_millis(),
+        format!("the Event was recorded before the expiry: {note}"),
+    )?;
+    Ok(note)
+}
+
+/// Sandbox `name` still exists once its pod is gone (`why` it must).
+async fn kept(sandboxes: &Api<DynamicObject>, name: &str, why: &str) -> Result<()> {
+    check(
+        sandboxes.get_opt(name).await?.is_some(),
+        format!(
+            "the Sandbox {name} was deleted with its pod, but {why}: the controller must tell it, not delete it"
+        ),
+    )
+}
+
+fn shutdown_owner() -> [(&'static str, &'static str); 1] {
+    [("action", "shutdown-owner")]
+}
+
+/// Scenario c. contract: controller.expiry-owner-actions
+pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> Result<()> {
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
+    let expired = "sandbox_webhook_expired_total";
+    let before = release_metric(env, "controller", expired, &shutdown_owner()).await?;
+    let (_, expires) = expiring_sandbox(env, &ns, "retained").await?;
+    let sandboxes = api(env, &ns, "Sandbox");
+    check(
+        sandboxes.get("retained").await?.data["spec"]
+            .get("shutdownTime")
+            .is_none(),
+        "the Sandbox has a shutdownTime before its pod expired",
+    )?;
+    let delay = gone_after(env, &ns, "retained", expires, GONE_WITHIN).await?;
+    kept(&sandboxes, "retained", "its shutdownPolicy Retain keeps it").await?;
+    let sandbox = wait_condition(
+        &sandboxes,
+        "retained",
+        ("Ready", "False", "SandboxExpired"),
+        Duration::from_secs(10),
+    )
+    .await?;
+    let told = &sandbox.data["spec"]["shutdownTime"];
+    let want = expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    check(
+        *told == json!(want),
+        format!("the Sandbox's shutdownTime is {told}, not the pod's expires-at {want}"),
+    )?;
+    check(
+        sandbox.data["spec"]["shutdownPolicy"] == "Retain",
+        format!(
+            "shutdownPolicy is {}",
+            sandbox.data["spec"]["shutdownPolicy"]
+        ),
+    )?;
+    expired_event(
+        env,
+        &ns,
+        "retained",
+        "set spec.shutdownTime of its owner Sandbox retained",
+        expires,
+    )
+    .await?;
+    let after = release_metric(env, "controller", expired, &shutdown_owner()).await?;
+    check(
+        after == before + 1,
+        format!("{expired}{{action=\"shutdown-owner\"}} went {before} -> {after}"),
+    )?;
+    println!(
+        "    at expires-at the controller set the Sandbox's shutdownTime; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Ready=False, SandboxExpired (Retain)",
+        delay.num_milliseconds() as f64 / 1000.0
+    );
+    Ok(())
+}
+
+/// Scenario d. contract: controller.expiry-owner-actions
+pub(crate) async fn stack_expired_sandbox_is_suspended(env: &Env, id: &str) -> Result<()> {
+    set_sandbox_action(env, "suspend").await?;
+    let result = suspended(env, id).await;
+    let restored = set_sandbox_action(env, "shutdown").await;
+    result.and(restored)
+}
+
+async fn suspended(env: &Env, id: &str) -> Result<()> {
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
+    let labels = [("action", "suspended-owner")];
+    let before =
+        release_metric(env, "controller", "sandbox_webhook_expired_total", &labels).await?;
+    let (_, expires) = expiring_sandbox(env, &ns, "paused").await?;
+    let delay = gone_after(env, &ns, "paused", expires, GONE_WITHIN).await?;
+    let sandboxes = api(env, &ns, "Sandbox");
+    kept(
+        &sandboxes,
+        "paused",
+        "a suspended Sandbox is kept with its volumes",
+    )
+    .await?;
+    let sandbox = wait_condition(
+        &sandboxes,
+        "paused",
+        ("Suspended", "True", "PodTerminated"),
+        Duration::from_secs(10),
+    )
+    .await?;
+    check(
+        sandbox.data["spec"]["operatingMode"] == "Suspended",
+        format!("operatingMode is {}", sandbox.data["spec"]["operatingMode"]),
+    )?;
+    check(
+        sandbox.data["spec"].get("shutdownTime").is_none(),
+        "a suspended Sandbox got a shutdownTime",
+    )?;
+    let ready = condition(&sandbox, "Ready");
+    check(
+        ready == Some(("False".into(), "SandboxSuspended".into())),
+        format!("Ready is {ready:?}; conditions {}", conditions(&sandbox)),
+    )?;
+    expired_event(
+        env,
+        &ns,
+        "paused",
+        "set spec.operatingMode of its owner Sandbox paused to Suspended",
+        expires,
+    )
+    .await?;
+    let after = release_metric(env, "controller", "sandbox_webhook_expired_total", &labels).await?;
+    check(
+        after == before + 1,
+        format!("suspended-owner went {before} -> {after}"),
+    )?;
+    println!(
+        "    at expires-at the controller set operatingMode: Suspended; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Suspended=True (PodTerminated), Ready=False (SandboxSuspended)",
+        delay.num_milliseconds() as f64 / 1000.0
+    );
+    Ok(())
+}
+
+/// `helm upgrade` of the release with `Sandbox.agents.x-k8s.io: action`,
+/// as an operator changes it; returns once a controller pod of the new
+/// configuration holds the Lease.
+async fn set_sandbox_action(env: &Env, action: &str) -> Result<()> {
+    let started = std::time::Instant::now();
+    env.helm_upgrade(&[&format!(
+        "controller.config.expiry.ownerActions.Sandbox\\.agents\\.x-k8s\\.io={action}"
+    )])?;
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), RELEASE_NS);
+    let lease = format!("{RELEASE}-controller");
+    wait_for(
+        "a controller pod of the new configuration to hold the Lease",
+        Duration::from_secs(60),
+        async || {
+            let pods: Vec<String> = env
+                .release_pods("controller")
+                .await?
+                .iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            let holder = leases
+                .get_opt(&lease)
+                .await?
+                .and_then(|l| l.spec?.holder_identity);
+            Ok(holder.filter(|h| pods.contains(h)).map(|_| ()))
+        },
+    )
+    .await?;
+    println!(
+        "    helm upgrade: ownerActions Sandbox.agents.x-k8s.io={action}, a new controller leading in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
