@@ -25,6 +25,7 @@ mod contract;
 mod golden;
 mod harness_processes;
 mod layers;
+mod line_cap;
 mod properties;
 mod serve_dev;
 mod server_answers;
