@@ -378,12 +378,13 @@ fn a_v1beta1_sandbox_is_judged_at_spec_pod_template() {
 /// table, at each version whose template path the table knows.
 #[test]
 fn the_chart_sends_every_kind() {
+    const TEMPLATE: &str = "charts/sandbox-webhook/templates/_validating.tpl";
     let chart = include_str!("../../charts/sandbox-webhook/templates/_validating.tpl");
     let rules: Vec<&str> = chart
         .split("- operations: [\"CREATE\", \"UPDATE\"]")
         .skip(1)
         .collect();
-    assert_eq!(rules.len(), 4, "{chart}");
+    assert_eq!(rules.len(), 4, "{TEMPLATE}: not 4 rules:\n{chart}");
     for k in &KINDS {
         let sent = rules.iter().any(|rule| {
             let rule = rule.split("\n\n").next().unwrap_or_default();
@@ -396,7 +397,7 @@ fn the_chart_sends_every_kind() {
         });
         assert!(
             sent,
-            "{} ({}/{} {}) is not in the chart's rules",
+            "{TEMPLATE}: {} ({}/{} {}) is not in the rules; add it where the kinds of src/workload/kinds.rs are",
             k.kind, k.group, k.version, k.resource
         );
     }

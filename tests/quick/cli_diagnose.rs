@@ -276,7 +276,7 @@ fn a_list_and_a_stream_give_one_result_per_pod() {
 /// Every field is in the docs and in `man diagnose`.
 #[test]
 fn every_field_is_documented() {
-    let readme = include_str!("../../docs/behaviour.md");
+    let behaviour = include_str!("../../docs/behaviour.md");
     let man = Command::new(BIN)
         .args(["man", "diagnose"])
         .output()
@@ -299,10 +299,10 @@ fn every_field_is_documented() {
     for field in &fields {
         let last = field.rsplit('.').next().unwrap();
         assert!(
-            readme
+            behaviour
                 .lines()
                 .any(|l| l.starts_with("| `") && l.contains(last)),
-            "{field} is not in the README's table"
+            "docs/behaviour.md: {field} is not in the table of `diagnose`'s fields"
         );
         assert!(man.contains(last), "{field} is not in man diagnose");
         assert!(help.contains(last), "{field} is not in diagnose --help");

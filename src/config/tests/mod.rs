@@ -374,66 +374,66 @@ fn messages_never_leak_rust_types() {
 /// contract: config.chart-parity
 #[test]
 fn chart_schema_carries_the_same_patterns() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/sandbox-webhook/values.schema.json");
+    const SCHEMA: &str = "charts/sandbox-webhook/values.schema.json";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SCHEMA);
     let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let at = |pointer: &str| {
         schema
             .pointer(pointer)
             .and_then(serde_json::Value::as_str)
-            .unwrap_or_else(|| panic!("no {pointer} in values.schema.json"))
+            .unwrap_or_else(|| panic!("{SCHEMA}: no {pointer}"))
             .to_owned()
     };
+    let same = |pointer: &str, want: &str| {
+        assert_eq!(
+            at(pointer),
+            want,
+            "{SCHEMA} at {pointer}: not what src/config/ reads; change both together"
+        );
+    };
     let config = "/properties/config/properties";
-    assert_eq!(
-        at(&format!("{config}/prefix/pattern")),
-        rules::DNS_SUBDOMAIN
+    same(&format!("{config}/prefix/pattern"), rules::DNS_SUBDOMAIN);
+    same(
+        &format!("{config}/excludedNamespaces/items/pattern"),
+        rules::DNS_LABEL,
     );
-    assert_eq!(
-        at(&format!("{config}/excludedNamespaces/items/pattern")),
-        rules::DNS_LABEL
+    same("/definitions/image/pattern", rules::IMAGE);
+    same("/definitions/quantity/oneOf/0/pattern", rules::QUANTITY);
+    same(
+        "/definitions/resourceList/propertyNames/pattern",
+        rules::RESOURCE_NAME,
     );
-    assert_eq!(at("/definitions/image/pattern"), rules::IMAGE);
-    assert_eq!(at("/definitions/quantity/oneOf/0/pattern"), rules::QUANTITY);
-    assert_eq!(
-        at("/definitions/resourceList/propertyNames/pattern"),
-        rules::RESOURCE_NAME
+    same(
+        &format!("{config}/egress/properties/incompatibleRuntimeClasses/items/pattern"),
+        rules::DNS_SUBDOMAIN,
     );
-    assert_eq!(
-        at(&format!(
-            "{config}/egress/properties/incompatibleRuntimeClasses/items/pattern"
-        )),
-        rules::DNS_SUBDOMAIN
-    );
-    assert_eq!(
-        at(&format!(
-            "{config}/egress/properties/otlpEndpoint/anyOf/1/pattern"
-        )),
-        rules::OTLP_ENDPOINT
+    same(
+        &format!("{config}/egress/properties/otlpEndpoint/anyOf/1/pattern"),
+        rules::OTLP_ENDPOINT,
     );
     for field in ["execd/properties/image", "egress/properties/image/anyOf/1"] {
-        assert_eq!(at(&format!("{config}/{field}/$ref")), "#/definitions/image");
+        same(&format!("{config}/{field}/$ref"), "#/definitions/image");
     }
     for section in ["execd", "egress"] {
-        assert_eq!(
-            at(&format!("{config}/{section}/properties/resources/$ref")),
-            "#/definitions/resources"
+        same(
+            &format!("{config}/{section}/properties/resources/$ref"),
+            "#/definitions/resources",
         );
     }
-    let number = |pointer: &str| schema.pointer(pointer).and_then(serde_json::Value::as_u64);
-    assert_eq!(
-        number(&format!("{config}/egress/properties/maxRules/maximum")),
-        Some(MAX_MAX_RULES as u64)
+    let number = |pointer: &str, want: u64| {
+        assert_eq!(
+            schema.pointer(pointer).and_then(serde_json::Value::as_u64),
+            Some(want),
+            "{SCHEMA} at {pointer}: not the bound src/config/ enforces; change both together"
+        );
+    };
+    number(
+        &format!("{config}/egress/properties/maxRules/maximum"),
+        MAX_MAX_RULES as u64,
     );
     for field in ["defaultTimeoutSeconds", "maxTimeoutSeconds"] {
         let limits = format!("{config}/expiry/properties/{field}/oneOf/1");
-        assert_eq!(
-            number(&format!("{limits}/minimum")),
-            Some(MIN_TIMEOUT_SECONDS)
-        );
-        assert_eq!(
-            number(&format!("{limits}/maximum")),
-            Some(MAX_TIMEOUT_SECONDS)
-        );
+        number(&format!("{limits}/minimum"), MIN_TIMEOUT_SECONDS);
+        number(&format!("{limits}/maximum"), MAX_TIMEOUT_SECONDS);
     }
 }
