@@ -4,6 +4,7 @@
 //! does), and `docs --limits` prints `docs/limits.md`; a test fails when
 //! either file is stale.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
@@ -98,10 +99,11 @@ pub fn limits_markdown() -> String {
             .map(ToString::to_string)
             .unwrap_or_default();
         let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
-        out.push_str(&format!(
-            "| <a id=\"{long}\"></a>`--{long} {value}` | {default} | {} |\n",
+        let _ = writeln!(
+            out,
+            "| <a id=\"{long}\"></a>`--{long} {value}` | {default} | {} |",
             help.replace('|', "\\|")
-        ));
+        );
     }
     out.push_str(
         "\nBuilt in, not a flag (each a constant of the code, shown here from it):\n\n\
@@ -145,9 +147,7 @@ pub fn limits_markdown() -> String {
         ),
     ];
     for (id, bound, value, what) in builtin {
-        out.push_str(&format!(
-            "| <a id=\"{id}\"></a>{bound} | {value} | {what} |\n"
-        ));
+        let _ = writeln!(out, "| <a id=\"{id}\"></a>{bound} | {value} | {what} |");
     }
     out
 }

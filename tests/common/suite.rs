@@ -22,7 +22,7 @@ use super::processes::{Cluster, Plane, Result};
 /// in declared order) and `run_scenario(env, name)`. Each function is
 /// `async fn(&Env or &mut Env, id: &str) -> Result<()>`, `id` being its own
 /// name.
-#[allow(unused_macros)] // only the end-to-end suites use it
+#[allow(unused_macros, reason = "only the end-to-end suites use it")]
 macro_rules! scenarios {
     ($env:ty; $($module:ident :: $function:ident),* $(,)?) => {
         const SCENARIOS: &[&str] = &[$(stringify!($function)),*];
@@ -35,7 +35,7 @@ macro_rules! scenarios {
         }
     };
 }
-#[allow(unused_imports)]
+#[allow(unused_imports, reason = "only the end-to-end suites use it")]
 pub(crate) use scenarios;
 
 /// The scenarios to run: those whose name contains one of the command-line

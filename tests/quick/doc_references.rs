@@ -53,7 +53,7 @@ fn docs(repo: &Repo) -> Vec<String> {
     let docs: Vec<String> = repo
         .text
         .keys()
-        .filter(|p| p.ends_with(".md") && !p.starts_with("tests/fixtures/"))
+        .filter(|p| scan::is(p, "md") && !p.starts_with("tests/fixtures/"))
         .cloned()
         .collect();
     assert!(
@@ -101,7 +101,7 @@ fn every_module_path_in_the_docs_and_code_comments_resolves() {
             true
         }));
     }
-    for (file, text) in repo.text.iter().filter(|(p, _)| p.ends_with(".rs")) {
+    for (file, text) in repo.text.iter().filter(|(p, _)| scan::is(p, "rs")) {
         let comment = |line: &str| line.trim_start().starts_with("//");
         found.extend(scan::module_findings(&repo, file, text, comment));
     }

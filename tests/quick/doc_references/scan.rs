@@ -59,9 +59,17 @@ impl Repo {
         let prefix = format!("{dir}/");
         self.text
             .keys()
-            .filter(move |p| p.starts_with(&prefix) && p.ends_with(".rs"))
+            .filter(move |p| p.starts_with(&prefix) && is(p, "rs"))
             .map(String::as_str)
     }
+}
+
+/// Whether `path`'s extension is `ext` (the project's files are named in
+/// lower case).
+pub fn is(path: &str, ext: &str) -> bool {
+    std::path::Path::new(path)
+        .extension()
+        .is_some_and(|e| e == ext)
 }
 
 /// `path`'s folder ("" at the root).
@@ -183,7 +191,7 @@ pub fn path_problem(repo: &Repo, doc: &str, word: &str) -> Option<String> {
 }
 
 fn anchor_problem(repo: &Repo, file: &str, anchor: &str) -> Option<String> {
-    if !file.ends_with(".md") || anchors(repo.read(file)).contains(anchor) {
+    if !is(file, "md") || anchors(repo.read(file)).contains(anchor) {
         return None;
     }
     Some(format!(
@@ -217,7 +225,7 @@ pub fn link_findings(repo: &Repo, doc: &str) -> Vec<String> {
         if target.contains("://") || target.starts_with("mailto:") {
             continue;
         }
-        let line = line_of(&text, found.get(0).unwrap().start());
+        let at = line_of(&text, found.get(0).unwrap().start());
         let (path, anchor) = target
             .split_once('#')
             .map_or((target, None), |(p, a)| (p, Some(a)));
@@ -233,7 +241,7 @@ pub fn link_findings(repo: &Repo, doc: &str) -> Vec<String> {
                 "the link `{target}` goes to {file}, which does not exist"
             ))
         };
-        out.extend(why.map(|why| format!("{doc}:{line}: {why}")));
+        out.extend(why.map(|why| format!("{doc}:{at}: {why}")));
     }
     out
 }
@@ -437,7 +445,7 @@ pub fn module_findings(
     text: &str,
     keep: impl Fn(&str) -> bool,
 ) -> Vec<String> {
-    let ours = name.starts_with("src/") || name.ends_with(".md");
+    let ours = name.starts_with("src/") || is(name, "md");
     let path = Regex::new(
         r"`((?:crate::|sandbox_webhook::)?[a-z_][a-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`",
     )
