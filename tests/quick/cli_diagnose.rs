@@ -1,6 +1,3 @@
-//! contract: diagnose.json, diagnose.same-plan, diagnose.input, diagnose.expiry, diagnose.reason,
-//! diagnose.platform, diagnose.not-watched
-//!
 //! `sandbox-webhook diagnose`: the controller's decision as JSON for a pod
 //! manifest, from YAML or JSON, with `--now` and `--config`, and besides it:
 //! when (`at`) and why (`reason`), the platform fields named for what they
@@ -50,6 +47,7 @@ status:
     message: "MESSAGE"
 "#;
 
+/// contract: diagnose.reason
 #[test]
 fn unschedulable_expiring_job_pod() {
     let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", SCHEDULER_MESSAGE);
@@ -157,7 +155,7 @@ fn errors_exit_non_zero() {
     assert!(out.stderr.contains("controller.expiry.deleteOwnerKinds[0]"));
 }
 
-/// contract: diagnose.not-watched, diagnose.expiry, diagnose.platform
+/// contract: diagnose.not-watched, diagnose.expiry, diagnose.platform, diagnose.reason
 ///
 /// "none, namespace excluded" for kube-system; `at` in
 /// UTC; the platform fields say they read the spec, and the annotation is

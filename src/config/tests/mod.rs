@@ -53,6 +53,7 @@ fn every_refusal_names_its_field() {
     assert_eq!(rows, 92);
 }
 
+/// contract: config.empty-file
 #[test]
 fn explicit_empty_mapping_is_default() {
     let c = ok("{}");
@@ -60,6 +61,7 @@ fn explicit_empty_mapping_is_default() {
     assert_eq!(c.keys().id, "opensandbox.io/id");
 }
 
+/// contract: config.empty-file
 #[test]
 fn empty_and_whitespace_files_are_refused() {
     for text in [
