@@ -27,6 +27,7 @@ mod golden;
 mod harness_processes;
 mod layers;
 mod line_cap;
+mod lints;
 mod properties;
 mod serve_dev;
 mod server_answers;
