@@ -263,10 +263,10 @@ fn every_default_the_docs_state_is_the_flags() {
         let text = std::fs::read_to_string(path).unwrap();
         let name = path.strip_prefix(root).unwrap().display();
         for (flag, default) in &defaults {
-            let flag = regex::escape(flag);
+            let escaped = regex::escape(flag);
             let stated = [
-                format!(r"`--{flag}\b[^`]*`[^`(\n]{{0,80}}\(default {value}"),
-                format!(r"(?m)^\| `--{flag}\b[^`]*` \| {value}"),
+                format!(r"`--{escaped}\b[^`]*`[^`(\n]{{0,80}}\(default {value}"),
+                format!(r"(?m)^\| `--{escaped}\b[^`]*` \| {value}"),
             ];
             for pattern in stated {
                 for found in regex::Regex::new(&pattern).unwrap().captures_iter(&text) {

@@ -355,26 +355,39 @@ fn module_file(repo: &Repo, segments: &[&str]) -> Option<String> {
         .find(|f| repo.exists(f))
 }
 
-/// The files of `src/` that define `item` (as a module or an item), as
-/// module paths, for the message.
-fn defined_at(repo: &Repo, item: &str) -> Vec<String> {
+/// Where `item` is defined in `src/`, as module paths, for the message:
+/// modules of that name first, else items; those under `within` (the
+/// module the text named) when there are any.
+fn defined_at(repo: &Repo, item: &str, within: &str) -> Vec<String> {
     let defined = definition(item);
     let named = [format!("/{item}.rs"), format!("/{item}/mod.rs")];
-    let found: BTreeSet<String> = repo
+    let module_of = |f: &str| {
+        let module = f.trim_start_matches("src/").trim_end_matches(".rs");
+        module.trim_end_matches("/mod").replace('/', "::")
+    };
+    let modules: BTreeSet<String> = repo
         .sources_under("src")
-        .filter_map(|f| {
-            let module = f.trim_start_matches("src/").trim_end_matches(".rs");
-            let module = module.trim_end_matches("/mod").replace('/', "::");
-            if named.iter().any(|n| f.ends_with(n.as_str())) {
-                Some(format!("`{module}`"))
-            } else {
-                defined
-                    .is_match(repo.read(f))
-                    .then(|| format!("`{module}::{item}`"))
-            }
-        })
+        .filter(|f| named.iter().any(|n| f.ends_with(n.as_str())))
+        .map(module_of)
         .collect();
-    found.into_iter().collect()
+    let found: BTreeSet<String> = if modules.is_empty() {
+        repo.sources_under("src")
+            .filter(|f| defined.is_match(repo.read(f)))
+            .map(|f| format!("{}::{item}", module_of(f)))
+            .collect()
+    } else {
+        modules
+    };
+    let near: Vec<&String> = found
+        .iter()
+        .filter(|m| m.starts_with(&format!("{within}::")))
+        .collect();
+    let shown: Vec<&String> = if near.is_empty() {
+        found.iter().collect()
+    } else {
+        near
+    };
+    shown.iter().map(|m| format!("`{m}`")).collect()
 }
 
 fn definition(item: &str) -> Regex {
@@ -423,7 +436,7 @@ pub fn module_problem(repo: &Repo, path: &str) -> Option<String> {
         Some(first)
     };
     let what = missing?;
-    let now = defined_at(repo, what);
+    let now = defined_at(repo, what, &segments[..depth].join("::"));
     let hint = if now.is_empty() {
         String::new()
     } else {
