@@ -2,8 +2,9 @@
 # Runs the tests, in three tiers. Installs or builds what a tier needs first
 # and reuses whatever is already cached.
 #
-#   ./test.sh quick   fmt, clippy, unit, golden, properties, the CLI and the
-#                     socket-level server tests (cargo only; ~3 min warm)
+#   ./test.sh quick   fmt, clippy (the fuzz crate too), unit, golden,
+#                     properties, the CLI, the socket-level server tests and
+#                     the fuzzer's generator (cargo only; ~3 min warm)
 #   ./test.sh         quick, then everything else that proves behaviour: the
 #                     attack tests, the e2e suites against a real control
 #                     plane and a real node, the Helm chart and the image
@@ -43,12 +44,18 @@ step() { step_done; step_key="$1" step_name="$2" step_start=$SECONDS; printf '\n
 
 step fmt "cargo fmt --check"
 cargo fmt --all -- --check
-step clippy "cargo clippy"
+cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
+step clippy "cargo clippy (pedantic: Cargo.toml's [lints]), the crate and the fuzz crate"
 cargo clippy --all-targets --locked -- -D warnings
 # node_e2e is not among --all-targets' tests (test = false: it has a step below).
 cargo clippy --test node_e2e --locked -- -D warnings
-step test "cargo test: unit, golden, properties, CLI, socket-level server tests"
+# The fuzz crate is its own workspace (fuzz/Cargo.toml), linted the same.
+cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
+step test "cargo test: unit, golden, properties, CLI, socket-level server tests, the fuzzer's generator"
 cargo test --locked "${QUICK_TARGETS[@]}"
+# The structured fuzzer's own tests (its keys come from the one list of
+# annotation names); the fuzzing itself is the full tier's.
+cargo test --manifest-path fuzz/Cargo.toml --lib --locked
 step fixtures "sandbox-webhook test tests/fixtures (the runner users run; golden.rs runs the same code)"
 cargo run --locked --quiet -- test tests/fixtures | grep -v '^ok '
 

@@ -24,8 +24,10 @@ use wire::{
     tls_connect as connect,
 };
 
-// The raw HTTP helpers of the server tests; this example uses part of them.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "the raw HTTP helpers of the server tests; this example uses part of them"
+)]
 #[path = "../tests/common/wire.rs"]
 mod wire;
 

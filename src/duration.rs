@@ -71,7 +71,6 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let ms = millis(text)?;
     let seconds = u64::try_from(ms / 1_000).map_err(|_| DurationError::TooLong(text.to_owned()))?;
     // The remainder is below 1,000, so the cast cannot truncate.
-    #[allow(clippy::cast_possible_truncation)]
     let rest = (ms % 1_000) as u32;
     Ok(Duration::new(seconds, rest * 1_000_000))
 }

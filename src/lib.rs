@@ -3,10 +3,11 @@
 //!
 //! [`mutate`] is the pure decision; [`review`] wraps it in `AdmissionReview`
 //! JSON; the server, TLS, configuration loading and the CLI are thin layers
-//! around those two.
+//! around those two. The lifecycle controller's decisions are [`lifecycle`],
+//! likewise pure, and [`controller`] is its Kubernetes runtime.
 
 // First, and `#[macro_use]`: the crate's readers share the scaffolding of
-// `mutate::visit`, and a macro is visible only after its module.
+// `mutate::read::visit`, and a macro is visible only after its module.
 #[macro_use]
 pub mod mutate;
 

@@ -2,7 +2,7 @@
 //! the API: a process's memory, a counter on an admin port, the
 //! apiserver's own request counters, and a client from a kubeconfig.
 //! Each example uses part of it.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each benchmark example uses part of it")]
 
 use std::collections::BTreeMap;
 

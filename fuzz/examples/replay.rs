@@ -109,7 +109,7 @@ fn replay(dirs: &[(Kind, PathBuf)], bar: Duration) -> Result<bool, String> {
             }
         }
     }
-    timed.sort_by(|a, b| b.time.cmp(&a.time));
+    timed.sort_by_key(|t| std::cmp::Reverse(t.time));
     let total: Duration = timed.iter().map(|t| t.time).sum();
     println!(
         "replay: {inputs} inputs, {} reviews checked in {:.1?}; timed reviews sum to {:.1?}",

@@ -1,5 +1,5 @@
-//! Any bytes as an AdmissionReview body, under every fuzz configuration.
-//! Seeded with the fixtures (see `cargo run --bin seeds`).
+//! Any bytes as an `AdmissionReview` body, under every fuzz configuration.
+//! Seeded with the fixtures (see `cargo run --example seeds`).
 
 #![no_main]
 

@@ -39,12 +39,16 @@ pub enum Violation {
 /// What a body got, for the replay's summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
-    /// Not an AdmissionReview (HTTP 400 at the server).
+    /// Not an `AdmissionReview` (HTTP 400 at the server).
     Refused,
     Answered(Outcome),
 }
 
 /// Reviews `body` under `config` and checks the answer.
+///
+/// # Errors
+///
+/// The invariant the answer breaks: a finding.
 pub fn check_review(body: &[u8], config: &Config) -> Result<Answer, Violation> {
     let reviewed = match with_context(config, |ctx| review::review(body, ctx)) {
         Ok(r) => r,

@@ -1,4 +1,4 @@
-//! The golden fixtures as AdmissionReview bodies: each `*.review.json` as
+//! The golden fixtures as `AdmissionReview` bodies: each `*.review.json` as
 //! it is, each `*.pod.yaml` wrapped in a Pod CREATE, and each mutated pod
 //! of an `*.expected.yaml` wrapped the same way (the webhook's own output,
 //! which must be admitted again unchanged). The seed corpus is made from
@@ -10,6 +10,10 @@ use std::path::Path;
 use serde_json::Value;
 
 /// `(name, body)` for every fixture in `dir`, in name order.
+///
+/// # Errors
+///
+/// A fixture that cannot be read or parsed, as a sentence naming its file.
 pub fn reviews(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
@@ -28,12 +32,17 @@ pub fn reviews(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
                 serde_json::from_str(&read()?).map_err(|e| format!("{name}: {e}"))?;
             Some((format!("fixture-{stem}"), review))
         } else if let Some(stem) = name.strip_suffix(".pod.yaml") {
-            Some((format!("fixture-{stem}"), wrap(stem, yaml(&read()?, name)?)))
+            Some((
+                format!("fixture-{stem}"),
+                wrap(stem, &yaml(&read()?, name)?),
+            ))
         } else if let Some(stem) = name.strip_suffix(".expected.yaml") {
             let expected = yaml(&read()?, name)?;
             (expected["outcome"] == "mutated").then(|| {
-                let pod = expected["pod"].clone();
-                (format!("fixture-{stem}.injected"), wrap(stem, pod))
+                (
+                    format!("fixture-{stem}.injected"),
+                    wrap(stem, &expected["pod"]),
+                )
             })
         } else {
             None
@@ -48,7 +57,7 @@ fn yaml(text: &str, name: &str) -> Result<Value, String> {
 }
 
 /// A Pod CREATE of a fixture pod, in the pod's namespace.
-fn wrap(stem: &str, pod: Value) -> Value {
+fn wrap(stem: &str, pod: &Value) -> Value {
     let namespace = pod["metadata"]["namespace"]
         .as_str()
         .unwrap_or("sandboxes")

@@ -25,14 +25,14 @@ pub const TOKEN: &str = "fuzzTokenFuzzTokenFuzzTokenFuzz0";
 pub const OWN_NAMESPACE: &str = "sandbox-webhook";
 
 /// Configurations that reach different branches of the core: the defaults;
-/// the classic sidecar layout with resources and expiry limits; egress
-/// turned off with a low rule cap; a custom prefix that also excludes the
-/// namespace the generated pods use.
+/// the classic sidecar layout with resources, expiry limits and execd's
+/// isolation allowed; egress turned off with a low rule cap; a custom
+/// prefix that also excludes the namespace the generated pods use.
 const CONFIGS: [(&str, &str); 4] = [
     ("default", "{}"),
     (
         "classic",
-        "execd: {resources: {limits: {cpu: 100m, memory: 64Mi}}}\n\
+        "execd: {resources: {limits: {cpu: 100m, memory: 64Mi}}, allowIsolation: true}\n\
          egress: {mode: dns+nft, disableIPv6: false, nativeSidecar: false, maxRules: 8,\n\
          \x20 resources: {requests: {cpu: 10m}}}\n\
          expiry: {defaultTimeoutSeconds: 3600, maxTimeoutSeconds: 86400}\n",
@@ -53,6 +53,10 @@ pub struct Configs {
 
 /// The configurations, parsed once. A configuration the binary rejects is a
 /// broken harness, not a finding: it fails the very first input loudly.
+///
+/// # Panics
+///
+/// When the binary rejects one of [`CONFIGS`].
 pub fn configs() -> &'static Configs {
     static CONFIGS_CELL: OnceLock<Configs> = OnceLock::new();
     CONFIGS_CELL.get_or_init(|| Configs {
@@ -66,10 +70,9 @@ pub fn configs() -> &'static Configs {
     })
 }
 
+#[must_use]
 pub fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(NOW)
-        .map(|t| t.with_timezone(&Utc))
-        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+    DateTime::parse_from_rfc3339(NOW).map_or(DateTime::<Utc>::UNIX_EPOCH, |t| t.with_timezone(&Utc))
 }
 
 /// Runs `f` with a context for `config`.
@@ -87,7 +90,12 @@ pub fn with_context<R>(config: &Config, f: impl FnOnce(&Context<'_>) -> R) -> R 
 /// A Pod CREATE review of `pod` as the apiserver sends it; without a
 /// `namespace` the field is left out (a request the apiserver never sends,
 /// which the webhook must still answer).
-pub fn pod_create(uid: &str, namespace: Option<&str>, pod: serde_json::Value) -> serde_json::Value {
+#[must_use]
+pub fn pod_create(
+    uid: &str,
+    namespace: Option<&str>,
+    pod: &serde_json::Value,
+) -> serde_json::Value {
     let mut request = serde_json::json!({
         "uid": uid,
         "kind": {"group": "", "version": "v1", "kind": "Pod"},

@@ -35,8 +35,8 @@ pub struct DiagnoseArgs {
     pub namespace: Option<String>,
 }
 
-/// Every field of the output, for `--help` and `man diagnose` (the README
-/// says the same).
+/// Every field of the output, for `--help` and `man diagnose`
+/// (docs/behaviour.md, "diagnose", says the same).
 const FIELDS: &str = "\
 Output: one JSON object per pod (a JSON array of them unless the input is one Pod):
   pod                                  namespace/name

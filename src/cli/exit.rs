@@ -1,4 +1,5 @@
-//! The exit codes of every subcommand, documented in the README:
+//! The exit codes of every subcommand, documented in docs/behaviour.md
+//! ("Exit codes"):
 //! 0 done; 1 the input was read and judged and found wanting (a denial, an
 //! invalid configuration in `config validate`, a failing case in `test`); 2 the command could not do
 //! its job (usage, as clap also exits, or an unreadable, unparsable or

@@ -29,6 +29,8 @@ pub fn markdown() -> String {
     docs::markdown(&Args::command())
 }
 
+pub use docs::limits_markdown;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sandbox-webhook",

@@ -111,6 +111,10 @@ enum Why<'a> {
 /// Removes the pod by the owner rules (contract:
 /// controller.expiry-delete-pod, controller.expiry-delete-owner,
 /// controller.expiry-left-owned); `false` when a write failed.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one match over the removal's kinds, each a write and its Event and metric"
+)]
 async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) -> bool {
     let (ns, name) = (&*pod.namespace, &*pod.name);
     let (reason, cause) = match why {

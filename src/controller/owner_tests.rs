@@ -52,7 +52,7 @@ async fn apiserver(sandbox: Value, write_status: u16) -> (Shared, Seen) {
     (shared_with(route).await, seen)
 }
 
-fn sandbox(spec: Value) -> Value {
+fn sandbox(spec: &Value) -> Value {
     json!({"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
         "metadata": {"name": "owner", "namespace": "team", "uid": "ou1", "resourceVersion": "7"},
         "spec": spec})
@@ -104,7 +104,7 @@ fn counted(shared: &Shared, action: &str) -> bool {
 
 #[tokio::test]
 async fn shutdown_sets_the_time_on_the_sandbox_read_by_a_patch() {
-    let (shared, seen) = apiserver(sandbox(json!({"shutdownPolicy": "Retain"})), 200).await;
+    let (shared, seen) = apiserver(sandbox(&json!({"shutdownPolicy": "Retain"})), 200).await;
     let (_, done) = execute(&shared, &pod(), expire(Removal::ShutdownOwner(owner()))).await;
     assert!(done);
     let sent = patches(&seen);
@@ -127,7 +127,7 @@ async fn shutdown_sets_the_time_on_the_sandbox_read_by_a_patch() {
 #[tokio::test]
 async fn an_earlier_shutdown_time_is_kept() {
     let earlier = "2025-12-31T23:00:00Z";
-    let (shared, seen) = apiserver(sandbox(json!({"shutdownTime": earlier})), 200).await;
+    let (shared, seen) = apiserver(sandbox(&json!({"shutdownTime": earlier})), 200).await;
     let (_, done) = execute(&shared, &pod(), expire(Removal::ShutdownOwner(owner()))).await;
     assert!(done);
     assert_eq!(patches(&seen), [json!({"metadata": {"uid": "ou1"}})]);
@@ -139,7 +139,7 @@ async fn an_earlier_shutdown_time_is_kept() {
     );
     // A later one is brought forward.
     let (shared, seen) = apiserver(
-        sandbox(json!({"shutdownTime": "2026-06-01T00:00:00Z"})),
+        sandbox(&json!({"shutdownTime": "2026-06-01T00:00:00Z"})),
         200,
     )
     .await;
@@ -151,7 +151,7 @@ async fn an_earlier_shutdown_time_is_kept() {
 /// A Sandbox changed between the read and the write (409) is told again.
 #[tokio::test]
 async fn a_conflicting_write_is_retried() {
-    let (shared, _) = apiserver(sandbox(json!({})), 409).await;
+    let (shared, _) = apiserver(sandbox(&json!({})), 409).await;
     let (_, done) = execute(&shared, &pod(), expire(Removal::ShutdownOwner(owner()))).await;
     assert!(!done, "retried");
     assert!(!counted(&shared, "shutdown-owner"));
@@ -159,7 +159,7 @@ async fn a_conflicting_write_is_retried() {
 
 #[tokio::test]
 async fn suspend_sets_the_operating_mode() {
-    let (shared, seen) = apiserver(sandbox(json!({"operatingMode": "Running"})), 200).await;
+    let (shared, seen) = apiserver(sandbox(&json!({"operatingMode": "Running"})), 200).await;
     let (_, done) = execute(&shared, &pod(), expire(Removal::SuspendOwner(owner()))).await;
     assert!(done);
     assert_eq!(

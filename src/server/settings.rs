@@ -35,7 +35,8 @@ pub struct Tuning {
     /// Maximum concurrent admission (TLS) connections. At the cap, a new
     /// connection evicts the longest idle one: between requests, or not yet
     /// through its first request (idle since its accept). A connection with
-    /// a request in flight is never evicted.
+    /// a request in flight is never evicted. Lowered at start-up to fit the
+    /// open-files limit, which is first raised to its hard limit.
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,

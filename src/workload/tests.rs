@@ -47,6 +47,7 @@ fn max_3600() -> Config {
     config
 }
 
+/// contract: workload.kinds
 #[test]
 fn every_kind_finds_its_template_at_its_path() {
     // kind, apiVersion, path of the template: the contract's table
@@ -126,6 +127,7 @@ fn other_objects_have_no_template() {
     );
 }
 
+/// contract: workload.skips
 #[test]
 fn a_template_without_the_label_is_not_judged() {
     // Malformed for the pod webhook (no containers, bad timeout), but
@@ -148,6 +150,7 @@ fn a_template_without_the_label_is_not_judged() {
     }
 }
 
+/// contract: workload.judge, workload.denial
 #[test]
 fn a_denied_template_gets_the_pod_message_after_its_path() {
     let config = max_3600();
@@ -376,14 +379,16 @@ fn a_v1beta1_sandbox_is_judged_at_spec_pod_template() {
 
 /// The chart's `ValidatingWebhookConfiguration` sends every kind of the
 /// table, at each version whose template path the table knows.
+/// contract: workload.kinds, workload.webhook-configuration
 #[test]
 fn the_chart_sends_every_kind() {
+    const TEMPLATE: &str = "charts/sandbox-webhook/templates/_validating.tpl";
     let chart = include_str!("../../charts/sandbox-webhook/templates/_validating.tpl");
     let rules: Vec<&str> = chart
         .split("- operations: [\"CREATE\", \"UPDATE\"]")
         .skip(1)
         .collect();
-    assert_eq!(rules.len(), 4, "{chart}");
+    assert_eq!(rules.len(), 4, "{TEMPLATE}: not 4 rules:\n{chart}");
     for k in &KINDS {
         let sent = rules.iter().any(|rule| {
             let rule = rule.split("\n\n").next().unwrap_or_default();
@@ -396,7 +401,7 @@ fn the_chart_sends_every_kind() {
         });
         assert!(
             sent,
-            "{} ({}/{} {}) is not in the chart's rules",
+            "{TEMPLATE}: {} ({}/{} {}) is not in the rules; add it where the kinds of src/workload/kinds.rs are",
             k.kind, k.group, k.version, k.resource
         );
     }

@@ -1,5 +1,3 @@
-//! contract: config.reload, config.empty-file
-//!
 //! A configuration file rewritten in place, in two writes
 //! 30 ms apart, while reviews are answered. A poll that falls between the
 //! two writes reads a half file that is a valid configuration (the execd
@@ -31,6 +29,7 @@ fn versions(patch: &str) -> (Option<u32>, Option<u32>) {
     (find("execd"), find("egress"))
 }
 
+/// contract: config.reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_rewritten_in_place_is_never_applied_half_written() {
     const REWRITES: u32 = 40;

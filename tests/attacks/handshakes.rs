@@ -1,5 +1,3 @@
-//! contract: limits.handshakes, limits.good-client
-//!
 //! A recorded ClientHello replayed on new connections from another address
 //! (a pod's), against the binary. Each costs the server a key exchange and
 //! a signature (200–300 µs of a release build's CPU) and the attacker a
@@ -177,6 +175,7 @@ async fn reviews(
     took
 }
 
+/// contract: limits.handshakes, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replayed_client_hellos_do_not_starve_new_clients() {
     let _alone = alone().await;

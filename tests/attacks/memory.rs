@@ -1,5 +1,3 @@
-//! contract: limits.answers, limits.large-reviews, limits.object-size, limits.body-budget
-//!
 //! Against the binary (`serve --worker-threads
 //! 6`, as on a 6-core node without a CPU limit), whose resident memory
 //! must stay under 200 MiB (the chart's limit is 256 MiB) while a good
@@ -144,6 +142,7 @@ fn check_rss(during: &str, rss: &common::served::Rss) {
     );
 }
 
+/// contract: limits.answers, limits.body-budget, limits.object-size
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_left_unread_do_not_take_the_memory() {
     let _alone = alone().await;
@@ -178,6 +177,7 @@ async fn answers_left_unread_do_not_take_the_memory() {
     drop(held);
 }
 
+/// contract: limits.object-size, limits.large-reviews
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reviews_with_a_million_arguments_do_not_take_the_memory() {
     let _alone = alone().await;
@@ -239,6 +239,7 @@ async fn back_to_back(
     answered
 }
 
+/// contract: limits.large-reviews, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_reviews_back_to_back_do_not_slow_small_ones() {
     let _alone = alone().await;

@@ -1,5 +1,3 @@
-//! contract: limits.good-client, limits.max-connections, limits.body-budget
-//!
 //! Attacks on the real server on loopback, each while a good
 //! client (a review on a fresh TLS connection, one after the other) must be
 //! answered within a second with a 99th percentile of 50 ms or less. Each
@@ -29,6 +27,7 @@ async fn wait_metric(server: &Running, name: &str, labels: &[(&str, &str)], at_l
 /// 2,000 TLS connections that each send one request and then sit idle,
 /// against the default cap of 1,024: without eviction of idle connections
 /// the first 1,024 hold every slot and a new client is never accepted.
+/// contract: limits.max-connections, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     const HOSTILE: usize = 2000;
@@ -96,6 +95,7 @@ async fn stalled_bodies(budget: u64, n: usize, sent_bytes: usize) -> (Pki, Runni
 
 /// 400 connections that declare a 256 KiB body and send one byte: the body
 /// budget is charged for what arrives, not for what is declared.
+/// contract: limits.body-budget
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
     const HOSTILE: usize = 400;
@@ -120,6 +120,7 @@ async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
 /// 64 connections that send most of a 256 KiB body and stall, more than
 /// the small pool of the smallest budget holds: the slowest are shed when a
 /// new body needs room.
+/// contract: limits.body-budget, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_stall_after_a_burst_are_shed_for_new_ones() {
     let _alone = alone().await;

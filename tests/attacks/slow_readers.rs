@@ -1,5 +1,3 @@
-//! contract: limits.answers, limits.write-timeout, limits.good-client
-//!
 //! Connections that pipeline reviews and read their
 //! answers one TLS record every 5 s, over a pod network's packet size
 //! (MSS 1400) and a small receive window, more of them than the cap. Their
@@ -67,6 +65,7 @@ async fn slow_reader(
     Ok(tls)
 }
 
+/// contract: limits.answers, limits.write-timeout, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     const HOSTILE: usize = 300;

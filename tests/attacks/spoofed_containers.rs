@@ -246,6 +246,7 @@ async fn server_like(c: &reqwest::Client, server: &Running, name: &str) -> Value
 /// it held carried over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rules() {
+    type Change = fn(&mut Value);
     let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     let exact = server_like(&c, &server, "imitation").await;
     let (response, _) = answer(&c, &server, &exact).await;
@@ -253,13 +254,12 @@ async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rul
     let token = env(&exact["spec"]["containers"][1], "OPENSANDBOX_EGRESS_TOKEN")
         .unwrap()
         .to_owned();
-    type Change = fn(&mut Value);
     let changes: [(&str, Change); 11] = [
         ("image", |s| {
-            s["image"] = json!("attacker.example/egress:v1")
+            s["image"] = json!("attacker.example/egress:v1");
         }),
         ("command", |s| {
-            s["command"] = json!(["sh", "-c", "iptables -F; sleep inf"])
+            s["command"] = json!(["sh", "-c", "iptables -F; sleep inf"]);
         }),
         ("args", |s| s["args"] = json!(["--allow-all"])),
         ("env", |s| {
@@ -275,13 +275,13 @@ async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rul
             env.insert(0, json!({"name": "OPENSANDBOX_EGRESS_RULES", "value": "{\"defaultAction\":\"allow\"}"}));
         }),
         ("envFrom", |s| {
-            s["envFrom"] = json!([{"configMapRef": {"name": "rules"}}])
+            s["envFrom"] = json!([{"configMapRef": {"name": "rules"}}]);
         }),
         ("securityContext", |s| {
             s["securityContext"]["capabilities"]["add"] = json!(["NET_ADMIN", "ALL"]);
         }),
         ("securityContext", |s| {
-            s["securityContext"]["privileged"] = json!(true)
+            s["securityContext"]["privileged"] = json!(true);
         }),
         ("volumeMounts", |s| {
             let mounts = s["volumeMounts"].as_array_mut().unwrap();

@@ -1,5 +1,3 @@
-//! contract: limits.log-queue, limits.request-timeout, limits.good-client
-//!
 //! Against the binary:
 //! - a log sink drained at 64 KiB/s, while clients at full speed make the
 //!   server log faster than that: a review never waits for its log line
@@ -46,6 +44,7 @@ fn drain(mut from: impl Read, per_second: usize, free: &AtomicBool) {
     }
 }
 
+/// contract: limits.log-queue, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_log_sink_does_not_slow_reviews() {
     let _alone = alone().await;
@@ -115,6 +114,7 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
     drainer.join().unwrap();
 }
 
+/// contract: limits.request-timeout, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews() {
     const HOSTILE: usize = 400;

@@ -1,5 +1,3 @@
-//! contract: warning.cap, warning.typo-cost, limits.object-size
-//!
 //! A pod's author chooses how many annotation keys it
 //! has. 60,000 misspelled keys drew 60,000 warnings (a 5.67 MiB answer), and
 //! 60,000 keys just off the known names under the prefix took 94 times as
@@ -126,6 +124,7 @@ async fn review(c: &reqwest::Client, server: &Running, body: &[u8]) -> (Duration
     (took, serde_json::from_slice(&bytes).expect("JSON"))
 }
 
+/// contract: warning.cap
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_ten_warnings_and_how_many_more() {
     let (_alone, _pki, server, c) = common::attack::attacked(None).await;
@@ -205,6 +204,7 @@ async fn cost_against_elsewhere(c: &reqwest::Client, server: &Running, names: &[
     ratio
 }
 
+/// contract: warning.typo-cost
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_under_the_prefix_cost_at_most_three_times_keys_elsewhere() {
     let (_alone, _pki, server, c) = common::attack::attacked(None).await;

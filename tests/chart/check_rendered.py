@@ -184,6 +184,9 @@ def case_netpol_default():
 
 
 def case_prometheusrule():
+    """contract: drift.alert
+
+    The chart's alerts, each with its expression; sandboxes not injected for 10 minutes fire one."""
     rule = one("PrometheusRule")
     rules = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     want = {
@@ -204,7 +207,6 @@ def case_prometheusrule():
         "SandboxWebhookControllerMemoryNearLimit":
             f'max by (namespace, pod) (sandbox_webhook_controller_resident_memory_bytes{{namespace="{NS}"}}'
             f' / (sandbox_webhook_controller_memory_limit_bytes{{namespace="{NS}"}} > 0)) > 0.8',
-        # contract: drift.alert
         "SandboxWebhookSandboxesNotInjected":
             f'max by (namespace) (sandbox_webhook_drift_pods{{namespace="{NS}",state="not-injected"}}) > 0',
     }

@@ -40,7 +40,7 @@ pub(crate) async fn escaped_and_stale_sandboxes_are_reported(env: &Env, id: &str
 }
 
 async fn reported(env: &Env, ns: &str, older: &mut Release) -> Result<()> {
-    let state = |m: &crate::common::metrics::Metrics, s: &str| m.sum(DRIFT, &[("state", s)]);
+    let count = |m: &crate::common::metrics::Metrics, s: &str| m.sum(DRIFT, &[("state", s)]);
     let before = env.controller_metrics()?;
     let pods = env.pods(ns);
     let pp = kube::api::PostParams::default();
@@ -84,9 +84,9 @@ async fn reported(env: &Env, ns: &str, older: &mut Release) -> Result<()> {
         Duration::from_secs(20),
         async || {
             let now = env.controller_metrics()?;
-            Ok((state(&now, "stale") == state(&before, "stale") + 1
-                && state(&now, "not-injected") == state(&before, "not-injected") + 1
-                && state(&now, "opted-out") == state(&before, "opted-out") + 1)
+            Ok((count(&now, "stale") == count(&before, "stale") + 1
+                && count(&now, "not-injected") == count(&before, "not-injected") + 1
+                && count(&now, "opted-out") == count(&before, "opted-out") + 1)
                 .then_some(()))
         },
     )

@@ -201,7 +201,7 @@ pub fn check_injected(p: &Pod, with_policy: bool) -> Result<()> {
 /// A sandbox that keeps its API token on purpose: injected as usual, the
 /// token volume there, and mounted into the injected containers too by the
 /// `ServiceAccount` plugin's second run (which the webhook's second pass
-/// forgives, `mutate::same`; contract: execd.service-account-token).
+/// forgives, `mutate::inject::same`; contract: execd.service-account-token).
 pub fn check_token_kept(p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
     let spec = p.spec.as_ref().ok_or("a pod without a spec")?;

@@ -2,9 +2,10 @@
 //! builder, one sandbox-pod builder, one metric reader, one test server with
 //! its clients, and the binary under test.
 //!
-//! Every test binary compiles its own copy of this module and uses only part
-//! of it, so unused items are expected here.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "every test binary compiles its own copy of this module and uses only part of it"
+)]
 
 pub mod attack;
 pub mod audit;

@@ -24,7 +24,7 @@ use super::processes::{Cluster, Plane, Result};
 /// name.
 /// With `shared Env;` first, `run_scenario` takes `&Env`, so that
 /// scenarios can run side by side ([`lanes`]).
-#[allow(unused_macros)] // only the end-to-end suites use it
+#[allow(unused_macros, reason = "only the end-to-end suites use it")]
 macro_rules! scenarios {
     (shared $env:ty; $($module:ident :: $function:ident),* $(,)?) => {
         const SCENARIOS: &[&str] = &[$(stringify!($function)),*];
@@ -47,7 +47,7 @@ macro_rules! scenarios {
         }
     };
 }
-#[allow(unused_imports)]
+#[allow(unused_imports, reason = "only the end-to-end suites use it")]
 pub(crate) use scenarios;
 
 /// The scenarios to run: those whose name contains one of the command-line

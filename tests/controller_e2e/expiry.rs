@@ -46,7 +46,7 @@ pub(crate) async fn gone_on_time(
 }
 
 /// contract: controller.expiry-on-time, controller.expiry-delete-pod, controller.expiry-events,
-/// controller.expiry-metric
+/// controller.expiry-metric, diagnose.same-plan
 pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let before = env.leader()?.metric(
@@ -80,7 +80,7 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Resul
     )
 }
 
-/// contract: controller.expiry-renewal
+/// contract: controller.expiry-renewal, diagnose.same-plan
 pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);

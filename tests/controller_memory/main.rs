@@ -1,5 +1,3 @@
-//! contract: controller.memory
-//!
 //! The controller's memory per cached sandbox: the leader's
 //! whole state (`controller::fleet::Fleet`: the cache, the owner index, a
 //! timer per pod) filled with a fleet of realistic pods, decoded from the
@@ -80,6 +78,7 @@ fn per_pod(bytes: isize, pods: usize) -> isize {
     bytes / isize::try_from(pods).expect("small")
 }
 
+/// contract: controller.memory
 #[test]
 fn a_cached_sandbox_costs_at_most_1_kib() {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -297,33 +297,6 @@ namespaces_exist() {
     done
 }
 
-# audit_policy DIR: the apiserver's audit policy, at Metadata (no bodies):
-# who writes Leases (the controller's leader election is checked against
-# it), and every pod create and workload write, whose events carry the
-# admission webhooks' audit annotations (sandbox-webhook.<prefix>/decision
-# and the like, contract: audit.log). --audit-log-maxsize bounds the file
-# under the scale benchmark's tens of thousands of creates.
-audit_policy() {
-    cat >"$1/audit-policy.yaml" <<'EOF'
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Metadata
-    resources: [{group: coordination.k8s.io, resources: [leases]}]
-    verbs: [create, update, patch]
-  - level: Metadata
-    resources: [{group: "", resources: [pods]}]
-    verbs: [create]
-  - level: Metadata
-    resources:
-      - {group: apps, resources: [deployments, statefulsets, daemonsets, replicasets]}
-      - {group: batch, resources: [jobs, cronjobs]}
-    verbs: [create, update]
-  - level: None
-EOF
-}
-
 # start_plane DIR MODE: the control plane in DIR: MODE `bare` is etcd and
 # kube-apiserver only, `whole` adds the controller-manager, the scheduler
 # and kwok's nodes, `node` adds the real node too (cluster-node.sh; the

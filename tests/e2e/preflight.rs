@@ -1,5 +1,3 @@
-//! contract: workload.denial, workload.webhook-configuration, workload.judge
-//!
 //! The workload pre-flight against the real apiserver: a
 //! `ValidatingWebhookConfiguration` with the chart's rules and matchCondition
 //! calls `/validate`. Workloads whose template the pod webhook would deny
@@ -46,6 +44,7 @@ async fn start<'e>(env: &'e Env, id: &str) -> Result<(Webhook, Scope<'e>)> {
     Ok((webhook, scope))
 }
 
+/// contract: workload.judge, workload.denial, workload.webhook-configuration, workload.kinds
 pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) -> Result<()> {
     let (webhook, scope) = start(env, id).await?;
     scope.register(&[env.entry(&webhook)]).await?;

@@ -1,7 +1,7 @@
 //! agent-sandbox's objects as the scenarios read and write them (its real
 //! CRDs and controller, which `cluster.sh start --node` installs): Sandbox
-//! (`agents.x-k8s.io/v1beta1`) and the extensions SandboxTemplate,
-//! SandboxWarmPool and SandboxClaim (`extensions.agents.x-k8s.io/v1beta1`);
+//! (`agents.x-k8s.io/v1beta1`) and the extensions `SandboxTemplate`,
+//! `SandboxWarmPool` and `SandboxClaim` (`extensions.agents.x-k8s.io/v1beta1`);
 //! pod templates that run on the real node; the conditions agent-sandbox
 //! writes; the pod of a Sandbox (it has the Sandbox's name); and the
 //! webhook's and the controller's metrics, read from their pods.

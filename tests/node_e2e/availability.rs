@@ -2,7 +2,7 @@
 //! `failurePolicy: Fail`, while sandboxes are created at a steady rate:
 //! - a `kubectl rollout restart` of its Deployment (the kubelet sends
 //!   SIGTERM, the endpoints controller takes the pod out of the
-//!   EndpointSlice, the apiserver stops picking it);
+//!   `EndpointSlice`, the apiserver stops picking it);
 //! - its serving Secret replaced as cert-manager renews it (same CA, new
 //!   key and certificate): the kubelet swaps the mounted files (`..data`)
 //!   and the webhook serves the new certificate without a restart.
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::Api;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::common::load::{Load, Tally};
@@ -124,7 +124,7 @@ pub(crate) async fn rotated_certificate_is_served(env: &Env, id: &str) -> Result
     d.insert("tls.key".into(), ByteString(key.into_bytes()));
     d.insert("ca.crt".into(), ByteString(ca_crt.clone().into_bytes()));
     secrets
-        .replace(&format!("{RELEASE}-tls"), &Default::default(), &tls)
+        .replace(&format!("{RELEASE}-tls"), &PostParams::default(), &tls)
         .await?;
     let replaced = started.elapsed().as_secs_f64();
     let served = wait_for(
@@ -251,9 +251,9 @@ fn issue(env: &Env, ca_crt: &str, ca_key: &str) -> Result<(String, String, Strin
     let crt = std::fs::read_to_string(dir.join("tls.crt"))?;
     let key = std::fs::read_to_string(dir.join("tls.key"))?;
     let der = crate::common::https::der(&crt);
-    let (_, cert) = x509_parser::parse_x509_certificate(&der)
+    let (_, parsed) = x509_parser::parse_x509_certificate(&der)
         .map_err(|e| format!("the issued certificate does not parse: {e}"))?;
-    Ok((crt, key, cert.raw_serial_as_string()))
+    Ok((crt, key, parsed.raw_serial_as_string()))
 }
 
 /// The kubelet's copy of the Secret in each pod's volume is the new one.

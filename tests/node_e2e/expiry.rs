@@ -69,14 +69,14 @@ pub(crate) async fn expired_sandbox_is_stopped(env: &Env, id: &str) -> Result<()
                 .is_ok_and(|c| !c.starts_with("sleep")),
         format!("the main container's process {pid} still runs"),
     )?;
-    let expired = events::about(&env.client, &ns, "expiring", "SandboxExpired").await?;
+    let recorded = events::about(&env.client, &ns, "expiring", "SandboxExpired").await?;
     check(
-        !expired.is_empty(),
+        !recorded.is_empty(),
         "no SandboxExpired Event about the sandbox",
     )?;
     println!(
         "    removed {:.1}s after its expiry; its containers are no longer tasks of the node and pid {pid} is gone",
-        (gone - expires).num_milliseconds() as f64 / 1000.0
+        (gone - expires).to_std().unwrap_or_default().as_secs_f64()
     );
     Ok(())
 }

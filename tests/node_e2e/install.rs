@@ -6,10 +6,10 @@
 //!   read-only root filesystem (read in /proc on the host);
 //! - the apiserver calls the webhook through its Service: the webhook
 //!   configuration names the Service, not a URL, and the apiserver resolves
-//!   it to a ready endpoint of its EndpointSlices (`--enable-aggregator-routing`:
+//!   it to a ready endpoint of its `EndpointSlices` (`--enable-aggregator-routing`:
 //!   there is no kube-proxy), so a sandbox create lands on a webhook pod,
 //!   whose own metrics count it;
-//! - the controller holds its Lease, written with its own ServiceAccount's
+//! - the controller holds its Lease, written with its own `ServiceAccount`'s
 //!   token (the apiserver's audit log names the user).
 
 use std::time::Duration;
@@ -88,7 +88,7 @@ fn check_process(env: &Env, p: &k8s_openapi::api::core::v1::Pod, container: &str
     )
 }
 
-/// The webhook configuration names the Service; its EndpointSlice lists the
+/// The webhook configuration names the Service; its `EndpointSlice` lists the
 /// webhook pods, ready; a sandbox create is answered by one of them.
 async fn through_the_service(env: &Env, ns: &str) -> Result<()> {
     let mwc: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
@@ -169,7 +169,7 @@ fn mutated(ips: &[String]) -> Result<u64> {
 }
 
 /// The Lease's holder is a controller pod, and the audit log shows its
-/// ServiceAccount writing it.
+/// `ServiceAccount` writing it.
 async fn lease_with_own_identity(env: &Env) -> Result<()> {
     let name = format!("{RELEASE}-controller");
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), RELEASE_NS);

@@ -72,19 +72,18 @@ fn main() -> ExitCode {
         if !stack.contains(&name) || stack.len() < 2 {
             return run_scenario(env, name).await;
         }
-        let found = match &mut results {
-            Some(found) => found,
-            None => {
-                let (owners, rest) = stack.iter().partition(|n| OWNER_LANE.contains(n));
-                let lanes = [owners, rest];
-                println!("    the stack scenarios run as two lanes at once: {lanes:?}");
-                let done = suite::lanes(&*env, &lanes, run_scenario).await;
-                for (scenario, failure, secs) in &done {
-                    let said = failure.as_deref().map_or("ok", |_| "FAILED");
-                    println!("    {scenario}: {said} in {secs:.1}s");
-                }
-                results.insert(done.into_iter().map(|(n, f, _)| (n, f)).collect())
+        let found = if let Some(found) = &mut results {
+            found
+        } else {
+            let (owners, rest) = stack.iter().partition(|n| OWNER_LANE.contains(n));
+            let lanes = [owners, rest];
+            println!("    the stack scenarios run as two lanes at once: {lanes:?}");
+            let done = suite::lanes(&*env, &lanes, run_scenario).await;
+            for (scenario, failure, secs) in &done {
+                let said = failure.as_deref().map_or("ok", |_| "FAILED");
+                println!("    {scenario}: {said} in {secs:.1}s");
             }
+            results.insert(done.into_iter().map(|(n, f, _)| (n, f)).collect())
         };
         match found.remove(name) {
             Some(None) => Ok(()),

@@ -74,13 +74,13 @@ pub fn root_mount(pid: u32) -> Result<String> {
         .ok_or_else(|| format!("/proc/{pid}/mountinfo has no root mount").into())
 }
 
-/// Whether capability `bit` is in the hex mask `hex` (a CapEff value).
+/// Whether capability `bit` is in the hex mask `hex` (a `CapEff` value).
 pub fn has_capability(hex: &str, bit: u32) -> Result<bool> {
     let mask = u64::from_str_radix(hex.trim(), 16).map_err(|e| format!("CapEff {hex:?}: {e}"))?;
     Ok(mask & (1 << bit) != 0)
 }
 
-/// CAP_NET_ADMIN's bit (linux/capability.h).
+/// `CAP_NET_ADMIN`'s bit (`linux/capability.h`).
 pub const NET_ADMIN: u32 = 12;
 
 /// The pod's IP on the node's bridge.

@@ -2,7 +2,7 @@
 //!
 //! Scenarios c and d: expiry that respects the owner's own lifecycle, with
 //! agent-sandbox's real controller and the chart's controller (its own
-//! ServiceAccount: `patch` on sandboxes is all it holds of them). A Sandbox
+//! `ServiceAccount`: `patch` on sandboxes is all it holds of them). A Sandbox
 //! applied by hand, whose pod template asks for a network policy and
 //! `P/timeout: 60s`, gets its pod injected by the webhook and running on
 //! the real node. At its `expires-at`:
@@ -106,7 +106,7 @@ async fn gone_after(
         delay <= bound,
         format!(
             "the pod was gone {:.1}s after its expires-at, more than {}s",
-            delay.num_milliseconds() as f64 / 1000.0,
+            seconds(delay),
             bound.num_seconds()
         ),
     )?;
@@ -170,8 +170,8 @@ fn shutdown_owner() -> [(&'static str, &'static str); 1] {
 /// Scenario c. contract: controller.expiry-owner-actions
 pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
-    let expired = "sandbox_webhook_expired_total";
-    let before = release_metric(env, "controller", expired, &shutdown_owner()).await?;
+    let expired_total = "sandbox_webhook_expired_total";
+    let before = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
     let (_, expires) = expiring_sandbox(env, &ns, "retained").await?;
     let sandboxes = api(env, &ns, "Sandbox");
     check(
@@ -210,14 +210,14 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
         expires,
     )
     .await?;
-    let after = release_metric(env, "controller", expired, &shutdown_owner()).await?;
+    let after = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
     check(
         after == before + 1,
-        format!("{expired}{{action=\"shutdown-owner\"}} went {before} -> {after}"),
+        format!("{expired_total}{{action=\"shutdown-owner\"}} went {before} -> {after}"),
     )?;
     println!(
         "    at expires-at the controller set the Sandbox's shutdownTime; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Ready=False, SandboxExpired (Retain)",
-        delay.num_milliseconds() as f64 / 1000.0
+        seconds(delay)
     );
     Ok(())
 }
@@ -279,7 +279,7 @@ async fn suspended(env: &Env, id: &str) -> Result<()> {
     )?;
     println!(
         "    at expires-at the controller set operatingMode: Suspended; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Suspended=True (PodTerminated), Ready=False (SandboxSuspended)",
-        delay.num_milliseconds() as f64 / 1000.0
+        seconds(delay)
     );
     Ok(())
 }
@@ -317,4 +317,13 @@ async fn set_sandbox_action(env: &Env, action: &str) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A delay in seconds, for messages.
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "a scenario's delays are far below 2^52 ms"
+)]
+fn seconds(delay: TimeDelta) -> f64 {
+    delay.num_milliseconds() as f64 / 1000.0
 }

@@ -1,5 +1,5 @@
-//! Scenario e: agent-sandbox's extensions, as they run: a SandboxTemplate,
-//! a SandboxWarmPool that fills itself from it, and SandboxClaims.
+//! Scenario e: agent-sandbox's extensions, as they run: a `SandboxTemplate`,
+//! a `SandboxWarmPool` that fills itself from it, and `SandboxClaims`.
 //!
 //! A pod is admitted once, when it is created. A warm pool creates its pods
 //! ahead of any claim; a claim adopts a warm Sandbox and its running pod
@@ -11,7 +11,7 @@
 //! - without `P/id` on the template, a pool pod is no sandbox to the
 //!   webhook (its objectSelector does not even send it), and a claim that
 //!   adopts it gets it as it is: no execd, for good. The label belongs on
-//!   the SandboxTemplate.
+//!   the `SandboxTemplate`.
 
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use crate::agent::{
 };
 use crate::harness::{Env, P, Result, check, is_ready, wait_for};
 
-/// A SandboxTemplate `name` (its pod template labelled `labels`) and a
+/// A `SandboxTemplate` `name` (its pod template labelled `labels`) and a
 /// warm pool of one from it.
 async fn template_and_pool(
     env: &Env,
@@ -56,7 +56,7 @@ async fn template_and_pool(
     Ok(())
 }
 
-/// The pool's Sandboxes (controlled by SandboxWarmPool `pool`), by name.
+/// The pool's Sandboxes (controlled by `SandboxWarmPool` `pool`), by name.
 async fn pool_sandboxes(env: &Env, ns: &str, pool: &str) -> Result<Vec<String>> {
     let list = api(env, ns, "Sandbox").list(&ListParams::default()).await?;
     Ok(list
@@ -136,6 +136,10 @@ fn env_value<'a>(p: &'a Pod, name: &str) -> Option<&'a str> {
 }
 
 /// contract: workload.kinds, execd.installer
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, read top to bottom: each step's check follows its action"
+)]
 pub(crate) async fn stack_pool_and_claimed_pods_are_injected(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let id_label = format!("{P}/id");

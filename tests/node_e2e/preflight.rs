@@ -1,7 +1,7 @@
 //! contract: workload.denial, workload.no-patch, workload.kinds
 //!
 //! Scenario f: the workload pre-flight (the chart's
-//! ValidatingWebhookConfiguration) with agent-sandbox's real CRD installed:
+//! `ValidatingWebhookConfiguration`) with agent-sandbox's real CRD installed:
 //! its structural schema (pruning, defaults) and its CEL rules run at the
 //! apiserver around the pre-flight. A Sandbox whose pod template the pod
 //! webhook would deny is refused when it is applied, with the webhook's

@@ -6,10 +6,10 @@
 //! probe and from the host over the bridge:
 //! - with a network policy: the installer completes; execd answers inside
 //!   the pod; the main command ran under bootstrap.sh with `EXECD` and
-//!   `OPENSANDBOX_ID`, without NET_ADMIN, with IPv6 disabled in the pod's
+//!   `OPENSANDBOX_ID`, without `NET_ADMIN`, with IPv6 disabled in the pod's
 //!   network namespace; the installer's optional copies (bwrap, the session
 //!   gate) are there; the egress sidecar is Ready through its probe with the
-//!   token header and its NET_ADMIN operation took effect;
+//!   token header and its `NET_ADMIN` operation took effect;
 //! - in a Pod Security `restricted` namespace, without a policy: it runs.
 
 use std::time::Duration;
@@ -132,7 +132,7 @@ fn installer_completed(p: &Pod) -> Result<()> {
     )
 }
 
-/// The hex CapEff the main command printed.
+/// The hex `CapEff` the main command printed.
 fn main_capabilities(log: &str) -> Result<String> {
     log.lines()
         .find_map(|l| l.strip_prefix("sandbox: CapEff:"))
@@ -167,8 +167,8 @@ fn execd_answers(env: &Env, ns: &str, pod: &str) -> Result<()> {
 }
 
 /// The sidecar is Ready through its probe (token header), refuses the
-/// probe path without the token, did its NET_ADMIN operation (the main
-/// container sees the MTU it set), and has NET_ADMIN itself.
+/// probe path without the token, did its `NET_ADMIN` operation (the main
+/// container sees the MTU it set), and has `NET_ADMIN` itself.
 fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
     let egress = init_status(p, "egress")?;
@@ -235,7 +235,7 @@ fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
     Ok(())
 }
 
-/// The control: the same egress image without NET_ADMIN (a plain pod, not
+/// The control: the same egress image without `NET_ADMIN` (a plain pod, not
 /// a sandbox, so the webhook leaves it alone) fails at once, loudly.
 async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
     let on_node = env.on_node_values()?;

@@ -1,6 +1,3 @@
-//! contract: diagnose.json, diagnose.same-plan, diagnose.input, diagnose.expiry, diagnose.reason,
-//! diagnose.platform, diagnose.not-watched
-//!
 //! `sandbox-webhook diagnose`: the controller's decision as JSON for a pod
 //! manifest, from YAML or JSON, with `--now` and `--config`, and besides it:
 //! when (`at`) and why (`reason`), the platform fields named for what they
@@ -50,6 +47,7 @@ status:
     message: "MESSAGE"
 "#;
 
+/// contract: diagnose.reason
 #[test]
 fn unschedulable_expiring_job_pod() {
     let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", SCHEDULER_MESSAGE);
@@ -268,7 +266,7 @@ fn errors_exit_non_zero() {
     assert!(out.stderr.contains("controller.expiry.deleteOwnerKinds[0]"));
 }
 
-/// contract: diagnose.not-watched, diagnose.expiry, diagnose.platform
+/// contract: diagnose.not-watched, diagnose.expiry, diagnose.platform, diagnose.reason
 ///
 /// "none, namespace excluded" for kube-system; `at` in
 /// UTC; the platform fields say they read the spec, and the annotation is
@@ -387,7 +385,7 @@ fn a_list_and_a_stream_give_one_result_per_pod() {
 /// Every field is in the docs and in `man diagnose`.
 #[test]
 fn every_field_is_documented() {
-    let readme = include_str!("../../docs/behaviour.md");
+    let behaviour = include_str!("../../docs/behaviour.md");
     let man = Command::new(BIN)
         .args(["man", "diagnose"])
         .output()
@@ -410,10 +408,10 @@ fn every_field_is_documented() {
     for field in &fields {
         let last = field.rsplit('.').next().unwrap();
         assert!(
-            readme
+            behaviour
                 .lines()
                 .any(|l| l.starts_with("| `") && l.contains(last)),
-            "{field} is not in the README's table"
+            "docs/behaviour.md: {field} is not in the table of `diagnose`'s fields"
         );
         assert!(man.contains(last), "{field} is not in man diagnose");
         assert!(help.contains(last), "{field} is not in diagnose --help");

@@ -185,3 +185,101 @@ fn serve_takes_the_documented_flags() {
         );
     }
 }
+
+const LIMITS_MD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/limits.md");
+
+/// `docs/limits.md` is what `sandbox-webhook docs --limits` prints now,
+/// from the flags of `serve`. To refresh it: `cargo run -- docs --limits >
+/// docs/limits.md`, or run this test with `REFRESH_DOCS=1`.
+#[test]
+fn docs_limits_md_is_current() {
+    let want = sandbox_webhook::cli::limits_markdown();
+    if std::env::var_os("REFRESH_DOCS").is_some_and(|v| v == "1") {
+        std::fs::write(LIMITS_MD, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(LIMITS_MD).unwrap_or_default();
+    assert!(
+        have == want,
+        "docs/limits.md is stale: run `cargo run -- docs --limits > docs/limits.md` (or this test with REFRESH_DOCS=1)"
+    );
+    for flag in [
+        "--max-connections",
+        "--idle-timeout",
+        "--max-buffered-bytes",
+    ] {
+        assert!(
+            have.contains(&format!("`{flag} ")),
+            "docs/limits.md: no {flag}"
+        );
+    }
+}
+
+/// `5 s`, `1,024`, `64 MiB` and `67108864` as one spelling: digits and a
+/// unit, bytes in bytes.
+fn normal(value: &str) -> String {
+    let value: String = value.chars().filter(|c| !matches!(c, ',' | ' ')).collect();
+    for (unit, scale) in [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)] {
+        if let Some(n) = value.strip_suffix(unit).and_then(|n| n.parse::<u64>().ok()) {
+            return (n * scale).to_string();
+        }
+    }
+    value
+}
+
+/// Wherever a doc says what a limit flag's default is (``--flag` ...
+/// (default X)`, or a table row ``--flag` | X |`), X is the flag's default,
+/// so a default changed in the code cannot leave a doc behind.
+#[test]
+fn every_default_the_docs_state_is_the_flags() {
+    use clap::CommandFactory;
+    let defaults: Vec<(String, String)> = sandbox_webhook::server::Tuning::command()
+        .get_arguments()
+        .filter_map(|a| {
+            let default = a
+                .get_default_values()
+                .first()?
+                .to_string_lossy()
+                .into_owned();
+            Some((a.get_long()?.to_owned(), default))
+        })
+        .collect();
+    assert!(defaults.len() >= 8, "{defaults:?}");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![
+        root.join("README.md"),
+        root.join("ARCHITECTURE.md"),
+        root.join("charts/sandbox-webhook/README.md"),
+    ];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        let generated = ["cli.md", "limits.md"].iter().any(|g| path.ends_with(g));
+        if path.extension().is_some_and(|e| e == "md") && !generated {
+            docs.push(path);
+        }
+    }
+    let value = r"(\d[\d,.]*(?: ?(?:ms|s|m|h|KiB|MiB|GiB)\b)?)";
+    let mut wrong = Vec::new();
+    for path in &docs {
+        let text = std::fs::read_to_string(path).unwrap();
+        let name = path.strip_prefix(root).unwrap().display();
+        for (flag, default) in &defaults {
+            let escaped = regex::escape(flag);
+            let stated = [
+                format!(r"`--{escaped}\b[^`]*`[^`(\n]{{0,80}}\(default {value}"),
+                format!(r"(?m)^\| `--{escaped}\b[^`]*` \| {value}"),
+            ];
+            for pattern in stated {
+                for found in regex::Regex::new(&pattern).unwrap().captures_iter(&text) {
+                    if normal(&found[1]) != normal(default) {
+                        let line = text[..found.get(0).unwrap().start()].lines().count();
+                        wrong.push(format!(
+                            "{name}:{line}: says --{flag} defaults to {}, but it is {default} (docs/limits.md): link to docs/limits.md instead of restating it",
+                            &found[1]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

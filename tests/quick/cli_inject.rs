@@ -1,6 +1,3 @@
-//! contract: manifest.diff, manifest.output, manifest.inputs, manifest.quiet, manifest.size-warning,
-//! manifest.token-left-out, manifest.reproducible, manifest.denial, cli.input-errors
-//!
 //! `inject` as a `GitOps` repository uses it: diffs that apply,
 //! input that is not a Kubernetes object refused with a sentence, inputs and
 //! outputs as kubectl users expect, and workload templates without a token.
@@ -40,6 +37,7 @@ fn inject(dir: &Path, args: &[&str]) -> Run {
 /// Item 2: `patch -p1` with the diff, on the original file, gives exactly
 /// what `-o manifest` writes: for a Pod and for a stream, with no `---`
 /// added to a file that has none.
+/// contract: manifest.diff, manifest.output
 #[test]
 fn a_diff_applies_to_the_file_and_gives_the_manifest() {
     let dir = workdir();
@@ -85,6 +83,7 @@ fn a_diff_applies_to_the_file_and_gives_the_manifest() {
     }
 }
 
+/// contract: manifest.diff
 #[test]
 fn diff_colours_and_exit_codes() {
     let dir = workdir();
@@ -114,6 +113,7 @@ fn diff_colours_and_exit_codes() {
 
 /// Item 2: a single-document workload has a JSON patch too, which applied
 /// to the input gives the injected workload.
+/// contract: manifest.output
 #[test]
 fn a_single_workload_has_a_json_patch() {
     let dir = workdir();
@@ -134,6 +134,7 @@ fn a_single_workload_has_a_json_patch() {
 
 /// Item 3: what is not a Kubernetes object is an error (exit 2) with a
 /// sentence, never a Rust type name; a tab is called a tab.
+/// contract: cli.input-errors
 #[test]
 fn input_that_is_not_an_object_is_refused_with_a_sentence() {
     let dir = tempfile::tempdir().unwrap();
@@ -173,6 +174,7 @@ fn input_that_is_not_an_object_is_refused_with_a_sentence() {
 /// Item 3: a Pod the webhook cannot read is denied with a sentence that
 /// names no type of the program (`PodView`, `MetaView`, ...), here and in
 /// `review`'s answer.
+/// contract: cli.input-errors, manifest.denial
 #[test]
 fn no_internal_type_name_in_any_message() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,6 +222,7 @@ fn no_internal_type_name_in_any_message() {
 
 /// Item 7: `-f` repeated, a directory (its subdirectories with `-R`), and
 /// `-f -`, as kubectl reads them.
+/// contract: manifest.inputs
 #[test]
 fn files_directories_and_standard_input() {
     let dir = workdir();
@@ -275,6 +278,7 @@ fn files_directories_and_standard_input() {
 
 /// Item 7: `-o yaml` and `-o json` convert; `--quiet` drops the notes but
 /// not the warnings.
+/// contract: manifest.output, manifest.quiet
 #[test]
 fn conversions_and_quiet() {
     let dir = workdir();
@@ -346,6 +350,7 @@ fn conversions_and_quiet() {
 
 /// Item 7: an object over the apiserver's 3 MiB request limit is
 /// written, with a warning (kubectl apply would fail).
+/// contract: manifest.size-warning
 #[test]
 fn an_object_over_the_request_limit_is_warned_about() {
     let dir = tempfile::tempdir().unwrap();
@@ -368,6 +373,7 @@ fn an_object_over_the_request_limit_is_warned_about() {
 /// each at admission), two runs give the same bytes, and the webhook
 /// completes a pod made from that template once, with one token in all
 /// three places.
+/// contract: manifest.token-left-out, manifest.reproducible
 #[test]
 fn a_template_gets_no_token_and_its_pods_get_their_own() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,3 @@
-//! contract: manifest.inputs, manifest.templates, manifest.pass-through, manifest.unchanged-text
-//!
 //! `inject` on real manifests: each shape a repository holds, its
 //! pod templates injected, everything else passed through as written.
 
@@ -30,6 +28,7 @@ fn annotations(v: &Value) -> &serde_json::Map<String, Value> {
     v.get("annotations").and_then(Value::as_object).unwrap()
 }
 
+/// contract: manifest.inputs, manifest.templates, manifest.pass-through, manifest.unchanged-text
 #[test]
 fn service_and_deployment_file() {
     let r = inject("service-deployment.yaml");
@@ -76,6 +75,7 @@ fn service_and_deployment_file() {
     assert!(!r.stderr.contains("no containers"), "{}", r.stderr);
 }
 
+/// contract: manifest.inputs, manifest.pass-through
 #[test]
 fn a_list_has_its_pods_injected_in_place() {
     let r = inject("list.yaml");
@@ -94,6 +94,7 @@ fn a_list_has_its_pods_injected_in_place() {
     );
 }
 
+/// contract: manifest.templates
 #[test]
 fn job_and_cronjob_templates_are_injected_at_their_paths() {
     for (file, pointer) in [
@@ -209,6 +210,7 @@ fn a_lone_v1beta1_sandbox_is_patched_at_its_pod_template_once() {
     assert_prints(&again, 0, "[]\n");
 }
 
+/// contract: manifest.pass-through
 #[test]
 fn a_labelled_configmap_passes_through_with_a_note() {
     let r = inject("configmap.yaml");
@@ -302,6 +304,7 @@ fn a_streams_patch_is_refused_with_the_way_out() {
     assert_eq!(r.stdout, "");
 }
 
+/// contract: manifest.denial
 #[test]
 fn a_denied_template_fails_with_its_path() {
     let dir = tempfile::tempdir().unwrap();

@@ -100,10 +100,14 @@ fn arb_container() -> impl Strategy<Value = Value> {
         })
 }
 
-/// Mostly valid values, so most generated pods get as far as a patch; the
-/// invalid ones keep the denial paths exercised.
-fn arb_annotation_value(key: &'static str) -> BoxedStrategy<Option<String>> {
-    let (valid, invalid): (Vec<&'static str>, Vec<&'static str>) = match key {
+/// The values generated for each annotation the webhook knows, valid and
+/// invalid; `None` for a name without a row here, which
+/// `every_annotation_name_has_values` refuses, so a name added to
+/// `mutate::ANNOTATION_NAMES` is generated from its first day.
+fn annotation_values(name: &str) -> Option<(Vec<&'static str>, Vec<&'static str>)> {
+    Some(match name {
+        "id" => (vec!["sb-1"], vec![""]),
+        "manual-cleanup" => (vec!["true"], vec!["yes"]),
         "platform" => (
             vec!["linux/amd64", "windows/arm64", "Linux/ARM64"],
             vec!["linux", "mac/amd64"],
@@ -135,8 +139,23 @@ fn arb_annotation_value(key: &'static str) -> BoxedStrategy<Option<String>> {
             vec![r#"{"preStart":{"command":["true"],"timeoutSeconds":null}}"#],
             vec![r#"{"preStart":{}}"#],
         ),
-        _ => (vec!["x"], vec![]),
-    };
+        "injected" => (
+            vec![
+                r#"{"release":"0.1.0","config":"44136fa355b3678a","images":{"execd":"opensandbox/execd:v1.1.0"}}"#,
+            ],
+            vec!["{bad", "[]"],
+        ),
+        "rev" => (vec!["canary"], vec!["Canary!"]),
+        _ => return None,
+    })
+}
+
+/// Mostly valid values, so most generated pods get as far as a patch; the
+/// invalid ones keep the denial paths exercised.
+fn arb_annotation_value(key: &'static str) -> BoxedStrategy<Option<String>> {
+    let (valid, invalid) = annotation_values(key).unwrap_or_else(|| {
+        panic!("tests/quick/properties.rs: annotation_values() has no row for `{key}`")
+    });
     let value = prop_oneof![
         19 => proptest::sample::select(valid),
         1 => proptest::sample::select(invalid),
@@ -144,16 +163,35 @@ fn arb_annotation_value(key: &'static str) -> BoxedStrategy<Option<String>> {
     proptest::option::weighted(0.35, value.prop_map(str::to_owned)).boxed()
 }
 
-/// The annotations the generator sets, after `<prefix>/`, space-separated.
-const KEYS: &str = "platform timeout expires-at network-policy egress-mode \
-    credential-proxy entrypoint main-container inject egress-auth-token \
-    egress-env execd-isolation lifecycle";
+/// Every name of the one list the webhook reads (`mutate::ANNOTATION_NAMES`)
+/// has values in the generator.
+#[test]
+fn every_annotation_name_has_values() {
+    let missing: Vec<&str> = mutate::ANNOTATION_NAMES
+        .iter()
+        .filter(|name| annotation_values(name).is_none())
+        .copied()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "tests/quick/properties.rs: the generator has no values for the annotations {missing:?} of mutate::ANNOTATION_NAMES: add their valid and invalid values to annotation_values()"
+    );
+}
 
 fn arb_annotations() -> impl Strategy<Value = Option<Value>> {
-    let per_key: Vec<_> = KEYS.split_whitespace().map(arb_annotation_value).collect();
-    (per_key, any::<bool>()).prop_map(|(values, present)| {
+    // A name without values fails `every_annotation_name_has_values`; here
+    // it is left out, so the properties still run.
+    let names: Vec<&'static str> = mutate::ANNOTATION_NAMES
+        .into_iter()
+        .filter(|name| annotation_values(name).is_some())
+        .collect();
+    let per_key: Vec<_> = names
+        .iter()
+        .map(|name| arb_annotation_value(name))
+        .collect();
+    (per_key, any::<bool>()).prop_map(move |(values, present)| {
         let mut map = Map::new();
-        for (k, v) in KEYS.split_whitespace().zip(values) {
+        for (k, v) in names.iter().zip(values) {
             if let Some(v) = v {
                 map.insert(format!("{P}/{k}"), json!(v));
             }

@@ -1,7 +1,3 @@
-//! contract: limits.good-client, limits.head-timeout, limits.head-size, limits.max-connections,
-//! limits.admin-connections, limits.body-size, limits.body-budget, limits.write-timeout,
-//! limits.request-timeout, http.connection-close
-//!
 //! Attacks on the server's limits, on loopback, each with a well-behaved
 //! client that must still be answered within a second while the attack runs
 //! (`well_behaved`). Each test fails without the bound it attacks.
@@ -64,6 +60,9 @@ async fn start_capped(max: u32, head: Duration) -> (Pki, Running) {
     .await
 }
 
+/// 200 raw TCP connections against a cap of 64: the longest idle are
+/// evicted, and a good client is answered within a second.
+/// contract: limits.max-connections, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_tcp_connections_that_never_start_tls_do_not_lock_out_clients() {
     // A head deadline long enough that it alone would not save the next client.
@@ -88,6 +87,9 @@ async fn raw_tcp_connections_that_never_start_tls_do_not_lock_out_clients() {
     server.shutdown().await;
 }
 
+/// No handshake, or a head trickled a byte at a time: closed at the head
+/// deadline, a stalled handshake counted as a timeout.
+/// contract: limits.head-timeout
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
     let (pki, server) = start_tuned(|t| t.head_timeout = SECOND).await;
@@ -132,6 +134,7 @@ async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
     server.shutdown().await;
 }
 
+/// contract: limits.head-timeout, limits.max-connections, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_connections_trickling_heads_do_not_lock_out_clients() {
     let (pki, server) = start_capped(32, 30 * SECOND).await;
@@ -157,6 +160,9 @@ async fn tls_connections_trickling_heads_do_not_lock_out_clients() {
     server.shutdown().await;
 }
 
+/// 32 stalled 7 MiB bodies: charged as they arrive, never past the budget,
+/// and a good client is still answered.
+/// contract: limits.body-budget, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_bodies_stay_within_the_budget() {
     const BODY: usize = 7 * 1024 * 1024;
@@ -206,7 +212,7 @@ async fn stalled_bodies_stay_within_the_budget() {
     server.shutdown().await;
 }
 
-/// contract: limits.admin-connections, metrics.connections
+/// contract: limits.admin-connections, metrics.connections, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_admin_connections_do_not_lock_out_probes() {
     let (pki, server) = start_tuned(|t| t.admin_max_connections = 16).await;
@@ -231,6 +237,7 @@ async fn idle_admin_connections_do_not_lock_out_probes() {
     server.shutdown().await;
 }
 
+/// contract: limits.write-timeout, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_its_responses_is_cut_off() {
     let (pki, server) = start_tuned(|t| t.write_timeout = SECOND).await;
@@ -264,6 +271,7 @@ async fn a_client_that_never_reads_its_responses_is_cut_off() {
 
 /// The apiserver's view: a Go client does not retry a POST, so an answer
 /// given before the body was read must say `Connection: close`.
+/// contract: http.connection-close, limits.body-size
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_answers_say_connection_close() {
     let (pki, server) = start_tuned(|t| t.request_timeout = Duration::from_millis(300)).await;
@@ -327,6 +335,42 @@ async fn early_answers_say_connection_close() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+    server.shutdown().await;
+}
+
+/// A head over 16 KiB, or of more than 100 headers, is answered 431 and its
+/// connection closed; a head of 50 headers is read as usual.
+/// contract: limits.head-size
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_head_is_answered_431_and_closed() {
+    let (pki, server) = start_tuned(|_| {}).await;
+    let body = sandbox_review("head");
+    let with_headers = |extra: &str| {
+        let request = post("/mutate", "application/json", &body);
+        let at = request.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+        [&request[..at], extra.as_bytes(), &request[at..]].concat()
+    };
+    let long = with_headers(&format!("X-Long: {}\r\n", "a".repeat(17 * 1024)));
+    let headers = |n: usize| "X-N: v\r\n".repeat(n);
+    let many = headers(101);
+    for (what, request) in [
+        ("a 17 KiB header", long),
+        ("101 headers", with_headers(&many)),
+    ] {
+        let mut tls = tls_connect(server.addr, pki.client_config()).await.unwrap();
+        tls.write_all(&request).await.unwrap();
+        let response = read_response(&mut tls).await.expect(what);
+        assert_eq!(response.status, 431, "{what}");
+        let mut buf = [0u8; 1];
+        let after = tokio::time::timeout(5 * SECOND, tls.read(&mut buf))
+            .await
+            .expect("the connection is closed");
+        assert!(matches!(after, Ok(0) | Err(_)), "{what}: {after:?}");
+    }
+    let fifty = headers(50);
+    let mut tls = tls_connect(server.addr, pki.client_config()).await.unwrap();
+    tls.write_all(&with_headers(&fifty)).await.unwrap();
+    assert_eq!(read_response(&mut tls).await.unwrap().status, 200);
     server.shutdown().await;
 }
 

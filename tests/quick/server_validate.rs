@@ -1,6 +1,3 @@
-//! contract: http.endpoints, workload.judge, workload.no-patch, workload.denial, workload.skips,
-//! metrics.admissions
-//!
 //! `POST /validate`, in-process (`common::inprocess`): the same router,
 //! errors and metrics as `/mutate`, allowed or denied, never a patch. (The
 //! sockets, TLS and limits in front of the router are `/mutate`'s tests'.)
@@ -53,6 +50,11 @@ fn too_long() -> SandboxPod {
     SandboxPod::new("s1").annotation("timeout", "2h")
 }
 
+/// A workload whose template the pod webhook would deny is denied with the
+/// pod's sentence at the template's path, HTTP 200 and no patch; a valid one
+/// is allowed; the errors and the metrics are `/mutate`'s.
+/// contract: http.endpoints, workload.judge, workload.denial, workload.no-patch,
+/// metrics.admissions
 #[tokio::test]
 async fn validate_denies_a_template_the_pod_webhook_would_deny() {
     let yaml = "expiry: {maxTimeoutSeconds: 3600}\n";
@@ -133,6 +135,7 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
     assert_eq!(metrics.sum(REQUESTS, &[("outcome", "mutated")]), 0);
 }
 
+/// contract: workload.skips
 #[tokio::test]
 async fn validate_skips_what_it_does_not_judge() {
     let app = InProcess::start(|_| {}).await;

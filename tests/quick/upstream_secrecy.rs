@@ -63,8 +63,8 @@ async fn the_upstream_proxy_is_quoted_by_no_error_and_no_log_line() {
     let good = config(&format!(
         "{{url: 'http://{HOST}:3128', authorization: 'Basic {CREDENTIAL}'}}"
     ));
-    let (dir, path) = temp_file("config.yaml", &good);
-    let path_arg = path.display().to_string();
+    let (dir, file) = temp_file("config.yaml", &good);
+    let path_arg = file.display().to_string();
     let mut served = Served::start(&[
         "--log-format",
         "json",
@@ -121,7 +121,7 @@ async fn the_upstream_proxy_is_quoted_by_no_error_and_no_log_line() {
         )
     };
     for (n, text) in broken().iter().enumerate() {
-        replace(&path, text.as_bytes());
+        replace(&file, text.as_bytes());
         eventually("the broken file is refused", PATIENCE, || async {
             failures(&admin_get(served.admin, "/metrics").await.1) == n as u64 + 1
         })
@@ -143,7 +143,7 @@ async fn the_upstream_proxy_is_quoted_by_no_error_and_no_log_line() {
 
     // The same files, checked offline and at start-up.
     for text in broken() {
-        std::fs::write(&path, &text).unwrap();
+        std::fs::write(&file, &text).unwrap();
         let checked = run(&["config", "validate", &path_arg], dir.path());
         assert_eq!(checked.code, 1, "{text}: {}", checked.stderr);
         let (_pki, _, _, args) = Served::args(&["--config", &path_arg]);

@@ -6,7 +6,10 @@
 
 mod render;
 
+use std::fmt::Write as _;
+
 use arbitrary::{Arbitrary, Unstructured};
+use sandbox_webhook::mutate::ANNOTATION_NAMES;
 use serde_json::{Map, Value, json};
 
 /// One generated review: the body and which of [`crate::configs`] to use.
@@ -17,6 +20,7 @@ pub struct Generated {
 
 /// Decodes fuzzer bytes into a review. Never fails: `arbitrary` fills what
 /// runs out with defaults.
+#[must_use]
 pub fn generate(data: &[u8]) -> Generated {
     let input = Input::arbitrary_take_rest(Unstructured::new(data)).unwrap_or_default();
     let configs = crate::configs();
@@ -91,40 +95,37 @@ enum LabelKey {
     Other(String),
 }
 
-#[derive(Debug, Arbitrary)]
+/// An annotation key: mostly a name the webhook knows, under the prefix.
+#[derive(Debug)]
 enum Key {
-    Inject,
-    Platform,
-    Timeout,
-    ExpiresAt,
-    NetworkPolicy,
-    EgressMode,
-    CredentialProxy,
-    Entrypoint,
-    MainContainer,
-    EgressAuthToken,
+    /// An index into [`ANNOTATION_NAMES`], the one list of the names the
+    /// webhook reads: every name it knows is generated, today's and any
+    /// added later, with no copy here to forget one.
+    Known(usize),
     /// An unknown key under the prefix, or any key at all.
     Prefixed(String),
     Other(String),
 }
 
+impl<'a> Arbitrary<'a> for Key {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        // Five in six keys are known names, as in a real pod.
+        Ok(match u.int_in_range(0..=5u8)? {
+            0 if u.arbitrary()? => Key::Prefixed(u.arbitrary()?),
+            0 => Key::Other(u.arbitrary()?),
+            _ => Key::Known(u.choose_index(ANNOTATION_NAMES.len())?),
+        })
+    }
+}
+
 impl Key {
     fn name(&self, prefix: &str) -> String {
-        let known = match self {
-            Key::Inject => "inject",
-            Key::Platform => "platform",
-            Key::Timeout => "timeout",
-            Key::ExpiresAt => "expires-at",
-            Key::NetworkPolicy => "network-policy",
-            Key::EgressMode => "egress-mode",
-            Key::CredentialProxy => "credential-proxy",
-            Key::Entrypoint => "entrypoint",
-            Key::MainContainer => "main-container",
-            Key::EgressAuthToken => "egress-auth-token",
+        let name = match self {
+            Key::Known(i) => ANNOTATION_NAMES[*i],
             Key::Prefixed(s) => s,
             Key::Other(s) => return s.clone(),
         };
-        format!("{prefix}/{known}")
+        format!("{prefix}/{name}")
     }
 }
 
@@ -141,6 +142,12 @@ enum AnnotationValue {
     Entrypoint(Vec<String>),
     /// Not a string: the API would refuse it, the webhook must not panic.
     NotString(Option<i32>),
+    /// A JSON object of env vars, as `egress-env` takes.
+    Env(Vec<(EnvKey, Text)>),
+    /// execd's lifecycle hooks, as `lifecycle` takes.
+    Lifecycle(Option<Vec<Text>>, Option<u16>, bool),
+    /// The one value `execd-isolation` takes.
+    Enable,
 }
 
 impl AnnotationValue {
@@ -159,7 +166,7 @@ impl AnnotationValue {
                 let mut out = String::new();
                 for (v, unit) in [(h, 'h'), (m, 'm'), (s, 's')] {
                     if let Some(v) = v {
-                        out.push_str(&format!("{v}{unit}"));
+                        let _ = write!(out, "{v}{unit}");
                     }
                 }
                 out
@@ -173,6 +180,26 @@ impl AnnotationValue {
             AnnotationValue::Policy(p) => p.to_json().to_string(),
             AnnotationValue::Entrypoint(args) => json!(args).to_string(),
             AnnotationValue::NotString(v) => return json!(v),
+            AnnotationValue::Env(vars) => {
+                let vars: Map<String, Value> = vars
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), json!(v.as_str())))
+                    .collect();
+                Value::Object(vars).to_string()
+            }
+            AnnotationValue::Lifecycle(command, timeout, periodic) => {
+                let command: Option<Vec<&str>> = command
+                    .as_ref()
+                    .map(|c| c.iter().map(Text::as_str).collect());
+                let hook = json!({"command": command, "timeoutSeconds": timeout});
+                if *periodic {
+                    json!({"periodic": [{"name": "p", "schedule": "@every 1m", "command": command}]})
+                        .to_string()
+                } else {
+                    json!({ "preStart": hook }).to_string()
+                }
+            }
+            AnnotationValue::Enable => "enable".into(),
         };
         Value::String(text)
     }
@@ -368,10 +395,62 @@ names! {
         Exists => "Exists",
         DoesNotExist => "DoesNotExist",
     }
+    EnvKey {
+        LogLevel => "OPENSANDBOX_EGRESS_LOG_LEVEL",
+        Transparent => "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT",
+        Rules => "OPENSANDBOX_EGRESS_RULES",
+    }
 }
 
+#[expect(
+    clippy::derivable_impls,
+    reason = "names! declares the enum, and cannot mark its default variant"
+)]
 impl Default for ContainerName {
     fn default() -> Self {
         Self::Sandbox
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Every name of `ANNOTATION_NAMES` is generated as an annotation key
+    /// (xorshift bytes, so the run is the same each time).
+    #[test]
+    fn every_annotation_name_is_generated() {
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut seen = BTreeSet::new();
+        for _ in 0..1_000 {
+            let bytes: Vec<u8> = (0..512)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state.to_le_bytes()[0]
+                })
+                .collect();
+            let generated = generate(&bytes);
+            let prefix = &crate::configs().all[generated.config].1.prefix;
+            let review: Value = serde_json::from_slice(&generated.body).unwrap();
+            let annotations = &review["request"]["object"]["metadata"]["annotations"];
+            for key in annotations.as_object().into_iter().flat_map(Map::keys) {
+                if let Some(name) = key.strip_prefix(&format!("{prefix}/")) {
+                    seen.insert(name.to_owned());
+                }
+            }
+        }
+        let missing: Vec<&str> = ANNOTATION_NAMES
+            .iter()
+            .filter(|n| !seen.contains(**n))
+            .copied()
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "fuzz/src/structured: 1,000 inputs never had the annotations {missing:?} of mutate::ANNOTATION_NAMES: generate the keys from that list (Key::Known)"
+        );
     }
 }

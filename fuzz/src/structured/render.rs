@@ -2,7 +2,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::*;
+use super::{
+    Arg, BIN, Capability, Container, EnvName, Expression, InitContainer, Input, LabelKey, Mount,
+    Namespace, OPT, Text, Volume,
+};
 
 impl Input {
     pub(super) fn review(&self, prefix: &str) -> Value {
@@ -73,7 +76,7 @@ impl Input {
             "metadata": {"name": "fuzz", "labels": labels, "annotations": annotations},
             "spec": spec,
         });
-        crate::pod_create("00000000-0000-0000-0000-00000000f022", namespace, pod)
+        crate::pod_create("00000000-0000-0000-0000-00000000f022", namespace, &pod)
     }
 }
 

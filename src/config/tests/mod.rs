@@ -56,6 +56,7 @@ fn every_refusal_names_its_field() {
     assert_eq!(rows, 116);
 }
 
+/// contract: config.empty-file
 #[test]
 fn explicit_empty_mapping_is_default() {
     let c = ok("{}");
@@ -63,6 +64,7 @@ fn explicit_empty_mapping_is_default() {
     assert_eq!(c.keys().id, "opensandbox.io/id");
 }
 
+/// contract: config.empty-file
 #[test]
 fn empty_and_whitespace_files_are_refused() {
     for text in [
@@ -391,43 +393,43 @@ fn messages_never_leak_rust_types() {
 /// contract: config.chart-parity
 #[test]
 fn chart_schema_carries_the_same_patterns() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/sandbox-webhook/values.schema.json");
+    const SCHEMA: &str = "charts/sandbox-webhook/values.schema.json";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SCHEMA);
     let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let at = |pointer: &str| {
         schema
             .pointer(pointer)
             .and_then(serde_json::Value::as_str)
-            .unwrap_or_else(|| panic!("no {pointer} in values.schema.json"))
+            .unwrap_or_else(|| panic!("{SCHEMA}: no {pointer}"))
             .to_owned()
     };
+    let same = |pointer: &str, want: &str| {
+        assert_eq!(
+            at(pointer),
+            want,
+            "{SCHEMA} at {pointer}: not what src/config/ reads; change both together"
+        );
+    };
     let config = "/properties/config/properties";
-    assert_eq!(at("/properties/revision/anyOf/1/pattern"), rules::DNS_LABEL);
-    assert_eq!(
-        at(&format!("{config}/prefix/pattern")),
-        rules::DNS_SUBDOMAIN
+    same("/properties/revision/anyOf/1/pattern", rules::DNS_LABEL);
+    same(&format!("{config}/prefix/pattern"), rules::DNS_SUBDOMAIN);
+    same(
+        &format!("{config}/excludedNamespaces/items/pattern"),
+        rules::DNS_LABEL,
     );
-    assert_eq!(
-        at(&format!("{config}/excludedNamespaces/items/pattern")),
-        rules::DNS_LABEL
+    same("/definitions/image/pattern", rules::IMAGE);
+    same("/definitions/quantity/oneOf/0/pattern", rules::QUANTITY);
+    same(
+        "/definitions/resourceList/propertyNames/pattern",
+        rules::RESOURCE_NAME,
     );
-    assert_eq!(at("/definitions/image/pattern"), rules::IMAGE);
-    assert_eq!(at("/definitions/quantity/oneOf/0/pattern"), rules::QUANTITY);
-    assert_eq!(
-        at("/definitions/resourceList/propertyNames/pattern"),
-        rules::RESOURCE_NAME
+    same(
+        &format!("{config}/egress/properties/incompatibleRuntimeClasses/items/pattern"),
+        rules::DNS_SUBDOMAIN,
     );
-    assert_eq!(
-        at(&format!(
-            "{config}/egress/properties/incompatibleRuntimeClasses/items/pattern"
-        )),
-        rules::DNS_SUBDOMAIN
-    );
-    assert_eq!(
-        at(&format!(
-            "{config}/egress/properties/otlpEndpoint/anyOf/1/pattern"
-        )),
-        rules::OTLP_ENDPOINT
+    same(
+        &format!("{config}/egress/properties/otlpEndpoint/anyOf/1/pattern"),
+        rules::OTLP_ENDPOINT,
     );
     let proxy = format!("{config}/egress/properties/upstreamProxy/anyOf/1/properties");
     assert_eq!(
@@ -444,90 +446,34 @@ fn chart_schema_carries_the_same_patterns() {
         assert_eq!(at(&format!("{proxy}/{name}/pattern")), rules::DNS_SUBDOMAIN);
     }
     for field in ["execd/properties/image", "egress/properties/image/anyOf/1"] {
-        assert_eq!(at(&format!("{config}/{field}/$ref")), "#/definitions/image");
+        same(&format!("{config}/{field}/$ref"), "#/definitions/image");
     }
     for section in ["execd", "egress"] {
-        assert_eq!(
-            at(&format!("{config}/{section}/properties/resources/$ref")),
-            "#/definitions/resources"
+        same(
+            &format!("{config}/{section}/properties/resources/$ref"),
+            "#/definitions/resources",
         );
     }
-    let number = |pointer: &str| schema.pointer(pointer).and_then(serde_json::Value::as_u64);
-    assert_eq!(
-        number(&format!("{config}/egress/properties/maxRules/maximum")),
-        Some(MAX_MAX_RULES as u64)
+    let number = |pointer: &str, want: u64| {
+        assert_eq!(
+            schema.pointer(pointer).and_then(serde_json::Value::as_u64),
+            Some(want),
+            "{SCHEMA} at {pointer}: not the bound src/config/ enforces; change both together"
+        );
+    };
+    number(
+        &format!("{config}/egress/properties/maxRules/maximum"),
+        MAX_MAX_RULES as u64,
     );
     for field in ["defaultTimeoutSeconds", "maxTimeoutSeconds"] {
         let limits = format!("{config}/expiry/properties/{field}/oneOf/1");
-        assert_eq!(
-            number(&format!("{limits}/minimum")),
-            Some(MIN_TIMEOUT_SECONDS)
-        );
-        assert_eq!(
-            number(&format!("{limits}/maximum")),
-            Some(MAX_TIMEOUT_SECONDS)
-        );
+        number(&format!("{limits}/minimum"), MIN_TIMEOUT_SECONDS);
+        number(&format!("{limits}/maximum"), MAX_TIMEOUT_SECONDS);
     }
 }
 
-/// No refusal of the upstream proxy quotes its URL or its credential, not
-/// even a part of them, whatever is wrong with them; the accepted proxy is
-/// read as written.
-/// contract: config.upstream-proxy
-#[test]
-fn upstream_proxy_values_are_never_quoted() {
-    const HOST: &str = "sentinel-host-7f3a.corp.example";
-    const CREDENTIAL: &str = "c2VudGluZWwtY3JlZA";
-    let section = |proxy: &str| format!("egress: {{mode: dns+nft, upstreamProxy: {proxy}}}");
-    for proxy in [
-        format!("{{url: '{HOST}:3128'}}"),
-        format!("{{url: 'gopher://{HOST}:70'}}"),
-        format!("{{url: 'http://user:{CREDENTIAL}@{HOST}:3128'}}"),
-        format!("{{url: 'http://{HOST}:3128/{CREDENTIAL}'}}"),
-        format!("{{url: 'http://{HOST}:3128?token={CREDENTIAL}'}}"),
-        format!("{{url: 'http://{HOST}:3128#{CREDENTIAL}'}}"),
-        format!("{{url: 'http://{HOST}:0'}}"),
-        format!("{{url: 'http://{HOST}$:3128'}}"),
-        format!("{{url: \"http://{HOST}\\n:3128\"}}"),
-        format!("{{url: ['http://{HOST}:3128']}}"),
-        format!("{{url: {{host: '{HOST}'}}}}"),
-        format!("'http://{HOST}:3128'"),
-        format!("['http://{HOST}:3128']"),
-        format!("{{url: 'http://{HOST}:3128', authorization: \"Basic {CREDENTIAL}\\r\\n\"}}"),
-        format!("{{url: 'http://{HOST}:3128', authorization: [{CREDENTIAL}]}}"),
-        format!("{{url: 'http://{HOST}:3128', authorization: {{basic: {CREDENTIAL}}}}}"),
-        format!(
-            "{{url: 'http://{HOST}:3128', authorization: 'Basic {CREDENTIAL}', authorizationSecretRef: {{name: a, key: b}}}}"
-        ),
-    ] {
-        let yaml = section(&proxy);
-        let message = err(&yaml);
-        assert!(
-            !message.contains("sentinel") && !message.contains(CREDENTIAL),
-            "{yaml}: {message}"
-        );
-        assert!(
-            message.contains("egress.upstreamProxy"),
-            "{yaml}: {message}"
-        );
-    }
-    // Nor in mode dns, where the whole section is refused.
-    let message = err(&format!(
-        "egress: {{upstreamProxy: {{url: 'http://{HOST}:3128'}}}}"
-    ));
-    assert!(!message.contains("sentinel"), "{message}");
-
-    let c = ok(&section(&format!(
-        "{{url: 'http://{HOST}:3128', authorization: 'Basic {CREDENTIAL}', caSecretName: corp-ca}}"
-    )));
-    let proxy = c.egress.upstream_proxy.as_ref().unwrap();
-    assert_eq!(proxy.url, format!("http://{HOST}:3128"));
-    assert_eq!(
-        proxy.authorization.as_deref(),
-        Some(&*format!("Basic {CREDENTIAL}"))
-    );
-    assert!(!format!("{c:?}").contains("sentinel"));
-}
+// The upstream proxy's secrecy (upstream_proxy.rs).
+mod upstream_proxy;
 
 // The configuration's part of the injection record (record.rs).
 mod record;

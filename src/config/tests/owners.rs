@@ -66,3 +66,41 @@ fn owner_actions_are_checked() {
     let none = ok("controller: {expiry: {ownerActions: {}}}");
     assert!(none.controller.expiry.owner_actions.is_empty());
 }
+
+#[test]
+fn controller_config() {
+    let c = Config::default();
+    let defaults: Vec<_> = c
+        .controller
+        .expiry
+        .owner_actions
+        .clone()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        defaults,
+        crate::config::controller::DEFAULT_OWNER_ACTIONS.map(|(k, a)| (k.to_owned(), a))
+    );
+    assert!(!c.controller.platform.delete_unschedulable);
+    let c = Config::from_yaml("controller: {platform: {deleteUnschedulable: true}}").unwrap();
+    assert!(c.controller.platform.delete_unschedulable);
+    assert_eq!(
+        c.controller.expiry.owner_actions.len(),
+        3,
+        "other keys keep defaults"
+    );
+    let err = |y: &str| Config::from_yaml(y).unwrap_err().to_string();
+    assert!(
+        err("controller: {expiry: {deleteOwnerKinds: [job.batch]}}")
+            .contains("controller.expiry.deleteOwnerKinds[0]")
+    );
+    assert!(
+        err("controller: {expiry: {deleteOwnerKinds: null}}")
+            .contains("controller.expiry.deleteOwnerKinds")
+    );
+    assert!(
+        err("controller: {platform: {deleteUnschedulable: 1}}")
+            .contains("controller.platform.deleteUnschedulable")
+    );
+    assert!(err("controller: {bogus: 1}").contains("bogus"));
+}

@@ -272,10 +272,10 @@ impl<'a> Sidecar<'a> {
 
     /// The sidecar container, in the shape the `OpenSandbox` provider gives it.
     fn container(&self) -> Container<'_> {
-        let token = self.token.get();
         fn push<'v>(env: &mut Vec<Env<'v>>, name: &'static str, value: &'v str) {
             env.push(Env::Value(EnvVar { name, value }));
         }
+        let token = self.token.get();
         let mut env = Vec::with_capacity(9 + self.extra_env.len());
         push(&mut env, RULES_ENV, self.rules);
         push(&mut env, MODE_ENV, self.mode.as_str());

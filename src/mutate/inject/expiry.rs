@@ -64,7 +64,7 @@ pub(crate) fn change(
 }
 
 /// The controller owners that keep a sandbox's lifetime themselves
-/// (contract: expiry.owner-held): OpenSandbox's BatchSandbox
+/// (contract: expiry.owner-held): OpenSandbox's `BatchSandbox`
 /// (`spec.expireTime`) and agent-sandbox's Sandbox (`spec.shutdownTime`),
 /// by API group and kind. A pod of theirs that names no lifetime of its own
 /// gets neither a default expiry, which would end it before its owner says,
