@@ -319,12 +319,13 @@ impl Loaded {
         }
         let (config, config_initial) = match &settings.config_path {
             Some(path) => {
-                let bytes = tokio::fs::read(path)
+                let bytes = reload::read_all(std::slice::from_ref(path))
                     .await
-                    .map_err(|source| ConfigError::Read {
-                        path: path.clone(),
-                        source,
-                    })?;
+                    .map_err(|e| ConfigError::Read {
+                        path: e.path,
+                        source: e.source,
+                    })?
+                    .swap_remove(0);
                 let config = Config::from_file_bytes(path, &bytes)?;
                 (config, Some((path.clone(), bytes)))
             }

@@ -9,6 +9,7 @@ mod common;
 
 mod admin_churn;
 mod config_rewrite;
+mod files;
 mod handshakes;
 mod memory;
 mod null_object;

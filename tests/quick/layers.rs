@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs json_error",
+            "duration certs json_error files yaml_depth",
             "config",
             "mutate",
             "workload lifecycle",
