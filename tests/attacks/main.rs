@@ -8,6 +8,7 @@
 mod common;
 
 mod admin_churn;
+mod cli_files;
 mod config_rewrite;
 mod files;
 mod handshakes;
