@@ -335,7 +335,7 @@ impl Loaded {
         if let Some(expiry) = tls.expiry {
             metrics.certificate_expiry.set(expiry);
         }
-        let heavy = heavy::Heavy::start().map_err(ServeError::Thread)?;
+        let heavy = heavy::Heavy::start("heavy-reviews", true).map_err(ServeError::Thread)?;
         log_start(settings, &config);
         Ok(Loaded {
             metrics,

@@ -12,6 +12,7 @@ mod cli_files;
 mod config_rewrite;
 mod files;
 mod handshakes;
+mod large_reviews;
 mod memory;
 mod null_object;
 mod policy_targets;
