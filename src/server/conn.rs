@@ -42,7 +42,7 @@ pub(crate) use drained::Drained;
 #[cfg(test)]
 pub(crate) use state::ANSWER_GRACE;
 use state::{ANSWER, HEAD, IDLE, NEW};
-pub(crate) use state::ConnState;
+pub(crate) use state::{ConnState, Rank};
 
 /// The transport beneath hyper, with the head deadline and write timeout.
 pub(crate) struct ConnIo<T> {

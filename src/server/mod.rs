@@ -89,6 +89,9 @@ pub struct Server {
     local_addr: SocketAddr,
     admin_addr: SocketAddr,
     tls: tls::Tls,
+    /// Where the key exchanges and signatures of handshakes without credit
+    /// are computed, at a lower priority.
+    handshakes: heavy::Heavy,
     app: Arc<http::AppState>,
     ready: Readiness,
     config_initial: Option<(PathBuf, Vec<u8>)>,
@@ -130,6 +133,7 @@ impl Server {
             config_initial,
             tls,
             heavy,
+            handshakes,
         } = loaded;
         let Listeners {
             listener,
@@ -159,6 +163,7 @@ impl Server {
             local_addr,
             admin_addr,
             tls,
+            handshakes,
             app,
             ready,
             config_initial,
@@ -199,6 +204,7 @@ impl Server {
         let side = Arc::new(TlsSide {
             config: self.tls.config.clone(),
             gate: handshake::Gate::default(),
+            computing: self.handshakes,
             metrics: metrics.clone(),
             log_limit: log::RateLimit::new(10),
         });
@@ -309,6 +315,7 @@ struct Loaded {
     config_initial: Option<(PathBuf, Vec<u8>)>,
     tls: tls::Tls,
     heavy: heavy::Heavy,
+    handshakes: heavy::Heavy,
 }
 
 impl Loaded {
@@ -336,6 +343,8 @@ impl Loaded {
             metrics.certificate_expiry.set(expiry);
         }
         let heavy = heavy::Heavy::start("heavy-reviews", true).map_err(ServeError::Thread)?;
+        let handshakes =
+            heavy::Heavy::start("tls-handshakes", false).map_err(ServeError::Thread)?;
         log_start(settings, &config);
         Ok(Loaded {
             metrics,
@@ -343,6 +352,7 @@ impl Loaded {
             config_initial,
             tls,
             heavy,
+            handshakes,
         })
     }
 }
@@ -448,10 +458,25 @@ fn log_config(what: &str, config: &Config) {
     );
 }
 
+/// Connections the kernel holds for the accept loop: four times tokio's
+/// 1,024 (the kernel caps it at `net.core.somaxconn`, 4,096 by default).
+/// Past it a new client's SYN is dropped and retried a second later; under a
+/// flood of new connections, a longer line rides out a stall of the loop
+/// (the node's other pods taking the CPU) without that second.
+const LISTEN_BACKLOG: u32 = 4096;
+
 async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { what, addr, source })
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().map_err(|source| ServeError::Bind { what, addr, source })
 }
 
 fn local_addr(
