@@ -1,20 +1,19 @@
 //! The admission port's TLS handshakes, within their own CPU budget.
 //!
 //! A handshake costs the server a key exchange and a signature (some
-//! 300 µs of CPU) and the client nothing when it replays a recorded
-//! ClientHello. Run where they arrive, a flood of them queues ahead of
+//! 300 µs of CPU) and the client nothing when it sends a ClientHello and
+//! never finishes. Run where they arrive, a flood of them queues ahead of
 //! the reviews on every async worker, and the accept loop falls behind
 //! until the kernel's listen backlog overflows (new connections then wait
-//! a second for a SYN retransmit). So the ClientHello is read as any I/O,
-//! and the step that computes runs with one of [`gate::HANDSHAKE_SLOTS`] slots
-//! held: at most that many workers compute handshakes at once, the rest
-//! keep answering. Before a slot is asked for, a hello seen before (a
-//! replay, [`replay`]) is refused; once one is granted, a connection whose
-//! client has already gone is closed without computing anything. Handshakes
-//! that wait for a slot are served by credit (addresses whose handshakes
-//! finish first, [`credits`]) and in turn by address, and every wait is
-//! bounded ([`gate`]), so a flood of hellos from any number of pods cannot
-//! queue the apiserver's handshakes behind it.
+//! a second for a SYN retransmit). So the ClientHello is read as any I/O;
+//! a hello seen before (a replay, [`replay`]) is refused there. The step
+//! that computes then waits for a slot ([`gate`]): a handshake whose
+//! address has credit (its handshakes finish, [`credits`]) is computed at
+//! once, where it is; the others one at a time on the handshake thread, at
+//! a lower priority than the async workers, in turns by address and within
+//! bounded waits, and not at all if their client has already gone. So a
+//! flood of hellos from any number of pods takes the CPU that is left, and
+//! the apiserver's handshakes do not queue behind it.
 
 use std::io;
 use std::net::SocketAddr;
