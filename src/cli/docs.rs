@@ -11,10 +11,12 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use super::exit;
+use crate::files::MAX_MOUNTED_BYTES;
 use crate::review::{LOOKED_AT_ABOVE, MAX_ANNOTATION_BYTES, MAX_OBJECT_BYTES, MAX_OBJECT_VALUES};
 use crate::server::Tuning;
 use crate::server::log::MAX_LOGGED_CHARS;
 use crate::server::settings::MAX_BODY_BYTES;
+use crate::yaml_depth::MAX_DEPTH;
 
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
@@ -137,7 +139,19 @@ pub fn limits_markdown() -> String {
             "large-reviews",
             "large reviews",
             format!("bodies over {}", kib(LOOKED_AT_ABOVE)),
-            "looked at before they are read, and reviewed one at a time on their own thread, so the async workers keep answering small reviews",
+            "looked at before they are read, and reviewed one at a time on their own thread, so the async workers keep answering small reviews; the next is the least-charged address's, so a client that sends few waits for at most one",
+        ),
+        (
+            "polled-files",
+            "polled files",
+            format!("regular files of at most {}", sized(MAX_MOUNTED_BYTES)),
+            "a certificate or configuration file (what a Secret or `ConfigMap` holds): a FIFO, a device or a larger file is refused before it is read past the bound, at start-up and at reload (a failed reload, counted); a read that does not finish within a poll counts as failed and the next poll reads again",
+        ),
+        (
+            "yaml-nesting",
+            "YAML nesting",
+            format!("{MAX_DEPTH} levels"),
+            "deeper nesting is refused before the parse, in the configuration and in `inject`, `diagnose` and `test` inputs",
         ),
         (
             "logged-values",

@@ -2,7 +2,9 @@
 //! subcommand: `-` is standard input, a directory holds manifests, and a
 //! failed write is exit code 2.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -34,8 +36,16 @@ pub(super) struct Source {
 /// (standard input, once), or a directory whose `.yaml`, `.yml` and `.json`
 /// files are read in name order (with `recursive`, those of its
 /// subdirectories too).
+///
+/// Each file is read once, however many names lead to it (a link, a file
+/// named twice, a link back up the tree that would otherwise be followed
+/// until the path is too long). A file in a directory that is not a
+/// regular file (a FIFO would block the read for ever, a device never
+/// end) is passed over with a message; so is a device or socket named
+/// with `-f`. A FIFO named with `-f` is read, as standard input is
+/// (`-f <(kubectl get ...)`).
 pub(super) fn sources(files: &[PathBuf], recursive: bool) -> Result<Vec<Source>, String> {
-    let mut paths = Vec::new();
+    let mut found = Found::default();
     let mut stdin = false;
     for file in files {
         if file.as_os_str() == "-" {
@@ -43,11 +53,15 @@ pub(super) fn sources(files: &[PathBuf], recursive: bool) -> Result<Vec<Source>,
                 return Err("-f - (standard input) can be given once".to_owned());
             }
             stdin = true;
-            paths.push(file.clone());
-        } else if file.is_dir() {
-            let before = paths.len();
-            walk(file, recursive, &mut paths)?;
-            if paths.len() == before {
+            found.paths.push(file.clone());
+            continue;
+        }
+        let meta =
+            std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        if meta.is_dir() {
+            let before = found.paths.len();
+            found.walk(file, &meta, recursive)?;
+            if found.paths.len() == before {
                 return Err(format!(
                     "{} holds no .yaml, .yml or .json files{}",
                     file.display(),
@@ -58,11 +72,17 @@ pub(super) fn sources(files: &[PathBuf], recursive: bool) -> Result<Vec<Source>,
                     }
                 ));
             }
+        } else if meta.file_type().is_fifo() {
+            found.paths.push(file.clone());
         } else {
-            paths.push(file.clone());
+            found.file(file, &meta);
         }
     }
-    paths
+    if found.paths.is_empty() {
+        return Err("no manifest to read: every file named was passed over".to_owned());
+    }
+    found
+        .paths
         .into_iter()
         .map(|path| {
             let bytes = read_input(&path)?;
@@ -83,29 +103,78 @@ pub(super) fn sources(files: &[PathBuf], recursive: bool) -> Result<Vec<Source>,
         .collect()
 }
 
-/// The manifest files of `dir`, sorted, and of its subdirectories when
-/// `recursive`.
-fn walk(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> Result<(), String> {
-    let read_err = |e: std::io::Error| format!("cannot read {}: {e}", dir.display());
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(read_err)?
-        .map(|e| e.map(|e| e.path()).map_err(read_err))
-        .collect::<Result<_, _>>()?;
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            if recursive {
-                walk(&path, recursive, out)?;
-            }
-        } else if path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-        {
-            out.push(path);
+/// The files to read, in order, and the files and directories already
+/// found (device and inode), so that none is read or walked twice.
+#[derive(Default)]
+struct Found {
+    paths: Vec<PathBuf>,
+    seen: HashSet<(u64, u64)>,
+}
+
+impl Found {
+    /// A file to read, unless it is not a regular file or was found before.
+    fn file(&mut self, path: &Path, meta: &std::fs::Metadata) {
+        if !meta.is_file() {
+            eprintln!(
+                "warning: {} is {}, not a regular file: passed over",
+                path.display(),
+                crate::files::describe(meta.file_type())
+            );
+        } else if self.seen.insert((meta.dev(), meta.ino())) {
+            self.paths.push(path.to_owned());
+        } else {
+            eprintln!(
+                "note: {} is a file already read (another name for it): read once",
+                path.display()
+            );
         }
     }
-    Ok(())
+
+    /// The manifest files of `dir`, sorted, and of its subdirectories when
+    /// `recursive`; a directory already walked (through a link) is not
+    /// walked again.
+    fn walk(
+        &mut self,
+        dir: &Path,
+        meta: &std::fs::Metadata,
+        recursive: bool,
+    ) -> Result<(), String> {
+        if !self.seen.insert((meta.dev(), meta.ino())) {
+            eprintln!(
+                "note: {} is a directory already read (through a link): passed over",
+                dir.display()
+            );
+            return Ok(());
+        }
+        let read_err = |e: std::io::Error| format!("cannot read {}: {e}", dir.display());
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(read_err)?
+            .map(|e| e.map(|e| e.path()).map_err(read_err))
+            .collect::<Result<_, _>>()?;
+        entries.sort();
+        for path in entries {
+            // Links followed; a broken one is left to the read to report.
+            let meta = std::fs::metadata(&path);
+            if let Ok(meta) = &meta
+                && meta.is_dir()
+            {
+                if recursive {
+                    self.walk(&path, meta, recursive)?;
+                }
+                continue;
+            }
+            let manifest = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+            match meta {
+                _ if !manifest => {}
+                Ok(meta) => self.file(&path, &meta),
+                Err(_) => self.paths.push(path),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Writes `bytes` to standard output and flushes: exit 0, or 2 when the

@@ -145,9 +145,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         let signals = Signals::new().map_err(|e| format!("cannot listen for signals: {e}"))?;
         let server = match dev {
             Some(dir) => {
-                let listeners = Listeners::bind(addr, admin_addr)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let listeners = Listeners::bind(addr, admin_addr).map_err(|e| e.to_string())?;
                 super::dev::ensure_certs(dir).map_err(|e| e.to_string())?;
                 Server::bind_to(settings, listeners).await
             }

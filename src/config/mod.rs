@@ -31,13 +31,15 @@ pub use schema::{
 };
 
 impl Config {
-    /// Reads and checks `path`; errors name the file.
+    /// Reads and checks `path`; errors name the file. It is read as the
+    /// server reads a mounted file: a regular file of at most 1 MiB, what
+    /// a `ConfigMap` holds ([`crate::files::read_mounted`]).
     ///
     /// # Errors
     /// [`ConfigError::Read`], or the file's first mistake (as
     /// [`Config::from_file_bytes`]).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        let bytes = crate::files::read_mounted(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
@@ -77,6 +79,8 @@ impl Config {
         if text.trim().is_empty() {
             return Err(ConfigError::invalid("", EMPTY));
         }
+        // Deep nesting costs the parser quadratic time: refused first.
+        crate::yaml_depth::check(text).map_err(|e| ConfigError::invalid("", e.to_string()))?;
         let root: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e, text))?;
         if root.is_null() {

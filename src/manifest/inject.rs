@@ -64,6 +64,10 @@ pub enum Entry {
 pub struct Injector<'a, 'c> {
     ctx: &'a Context<'c>,
     pub entries: Vec<Entry>,
+    /// Whether a Pod's patch is kept in its entry (the default). A caller
+    /// that needs none turns it off, so that what is recorded for each of
+    /// many Pods stays a few hundred bytes.
+    pub keep_patches: bool,
 }
 
 impl<'a, 'c> Injector<'a, 'c> {
@@ -72,6 +76,7 @@ impl<'a, 'c> Injector<'a, 'c> {
         Injector {
             ctx,
             entries: Vec::new(),
+            keep_patches: true,
         }
     }
 
@@ -322,7 +327,9 @@ impl<'a, 'c> Injector<'a, 'c> {
             at,
             outcome,
             warnings,
-            patch: patch.filter(|_| keep_patch).map(json_patch::Patch),
+            patch: patch
+                .filter(|_| keep_patch && self.keep_patches)
+                .map(json_patch::Patch),
         }));
         patched
     }

@@ -11,4 +11,4 @@ mod tests;
 pub mod yaml;
 
 pub use inject::{Entry, Injector, Judged, MAX_REQUEST_BYTES, NoteKind, Outcome, describe};
-pub use source::{Document, InputError, Parsed, Syntax, parse};
+pub use source::{Document, InputError, Parsed, Reading, Syntax, parse, read};

@@ -82,47 +82,105 @@ pub enum InputError {
 /// The first document that is not valid or not an object, or an input
 /// without any object.
 pub fn parse<'a>(name: &str, text: &'a str) -> Result<Parsed<'a>, InputError> {
-    let is_json = text.trim_start().starts_with('{');
-    let parsed = if is_json {
-        let value: Value = serde_json::from_str(text).map_err(|e| InputError::Json {
-            at: name.to_owned(),
-            message: e.to_string(),
-        })?;
-        check_object(&value, name)?;
-        Parsed {
-            syntax: Syntax::Json,
-            documents: vec![Document {
-                text,
-                value: Some(value),
-            }],
-        }
+    let mut reading = read(name, text);
+    let documents = reading.by_ref().collect::<Result<Vec<_>, _>>()?;
+    reading.finish()?;
+    Ok(Parsed {
+        syntax: reading.syntax,
+        documents,
+    })
+}
+
+/// Reads `text` as [`parse`] does, one document at a time: each is read
+/// and checked only when it is reached, so a caller that is done with a
+/// document before it takes the next holds one document's values at a
+/// time, however many the input has. Call [`Reading::finish`] after the
+/// last, for the input that holds no object.
+#[must_use]
+pub fn read<'a>(name: &str, text: &'a str) -> Reading<'a> {
+    let syntax = if text.trim_start().starts_with('{') {
+        Syntax::Json
     } else {
-        let pieces = documents(text);
-        let several = pieces.len() > 1;
-        let mut documents = Vec::with_capacity(pieces.len());
-        for (i, (piece, first_line)) in pieces.into_iter().enumerate() {
-            let at = if several {
-                format!("{name}, document {}", i + 1)
-            } else {
-                name.to_owned()
-            };
-            let value = parse_yaml(piece, first_line, &at)?;
-            if let Some(v) = &value {
-                check_object(v, &at)?;
-            }
-            documents.push(Document { text: piece, value });
-        }
-        Parsed {
-            syntax: Syntax::Yaml,
-            documents,
-        }
+        Syntax::Yaml
     };
-    if parsed.objects().next().is_none() {
-        return Err(InputError::Empty {
-            at: name.to_owned(),
-        });
+    let pieces = match syntax {
+        Syntax::Json => vec![(text, 1)],
+        Syntax::Yaml => documents(text),
+    };
+    Reading {
+        name: name.to_owned(),
+        syntax,
+        several: pieces.len() > 1,
+        pieces: pieces.into_iter().enumerate(),
+        objects: 0,
     }
-    Ok(parsed)
+}
+
+/// The documents of one input, read as they are taken ([`read`]).
+#[derive(Debug)]
+pub struct Reading<'a> {
+    name: String,
+    pub syntax: Syntax,
+    several: bool,
+    pieces: std::iter::Enumerate<std::vec::IntoIter<(&'a str, usize)>>,
+    objects: usize,
+}
+
+impl<'a> Reading<'a> {
+    /// After the last document: an input without any object is refused.
+    ///
+    /// # Errors
+    /// [`InputError::Empty`].
+    pub fn finish(&self) -> Result<(), InputError> {
+        if self.objects == 0 {
+            return Err(InputError::Empty {
+                at: self.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn document(
+        &self,
+        i: usize,
+        piece: &'a str,
+        first_line: usize,
+    ) -> Result<Document<'a>, InputError> {
+        if self.syntax == Syntax::Json {
+            let value: Value = serde_json::from_str(piece).map_err(|e| InputError::Json {
+                at: self.name.clone(),
+                message: e.to_string(),
+            })?;
+            check_object(&value, &self.name)?;
+            return Ok(Document {
+                text: piece,
+                value: Some(value),
+            });
+        }
+        let at = if self.several {
+            format!("{}, document {}", self.name, i + 1)
+        } else {
+            self.name.clone()
+        };
+        let value = parse_yaml(piece, first_line, &at)?;
+        if let Some(v) = &value {
+            check_object(v, &at)?;
+        }
+        Ok(Document { text: piece, value })
+    }
+}
+
+impl<'a> Iterator for Reading<'a> {
+    type Item = Result<Document<'a>, InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (i, (piece, first_line)) = self.pieces.next()?;
+        let document = self.document(i, piece, first_line);
+        if let Ok(Document { value: Some(_), .. }) = &document {
+            self.objects += 1;
+        }
+        Some(document)
+    }
 }
 
 /// A `---` line: the marker alone, or followed by a space or a tab.
@@ -154,6 +212,14 @@ fn documents(input: &str) -> Vec<(&str, usize)> {
 /// One YAML document; `None` when it holds no object. Line numbers in
 /// errors are the input's, not the document's.
 fn parse_yaml(piece: &str, first_line: usize, at: &str) -> Result<Option<Value>, InputError> {
+    // Deep nesting costs the parser quadratic time: refused first.
+    if let Err(deep) = crate::yaml_depth::check(piece) {
+        let line = first_line as u64 + deep.line - 1;
+        return Err(InputError::Unreadable {
+            at: at.to_owned(),
+            message: crate::yaml_depth::TooDeep { line, ..deep }.to_string(),
+        });
+    }
     match serde_yaml_ng::from_str::<Value>(piece) {
         Ok(v) => Ok((!v.is_null()).then_some(v)),
         Err(e) => Err(yaml_error(&e, piece, first_line, at)),

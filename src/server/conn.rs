@@ -41,8 +41,8 @@ pub(crate) use drained::Drained;
 
 #[cfg(test)]
 pub(crate) use state::ANSWER_GRACE;
-pub(crate) use state::ConnState;
 use state::{ANSWER, HEAD, IDLE, NEW};
+pub(crate) use state::{ConnState, Rank};
 
 /// The transport beneath hyper, with the head deadline and write timeout.
 pub(crate) struct ConnIo<T> {
@@ -190,12 +190,17 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
 pub(crate) struct Tracked<S> {
     inner: S,
     state: Arc<ConnState>,
+    peer: std::net::IpAddr,
 }
 
 /// The connection a request came on, in the request's extensions: the
-/// budget closes it if its answer waits unread when memory is short.
+/// budget closes it if its answer waits unread when memory is short, and
+/// the review thread charges its address for a large review.
 #[derive(Clone)]
-pub(crate) struct ConnHandle(pub Arc<ConnState>);
+pub(crate) struct ConnHandle {
+    pub state: Arc<ConnState>,
+    pub peer: std::net::IpAddr,
+}
 
 /// Marks the answer ready when the response is (or the request is
 /// dropped); once written, the connection is idle, and the next head's
@@ -249,9 +254,10 @@ where
 
     fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
         self.state.request_began();
-        request
-            .extensions_mut()
-            .insert(ConnHandle(self.state.clone()));
+        request.extensions_mut().insert(ConnHandle {
+            state: self.state.clone(),
+            peer: self.peer,
+        });
         TrackedFuture {
             inner: self.inner.call(request),
             guard: RequestGuard {
@@ -344,6 +350,7 @@ where
         let service = Tracked {
             inner: self.service.clone(),
             state: state.clone(),
+            peer: peer.ip(),
         };
         let connection = self.http.serve_connection(io, service);
         let mut connection = std::pin::pin!(connection);

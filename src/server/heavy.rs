@@ -1,17 +1,33 @@
-//! Large reviews, off the async workers.
+//! Work off the async workers: large reviews, and the computing step of
+//! TLS handshakes, each on a thread of its own at a lower scheduling
+//! priority, one job at a time.
 //!
 //! A review costs about its body's size in CPU time, and its working set
 //! (the parsed pod, the patch, the answer) is several times its body. The
 //! apiserver's pod reviews are a few KiB to a few tens of KiB and run where
-//! they arrive; a body over [`HEAVY_BODY_BYTES`] is reviewed on this pool's
-//! one thread instead, at a lower scheduling priority, one at a time. So a
-//! client that sends 7 MiB reviews back to back holds one thread, not the
-//! workers that answer everyone else, and however many such reviews the
-//! body budget admits, one working set is alive at a time, whatever the
-//! worker count.
+//! they arrive; a body over [`HEAVY_BODY_BYTES`] is reviewed on the review
+//! thread instead. So a client that sends 7 MiB reviews back to back holds
+//! one thread, not the workers that answer everyone else, and however many
+//! such reviews the body budget admits, one working set is alive at a time,
+//! whatever the worker count. A handshake's key exchange and signature run
+//! on a thread of their own for the same reason (`super::handshake`).
+//!
+//! **Who goes next.** The jobs waiting are not served in arrival order:
+//! other clients' queued 5 MiB reviews held an ordinary 128 KiB one for
+//! 200 ms. A review costs about its body's size, so each address is
+//! charged the bytes of the reviews the thread has run for it, halved
+//! every [`HALF_LIFE`], and the next job is the one whose address's charge
+//! plus its own size is least (in arrival order among equals): the
+//! smaller job of the lighter client first. A client that sends large
+//! reviews back to back is charged for every byte of them, so a review
+//! from a client that sends few (the apiserver's large pod, now and then)
+//! runs next, and waits for at most the one large review being computed.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -26,47 +42,163 @@ pub const HEAVY_BODY_BYTES: usize = crate::review::LOOKED_AT_ABOVE;
 /// (a nice value): under CPU contention the small reviews go first.
 const NICENESS: libc::c_int = 10;
 
+/// How fast an address's charge is forgiven: slowly enough that a client
+/// that sends large reviews back to back stays behind for some seconds
+/// after it stops, fast enough that an address that sent a burst of them
+/// is not held back for long.
+pub const HALF_LIFE: Duration = Duration::from_secs(5);
+
+/// Addresses charged at most; past it those charged least are forgotten.
+const CHARGED_ADDRESSES: usize = 4096;
+
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The pool: one thread, fed in arrival order. The queue is bounded by the
-/// body budget (each queued review holds its body's charge) and by the
-/// request deadline (a review whose request gave up is skipped unrun).
-pub(crate) struct Heavy {
-    jobs: mpsc::Sender<Job>,
+/// Who a job is charged to, and for how much: its address and its body's
+/// bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Charge {
+    pub peer: IpAddr,
+    pub bytes: usize,
 }
 
-/// Why a review could not be run on the pool.
+/// A job waiting, with its charge (none: charged nothing, served in
+/// arrival order) and its place in arrival order.
+struct Waiting {
+    charge: Option<Charge>,
+    seq: u64,
+    job: Job,
+}
+
+/// What the thread has run for each address: bytes of review, as of an
+/// instant, decaying with [`HALF_LIFE`].
+#[derive(Default)]
+struct Charges {
+    by_peer: HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl Charges {
+    fn now(&self, peer: Option<IpAddr>, now: Instant) -> f64 {
+        let Some((bytes, at)) = peer.and_then(|p| self.by_peer.get(&p)) else {
+            return 0.0;
+        };
+        decayed(*bytes, now.saturating_duration_since(*at))
+    }
+
+    /// The key a job waits with: its address's charge plus its own bytes.
+    fn key(&self, charge: Option<Charge>, now: Instant) -> f64 {
+        charge.map_or(0.0, |c| {
+            #[expect(clippy::cast_precision_loss, reason = "bytes far below 2^52")]
+            let own = c.bytes as f64;
+            self.now(Some(c.peer), now) + own
+        })
+    }
+
+    fn charge(&mut self, peer: IpAddr, bytes: f64, now: Instant) {
+        let before = self.now(Some(peer), now);
+        if self.by_peer.len() >= CHARGED_ADDRESSES && !self.by_peer.contains_key(&peer) {
+            // Forget what has decayed to almost nothing (below 1 KiB).
+            self.by_peer
+                .retain(|_, (b, at)| decayed(*b, now.saturating_duration_since(*at)) > 1024.0);
+            if self.by_peer.len() >= CHARGED_ADDRESSES {
+                return;
+            }
+        }
+        self.by_peer.insert(peer, (before + bytes, now));
+    }
+}
+
+fn decayed(value: f64, after: Duration) -> f64 {
+    value * (-after.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2()
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    seq: u64,
+    charges: Charges,
+    stopped: bool,
+}
+
+impl Queue {
+    /// The next job: the least charge plus size, oldest first.
+    fn next(&mut self) -> Option<Waiting> {
+        let now = Instant::now();
+        let charges = &self.charges;
+        let (i, _) = self
+            .waiting
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (i, (charges.key(w.charge, now), w.seq)))
+            .min_by(|(_, a), (_, b)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))?;
+        Some(self.waiting.swap_remove(i))
+    }
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One thread and the jobs waiting for it. The queue is bounded by what
+/// its callers hold while they wait: a review its body's charge in the
+/// budget and its request's deadline (a review whose request gave up is
+/// skipped unrun), a handshake its slot.
+pub(crate) struct Heavy {
+    shared: Arc<Shared>,
+}
+
+/// Why a job could not be run on the pool.
 #[derive(Debug, thiserror::Error)]
 #[error("the review pool has stopped")]
 pub(crate) struct Stopped;
 
 impl Heavy {
-    /// Starts the pool's thread; it ends when the pool is dropped.
+    /// Starts the thread `name`; it ends when the pool is dropped. With
+    /// `trim`, the memory a job freed is handed back to the kernel after
+    /// it (a review's working set of megabytes).
     ///
     /// # Errors
     /// The thread could not be spawned.
-    pub fn start() -> std::io::Result<Heavy> {
-        let (jobs, queue) = mpsc::channel::<Job>();
+    pub fn start(name: &str, trim: bool) -> std::io::Result<Heavy> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::default(),
+            ready: Condvar::new(),
+        });
+        let worker = shared.clone();
         std::thread::Builder::new()
-            .name("heavy-reviews".into())
+            .name(name.into())
             .spawn(move || {
                 lower_priority();
-                while let Ok(job) = queue.recv() {
-                    job();
-                    // The review's working set is free again; hand its
-                    // pages back, so the next one (of another shape) does
-                    // not add to what the allocator keeps.
-                    trim();
+                while let Some(next) = wait_for_job(&worker) {
+                    (next.job)();
+                    if let Some(Charge { peer, bytes }) = next.charge {
+                        #[expect(clippy::cast_precision_loss, reason = "bytes far below 2^52")]
+                        let bytes = bytes as f64;
+                        worker.lock().charges.charge(peer, bytes, Instant::now());
+                    }
+                    if trim {
+                        // The review's working set is free again; hand
+                        // its pages back, so the next one (of another
+                        // shape) does not add to what the allocator keeps.
+                        self::trim();
+                    }
                 }
             })?;
-        Ok(Heavy { jobs })
+        Ok(Heavy { shared })
     }
 
-    /// Runs `work` on the pool and waits for its result; `work` is skipped
-    /// if this future is dropped first (the request's deadline passed). A
-    /// panic in `work` is resumed here, in the caller, where the handler's
-    /// panic layer answers it; the pool's thread carries on.
-    pub async fn run<T, F>(&self, work: F) -> Result<T, Stopped>
+    /// Runs `work` on the pool, charged as `charge` says (`None` for work
+    /// whose order its caller already chose), and waits for its result; `work` is skipped if this future is dropped first (the
+    /// request's deadline passed). A panic in `work` is resumed here, in
+    /// the caller, where the handler's panic layer answers it; the pool's
+    /// thread carries on.
+    pub async fn run<T, F>(&self, charge: Option<Charge>, work: F) -> Result<T, Stopped>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -77,11 +209,44 @@ impl Heavy {
                 let _ = done.send(std::panic::catch_unwind(AssertUnwindSafe(work)));
             }
         });
-        self.jobs.send(job).map_err(|_| Stopped)?;
+        {
+            let mut queue = self.shared.lock();
+            if queue.stopped {
+                return Err(Stopped);
+            }
+            queue.seq += 1;
+            let seq = queue.seq;
+            queue.waiting.push(Waiting { charge, seq, job });
+        }
+        self.shared.ready.notify_one();
         match result.await.map_err(|_| Stopped)? {
             Ok(value) => Ok(value),
             Err(panic) => std::panic::resume_unwind(panic),
         }
+    }
+}
+
+impl Drop for Heavy {
+    fn drop(&mut self) {
+        self.shared.lock().stopped = true;
+        self.shared.ready.notify_one();
+    }
+}
+
+/// The next job, once there is one; `None` once the pool is dropped.
+fn wait_for_job(shared: &Shared) -> Option<Waiting> {
+    let mut queue = shared.lock();
+    loop {
+        if queue.stopped {
+            return None;
+        }
+        if let Some(next) = queue.next() {
+            return Some(next);
+        }
+        queue = shared
+            .ready
+            .wait(queue)
+            .unwrap_or_else(PoisonError::into_inner);
     }
 }
 
@@ -120,46 +285,4 @@ fn lower_priority() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn runs_work_off_the_caller_and_skips_what_nobody_waits_for() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let pool = Arc::new(Heavy::start().unwrap());
-        let caller = std::thread::current().id();
-        let ran_on = pool.run(|| std::thread::current().id()).await.unwrap();
-        assert_ne!(ran_on, caller);
-        // The pool is busy; the next job's caller gives up before it runs.
-        let (release, gate) = std::sync::mpsc::channel::<()>();
-        let (started, running) = std::sync::mpsc::channel::<()>();
-        let busy = {
-            let pool = pool.clone();
-            tokio::spawn(async move {
-                pool.run(move || {
-                    started.send(()).unwrap();
-                    gate.recv().unwrap();
-                })
-                .await
-            })
-        };
-        while running.try_recv().is_err() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        let ran = Arc::new(AtomicBool::new(false));
-        let flag = ran.clone();
-        let skipped = pool.run(move || flag.store(true, Ordering::SeqCst));
-        let gave_up = tokio::time::timeout(std::time::Duration::from_millis(50), skipped).await;
-        assert!(gave_up.is_err(), "queued behind the busy job");
-        release.send(()).unwrap();
-        busy.await.unwrap().unwrap();
-        assert_eq!(pool.run(|| 7).await.unwrap(), 7);
-        assert!(!ran.load(Ordering::SeqCst), "given up, so never run");
-        // A panic reaches the caller; the pool carries on.
-        let pool2 = pool.clone();
-        let panicked = tokio::spawn(async move { pool2.run(|| panic!("boom")).await }).await;
-        assert!(panicked.unwrap_err().is_panic());
-        assert_eq!(pool.run(|| 8).await.unwrap(), 8);
-    }
-}
+mod tests;

@@ -30,7 +30,7 @@ use crate::review::{self, Outcome, ReviewError, Reviewed};
 use super::budget::answer::Answer;
 use super::budget::{BodyBudget, BodyError, Reservation};
 use super::conn::ConnHandle;
-use super::heavy::{HEAVY_BODY_BYTES, Heavy};
+use super::heavy::{Charge, HEAVY_BODY_BYTES, Heavy};
 use super::log::{Clean, RateLimit};
 use super::metrics::{Metrics, Webhook};
 use super::settings::{Clock, Handler, MAX_BODY_BYTES, ServerSettings};
@@ -275,7 +275,10 @@ async fn admit(
     webhook: Webhook,
 ) -> Result<(Reviewed, Reservation), HttpError> {
     let (parts, body) = request.into_parts();
-    let conn = parts.extensions.get::<ConnHandle>().map(|c| c.0.clone());
+    let (conn, peer) = parts
+        .extensions
+        .get::<ConnHandle>()
+        .map_or((None, None), |c| (Some(c.state.clone()), Some(c.peer)));
     if !is_json(&parts.headers) {
         return Err(HttpError::UnsupportedMediaType);
     }
@@ -297,7 +300,13 @@ async fn admit(
         let (app, body) = (state.clone(), bytes.clone());
         state
             .heavy
-            .run(move || reviewed(&app, &body, webhook))
+            .run(
+                peer.map(|peer| Charge {
+                    peer,
+                    bytes: body.len(),
+                }),
+                move || reviewed(&app, &body, webhook),
+            )
             .await
             .map_err(|_| HttpError::Internal)??
     } else {

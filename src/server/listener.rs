@@ -16,13 +16,13 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::conn::ConnState;
+use super::conn::{ConnState, Rank};
 use super::metrics::Metrics;
 
 pub(crate) struct Limits {
@@ -113,12 +113,23 @@ fn gauge_value(n: usize) -> i64 {
 }
 
 /// The open connections, for eviction. At the cap, the one that ranks first
-/// ([`ConnState::rank`]) is found by a scan: a thousand atomic loads, only
-/// when a connection arrives at the cap.
+/// ([`ConnState::rank`]) is found by a scan: a thousand atomic loads. Under
+/// a flood of new connections that a flood holds open, that scan at every
+/// new connection was most of the accept loop's time (0.45 ms each in a
+/// debug build, so the loop fell behind and the kernel's listen backlog
+/// overflowed); so one scan also keeps the next [`SHORTLIST`]` - 1`
+/// connections that have never sent a request (silent past their grace),
+/// which the next new connections evict in turn, each looked at again
+/// first. Any other eviction is chosen by a fresh scan.
 #[derive(Default)]
 struct EvictionQueue {
     entries: Vec<(Arc<ConnState>, AbortHandle)>,
+    /// Silent connections next in line, first last.
+    shortlist: Vec<(Arc<ConnState>, AbortHandle)>,
 }
+
+/// How many connections one scan lines up for eviction at most.
+const SHORTLIST: usize = 16;
 
 impl EvictionQueue {
     fn prune(&mut self) {
@@ -135,25 +146,42 @@ impl EvictionQueue {
     /// that may not be closed now ([`ConnState::may_close_now`]: a request
     /// waiting in its socket, an answer being taken) is passed over.
     fn evict_one(&mut self) -> bool {
-        self.prune();
-        let mut passed = Vec::new();
-        loop {
-            let first = self
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !passed.contains(i))
-                .filter_map(|(i, (state, _))| state.rank().map(|rank| (rank, i)))
-                .min();
-            let Some((_, i)) = first else { return false };
-            if !self.entries[i].0.may_close_now() {
-                passed.push(i);
-                continue;
+        while let Some((state, abort)) = self.shortlist.pop() {
+            let still_silent = state.rank().is_some_and(Rank::silent);
+            if !abort.is_finished() && still_silent && state.may_close_now() {
+                abort.abort();
+                return true;
             }
-            let (_, abort) = self.entries.swap_remove(i);
-            abort.abort();
-            return true;
         }
+        self.prune();
+        let now = Instant::now();
+        let mut ranked: Vec<(Rank, usize)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (state, _))| state.rank_at(now).map(|rank| (rank, i)))
+            .collect();
+        ranked.sort_unstable();
+        let mut ranked = ranked.into_iter();
+        let Some(first) = ranked
+            .by_ref()
+            .find(|&(_, i)| self.entries[i].0.may_close_now())
+        else {
+            return false;
+        };
+        let next: Vec<usize> = ranked
+            .take_while(|(rank, _)| rank.silent())
+            .take(SHORTLIST - 1)
+            .map(|(_, i)| i)
+            .collect();
+        self.shortlist = next
+            .into_iter()
+            .rev()
+            .map(|i| self.entries[i].clone())
+            .collect();
+        let (_, abort) = self.entries.swap_remove(first.1);
+        abort.abort();
+        true
     }
 
     fn push(&mut self, state: Arc<ConnState>, abort: AbortHandle, cap: usize) {

@@ -41,9 +41,10 @@ pub(crate) const VALIDITY_REASONS: [&str; 2] = ["expired", "not_yet_valid"];
 /// The label set of `handshake_failures`: every reason a failed handshake
 /// is counted under (`handshake::handshake_failure_reason`, the handshake
 /// timeout), so that each series exists from the start.
-pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 10] = [
+pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 11] = [
     "timeout",
     "shed",
+    "replayed",
     "eof",
     "peer_rejected_certificate",
     "alert",

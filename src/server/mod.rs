@@ -89,6 +89,9 @@ pub struct Server {
     local_addr: SocketAddr,
     admin_addr: SocketAddr,
     tls: tls::Tls,
+    /// Where the key exchanges and signatures of handshakes without credit
+    /// are computed, at a lower priority.
+    handshakes: heavy::Heavy,
     app: Arc<http::AppState>,
     ready: Readiness,
     config_initial: Option<(PathBuf, Vec<u8>)>,
@@ -105,7 +108,7 @@ impl Server {
     /// The first of: the configuration, the TLS files, binding either port.
     pub async fn bind(settings: ServerSettings) -> Result<Server, ServeError> {
         let loaded = Loaded::load(&settings).await?;
-        let listeners = Listeners::bind(settings.addr, settings.admin_addr).await?;
+        let listeners = Listeners::bind(settings.addr, settings.admin_addr)?;
         Ok(Self::start(settings, loaded, listeners))
     }
 
@@ -130,6 +133,7 @@ impl Server {
             config_initial,
             tls,
             heavy,
+            handshakes,
         } = loaded;
         let Listeners {
             listener,
@@ -159,6 +163,7 @@ impl Server {
             local_addr,
             admin_addr,
             tls,
+            handshakes,
             app,
             ready,
             config_initial,
@@ -199,6 +204,7 @@ impl Server {
         let side = Arc::new(TlsSide {
             config: self.tls.config.clone(),
             gate: handshake::Gate::default(),
+            computing: self.handshakes,
             metrics: metrics.clone(),
             log_limit: log::RateLimit::new(10),
         });
@@ -309,6 +315,7 @@ struct Loaded {
     config_initial: Option<(PathBuf, Vec<u8>)>,
     tls: tls::Tls,
     heavy: heavy::Heavy,
+    handshakes: heavy::Heavy,
 }
 
 impl Loaded {
@@ -319,12 +326,13 @@ impl Loaded {
         }
         let (config, config_initial) = match &settings.config_path {
             Some(path) => {
-                let bytes = tokio::fs::read(path)
+                let bytes = reload::read_all(std::slice::from_ref(path))
                     .await
-                    .map_err(|source| ConfigError::Read {
-                        path: path.clone(),
-                        source,
-                    })?;
+                    .map_err(|e| ConfigError::Read {
+                        path: e.path,
+                        source: e.source,
+                    })?
+                    .swap_remove(0);
                 let config = Config::from_file_bytes(path, &bytes)?;
                 (config, Some((path.clone(), bytes)))
             }
@@ -334,7 +342,9 @@ impl Loaded {
         if let Some(expiry) = tls.expiry {
             metrics.certificate_expiry.set(expiry);
         }
-        let heavy = heavy::Heavy::start().map_err(ServeError::Thread)?;
+        let heavy = heavy::Heavy::start("heavy-reviews", true).map_err(ServeError::Thread)?;
+        let handshakes =
+            heavy::Heavy::start("tls-handshakes", false).map_err(ServeError::Thread)?;
         log_start(settings, &config);
         Ok(Loaded {
             metrics,
@@ -342,6 +352,7 @@ impl Loaded {
             config_initial,
             tls,
             heavy,
+            handshakes,
         })
     }
 }
@@ -359,10 +370,10 @@ impl Listeners {
     ///
     /// # Errors
     /// [`ServeError::Bind`], naming the port that cannot be bound.
-    pub async fn bind(addr: SocketAddr, admin_addr: SocketAddr) -> Result<Listeners, ServeError> {
-        let admin_listener = bind(admin_addr, "admin").await?;
+    pub fn bind(addr: SocketAddr, admin_addr: SocketAddr) -> Result<Listeners, ServeError> {
+        let admin_listener = bind(admin_addr, "admin")?;
         let admin_local = local_addr(&admin_listener, admin_addr, "admin")?;
-        let listener = bind(addr, "admission").await?;
+        let listener = bind(addr, "admission")?;
         let local = local_addr(&listener, addr, "admission")?;
         Ok(Listeners {
             listener,
@@ -447,10 +458,25 @@ fn log_config(what: &str, config: &Config) {
     );
 }
 
-async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { what, addr, source })
+/// Connections the kernel holds for the accept loop: four times tokio's
+/// 1,024 (the kernel caps it at `net.core.somaxconn`, 4,096 by default).
+/// Past it a new client's SYN is dropped and retried a second later; under a
+/// flood of new connections, a longer line rides out a stall of the loop
+/// (the node's other pods taking the CPU) without that second.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().map_err(|source| ServeError::Bind { what, addr, source })
 }
 
 fn local_addr(

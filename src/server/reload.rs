@@ -13,7 +13,9 @@
 //! takes one more poll, and a version that lived for less than a poll is
 //! never applied.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -32,20 +34,85 @@ pub struct ReadError {
     pub source: std::io::Error,
 }
 
-/// Reads every file, in order.
+/// Reads every file, in order, on the blocking pool. Each must be a regular
+/// file of at most 1 MiB, what a Secret or `ConfigMap` holds
+/// ([`crate::files::read_mounted`]): a link to `/dev/zero` or a file of
+/// 100 MB is refused before it is read, a FIFO without blocking.
 pub async fn read_all(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, ReadError> {
-    let mut contents = Vec::with_capacity(paths.len());
-    for path in paths {
-        contents.push(read(path).await?);
-    }
-    Ok(contents)
+    let paths = paths.to_vec();
+    tokio::task::spawn_blocking(move || read_all_now(&paths))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ReadError {
+                path: PathBuf::new(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        })
 }
 
-async fn read(path: &Path) -> Result<Vec<u8>, ReadError> {
-    tokio::fs::read(path).await.map_err(|source| ReadError {
-        path: path.to_owned(),
-        source,
-    })
+fn read_all_now(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, ReadError> {
+    paths
+        .iter()
+        .map(|path| {
+            crate::files::read_mounted(path).map_err(|source| ReadError {
+                path: path.clone(),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Reads that did not finish within a poll and still run, at most: past
+/// them a poll reads nothing (counted as a failure) until one finishes, so
+/// a mount that hangs every read holds this many blocking threads.
+const STUCK_READS: usize = 2;
+
+/// The least time a poll's read is given (a poll interval can be shorter
+/// in tests, and a loaded machine slower).
+const READ_WITHIN: Duration = Duration::from_secs(1);
+
+/// Why a poll has no contents.
+#[derive(Debug, Error)]
+enum PollError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(
+        "the files were not read within {0:?}; the read goes on, and the next poll reads them again"
+    )]
+    Slow(Duration),
+    #[error(
+        "{STUCK_READS} earlier reads of the files have not finished; not read again until one does"
+    )]
+    Stuck,
+}
+
+/// One poll's read, given up after `within`: a read that never finishes
+/// (a file on a mount that hangs) neither stops the poller nor goes
+/// uncounted. It finishes on the blocking pool whenever it can, counted
+/// in `stuck` until then.
+async fn read_within(
+    paths: &[PathBuf],
+    within: Duration,
+    stuck: &Arc<AtomicUsize>,
+) -> Result<Vec<Vec<u8>>, PollError> {
+    if stuck.load(Ordering::Acquire) >= STUCK_READS {
+        return Err(PollError::Stuck);
+    }
+    stuck.fetch_add(1, Ordering::AcqRel);
+    let (paths, done) = (paths.to_vec(), stuck.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        let read = read_all_now(&paths);
+        done.fetch_sub(1, Ordering::AcqRel);
+        read
+    });
+    match tokio::time::timeout(within, read).await {
+        Ok(Ok(read)) => Ok(read?),
+        Ok(Err(e)) => Err(PollError::Read(ReadError {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e.to_string()),
+        })),
+        Err(_) => Err(PollError::Slow(within)),
+    }
 }
 
 /// What is reloaded, for log lines.
@@ -85,6 +152,7 @@ where
             }
         };
         let mut files = Stable::new(initial);
+        let stuck = Arc::new(AtomicUsize::new(0));
         let mut seen_ok = true;
         let mut unreadable = false;
         let mut ticker = tokio::time::interval(interval);
@@ -93,7 +161,7 @@ where
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            let read = read_all(&paths).await;
+            let read = read_within(&paths, interval.max(READ_WITHIN), &stuck).await;
             let current = match read {
                 Ok(current) => current,
                 Err(e) => {

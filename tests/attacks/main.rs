@@ -8,8 +8,11 @@
 mod common;
 
 mod admin_churn;
+mod cli_files;
 mod config_rewrite;
+mod files;
 mod handshakes;
+mod large_reviews;
 mod memory;
 mod null_object;
 mod policy_targets;

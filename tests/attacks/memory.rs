@@ -18,7 +18,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::attack::{P99_WITHIN, Then, alone, good_client, open_files_for, sent};
+use common::attack::{
+    Bound, GOOD_P99, P99_WITHIN, Then, alone, control_window, good_client, open_files_for, sent,
+};
 use common::pods::SandboxPod;
 use common::reviews::review;
 use common::served::Served;
@@ -148,16 +150,18 @@ async fn answers_left_unread_do_not_take_the_memory() {
     let _alone = alone().await;
     open_files_for(1000);
     let served = Served::start(&["--worker-threads", "6"]);
+    let config = served.pki.client_config();
+    let control = control_window(served.addr, &config).await;
     let rss = served.sample_rss();
     // The figure of the report: 54 answers of a 6 MB entrypoint, never read. No
     // apiserver can store that pod, so it is refused before it is read.
     let held = unread(&served, 54, &echoed_entrypoint(6_000_000)).await;
-    let config = served.pki.client_config();
     good_client(
         served.addr,
         &config,
-        (20, 4 * P99_WITHIN),
+        (20, Bound::new(4 * P99_WITHIN)),
         "54 unread 6 MB answers",
+        &control,
     )
     .await;
     check_rss("54 unread answers of 6 MB entrypoints", &rss);
@@ -168,8 +172,9 @@ async fn answers_left_unread_do_not_take_the_memory() {
     good_client(
         served.addr,
         &config,
-        (20, 4 * P99_WITHIN),
+        (20, Bound::new(4 * P99_WITHIN)),
         "400 unread 340 KB answers",
+        &control,
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -245,6 +250,7 @@ async fn large_reviews_back_to_back_do_not_slow_small_ones() {
     let _alone = alone().await;
     let served = Served::start(&["--worker-threads", "2"]);
     let config = served.pki.client_config();
+    let control = control_window(served.addr, &config).await;
     let request = Arc::new(many_arguments(95_000));
     let until = Instant::now() + Duration::from_secs(8);
     let clients: Vec<_> = (0..4)
@@ -261,8 +267,9 @@ async fn large_reviews_back_to_back_do_not_slow_small_ones() {
     good_client(
         served.addr,
         &config,
-        (100, P99_WITHIN),
+        (100, GOOD_P99),
         "4 clients sending 95,000-argument reviews back to back",
+        &control,
     )
     .await;
     let mut answered = 0;

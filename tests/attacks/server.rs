@@ -9,7 +9,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::attack::{
-    P99_WITHIN, Then, alone, good_client, hold, sandbox_review, sent, start_for_attack,
+    Bound, Control, GOOD_P99, P99_WITHIN, Then, alone, control_window, good_client, hold,
+    sandbox_review, sent, start_for_attack,
 };
 use common::server::{Pki, Running, eventually};
 use common::wire::{Tls, post, read_response};
@@ -36,6 +37,7 @@ async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     // the attack.
     let (pki, server) = start_for_attack(2 * HOSTILE as u64 + 200, |_| {}).await;
     let (addr, config) = (server.addr, pki.client_config());
+    let control = control_window(addr, &config).await;
     let review = post("/mutate", "application/json", &sandbox_review("in-flight"));
     let (first, rest) = review.split_at(review.len() - 1);
     let mut in_flight = sent(addr, config.clone(), first.to_vec(), Then::Stalls)
@@ -57,7 +59,14 @@ async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     )
     .await;
 
-    good_client(addr, &config, (100, P99_WITHIN), "2,000 idle connections").await;
+    good_client(
+        addr,
+        &config,
+        (100, GOOD_P99),
+        "2,000 idle connections",
+        &control,
+    )
+    .await;
     // The oldest connection of all, but its request is in flight: not cut.
     in_flight.write_all(rest).await.unwrap();
     let answer = read_response(&mut in_flight).await.expect("answered");
@@ -71,14 +80,20 @@ async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     server.shutdown().await;
 }
 
-/// A server with a body budget of `budget` bytes, and `n` connections that
-/// each declare a 256 KiB body, send `sent` bytes of it and stall.
-async fn stalled_bodies(budget: u64, n: usize, sent_bytes: usize) -> (Pki, Running, Vec<Tls>) {
+/// A server with a body budget of `budget` bytes, its control window, and
+/// `n` connections that each declare a 256 KiB body, send `sent` bytes of
+/// it and stall.
+async fn stalled_bodies(
+    budget: u64,
+    n: usize,
+    sent_bytes: usize,
+) -> (Pki, Running, Control, Vec<Tls>) {
     let (pki, server) = start_for_attack(2 * n as u64 + 200, |t| {
         t.max_buffered_bytes = budget;
     })
     .await;
     let (addr, config) = (server.addr, pki.client_config());
+    let control = control_window(addr, &config).await;
     let mut bytes = format!(
         "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{",
         256 * 1024
@@ -90,7 +105,7 @@ async fn stalled_bodies(budget: u64, n: usize, sent_bytes: usize) -> (Pki, Runni
     })
     .await;
     assert_eq!(held.len(), n);
-    (pki, server, held)
+    (pki, server, control, held)
 }
 
 /// 400 connections that declare a 256 KiB body and send one byte: the body
@@ -100,12 +115,13 @@ async fn stalled_bodies(budget: u64, n: usize, sent_bytes: usize) -> (Pki, Runni
 async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
     const HOSTILE: usize = 400;
     let _alone = alone().await;
-    let (pki, server, held) = stalled_bodies(64 * 1024 * 1024, HOSTILE, 1).await;
+    let (pki, server, control, held) = stalled_bodies(64 * 1024 * 1024, HOSTILE, 1).await;
     let in_flight = "sandbox_webhook_requests_in_flight";
     wait_metric(&server, in_flight, &[], HOSTILE as u64).await;
 
     let during = "400 stalled declared bodies";
-    good_client(server.addr, &pki.client_config(), (100, P99_WITHIN), during).await;
+    let config = pki.client_config();
+    good_client(server.addr, &config, (100, GOOD_P99), during, &control).await;
     let buffered = server
         .metric("sandbox_webhook_request_body_buffered_bytes", &[])
         .await;
@@ -124,7 +140,7 @@ async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_stall_after_a_burst_are_shed_for_new_ones() {
     let _alone = alone().await;
-    let (pki, server, held) = stalled_bodies(14 * 1024 * 1024, 64, 200 * 1024).await;
+    let (pki, server, control, held) = stalled_bodies(14 * 1024 * 1024, 64, 200 * 1024).await;
     // The small pool (a quarter of 14 MiB) is full, and its holders are
     // old enough to be judged slow.
     let buffered = "sandbox_webhook_request_body_buffered_bytes";
@@ -138,8 +154,9 @@ async fn bodies_that_stall_after_a_burst_are_shed_for_new_ones() {
     good_client(
         server.addr,
         &pki.client_config(),
-        (100, 4 * P99_WITHIN),
+        (100, Bound::new(4 * P99_WITHIN)),
         during,
+        &control,
     )
     .await;
     drop(held);

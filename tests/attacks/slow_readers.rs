@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::attack::{P99_WITHIN, alone, good_client, hold, sandbox_review, start_for_attack};
+use common::attack::{
+    GOOD_P99, alone, control_window, good_client, hold, sandbox_review, start_for_attack,
+};
 use common::pods::SandboxPod;
 use common::server::review_body;
 use common::wire::{Load, Tls, keep_alive_client, post, tls_over};
@@ -75,6 +77,7 @@ async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     })
     .await;
     let (addr, config) = (server.addr, pki.client_config());
+    let control = control_window(addr, &config).await;
 
     // Clients that read at once, until the end: a review with a 150 KB
     // answer, then normal ones, on keep-alive connections.
@@ -132,7 +135,7 @@ async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     tokio::time::sleep(2 * SECOND).await;
 
     let during = "300 slow readers with 150 reviews pipelined each";
-    good_client(addr, &config, (100, P99_WITHIN), during).await;
+    good_client(addr, &config, (100, GOOD_P99), during, &control).await;
     let evicted = server
         .metric(
             "sandbox_webhook_connections_evicted_total",

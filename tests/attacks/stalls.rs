@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::attack::{
-    P99_WITHIN, Then, alone, good_client, hold, open_files_for, sandbox_review, sent,
+    GOOD_P99, Then, alone, control_window, good_client, hold, open_files_for, sandbox_review, sent,
 };
 use common::children;
 use common::metrics::Metrics;
@@ -70,6 +70,7 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let config = pki.client_config();
+    let control = control_window(addr, &config).await;
     // A client at full speed: a line of some 300 bytes a review, hundreds
     // of reviews a second, more than 64 KiB/s.
     let answered = Arc::new(AtomicUsize::new(0));
@@ -80,7 +81,7 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
         request,
         answered.clone(),
     ));
-    good_client(addr, &config, (100, P99_WITHIN), "a free log sink").await;
+    good_client(addr, &config, (100, GOOD_P99), "a free log sink", &control).await;
     free.store(false, Ordering::Relaxed);
     // Until the sink has fallen behind: the pipe and the queue are full,
     // and lines are being dropped (a server that waits for its log never
@@ -97,8 +98,9 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
     good_client(
         addr,
         &config,
-        (200, P99_WITHIN),
+        (200, GOOD_P99),
         "a log sink drained at 64 KiB/s",
+        &control,
     )
     .await;
     let dropped = dropped();
@@ -122,6 +124,7 @@ async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews()
     open_files_for(2 * HOSTILE as u64 + 200);
     let served = Served::start(&["--worker-threads", "2", "--request-timeout", "5s"]);
     let (addr, config) = (served.addr, served.pki.client_config());
+    let control = control_window(addr, &config).await;
     let head = "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 262144\r\n\r\n{";
     let first = Instant::now();
     let stalled = hold(HOSTILE, 16, 2 * SECOND, 8, |_| {
@@ -133,7 +136,7 @@ async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews()
     // From just before the first deadline until after the last.
     tokio::time::sleep_until((first + Duration::from_millis(4600)).into()).await;
     let during = "400 stalled bodies reaching their 5 s deadline";
-    good_client(addr, &config, (300, P99_WITHIN), during).await;
+    good_client(addr, &config, (300, GOOD_P99), during, &control).await;
     eprintln!(
         "the stalled bodies were sent within {opened:?}; the good client ran until {:?} after the first",
         first.elapsed()

@@ -111,3 +111,77 @@ pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathB
     std::fs::write(&path, text).unwrap();
     (dir, path)
 }
+
+/// How a run of [`run_bounded`] ended.
+pub struct Bounded {
+    /// `None` when it was killed at its time limit.
+    pub code: Option<i32>,
+    /// Standard error, and the size of standard output (which may be large).
+    pub stderr: String,
+    pub stdout_bytes: u64,
+    pub stdout: std::path::PathBuf,
+    /// The process's peak resident memory (`ru_maxrss`).
+    pub peak_kib: u64,
+    pub took: std::time::Duration,
+    _out: tempfile::TempDir,
+}
+
+/// Runs `program args...` in `dir`, standard input closed and its output
+/// in files, killed if it runs past `limit`; how it ended and its peak
+/// RSS. For the binary under test on hostile files, where a hang or the
+/// memory it takes is what fails.
+pub fn run_bounded(
+    program: &str,
+    args: &[&str],
+    dir: &std::path::Path,
+    limit: std::time::Duration,
+) -> Bounded {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let out = tempfile::tempdir().unwrap();
+    let stdout = out.path().join("stdout");
+    let stderr = out.path().join("stderr");
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    let started = std::time::Instant::now();
+    let child = super::children::spawn(command).expect("the binary runs");
+    let pid = i32::try_from(child.id()).unwrap();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if started.elapsed() > limit {
+                    // SAFETY: a child this test started and has not reaped.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+    };
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for (and reaps) this test's own child.
+    let reaped = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
+    assert_eq!(reaped, pid, "wait4");
+    let took = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    watchdog.join().unwrap();
+    drop(child);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Bounded {
+        code,
+        stderr: std::fs::read_to_string(&stderr).unwrap_or_default(),
+        stdout_bytes: std::fs::metadata(&stdout).map_or(0, |m| m.len()),
+        stdout,
+        peak_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        took,
+        _out: out,
+    }
+}

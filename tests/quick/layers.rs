@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs json_error",
+            "duration certs json_error files yaml_depth",
             "config",
             "mutate",
             "workload lifecycle",
@@ -84,8 +84,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "reload",
             "tls",
             "settings",
-            "conn",
-            "budget handshake heavy",
+            "conn heavy",
+            "budget handshake",
             "http listener",
             "admin",
             "mod",

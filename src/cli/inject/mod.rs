@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use super::args::DecisionArgs;
 use super::exit;
 use super::io::{Source, write_stdout};
-use crate::manifest::{self, Entry, Injector, Judged, NoteKind, Outcome, Parsed, Syntax, yaml};
+use crate::manifest::{self, Entry, Injector, Judged, NoteKind, Outcome, Syntax, yaml};
 use views::{Color, InjectOutput};
 
 #[derive(Debug, clap::Args)]
@@ -58,8 +58,12 @@ struct Written<'s> {
     syntax: Syntax,
     /// What `-o manifest` prints for it.
     text: String,
-    /// Its objects, before and after.
+    /// Its objects, before and after: kept only where the output needs
+    /// them (`-o json`, `-o patch`, a JSON input), so that a stream of many
+    /// documents holds its text, not every document's values.
     objects: Vec<(Value, Value)>,
+    /// Whether any object changed.
+    changed: bool,
 }
 
 pub fn inject(args: &InjectArgs) -> ExitCode {
@@ -71,27 +75,21 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
         Ok(sources) => sources,
         Err(e) => return exit::fail(e),
     };
-    let parsed: Vec<Parsed<'_>> = match sources
-        .iter()
-        .map(|s| manifest::parse(&s.label, &s.text))
-        .collect::<Result<_, _>>()
-    {
-        Ok(parsed) => parsed,
-        Err(e) => return exit::fail(e),
-    };
     let tokens = args.decision.tokens();
     let ctx = args.decision.context(&config, tokens.as_ref());
     let mut injector = Injector::new(&ctx);
-    let lone_pod = match parsed.as_slice() {
-        [one] => one.objects().count() == 1 && one.objects().all(|v| v["kind"] == "Pod"),
-        _ => false,
-    };
+    let lone_pod = lone_pod(&sources);
+    // Only a lone Pod's patch is printed (-o patch).
+    injector.keep_patches = lone_pod;
+    let keep_objects = matches!(args.output, InjectOutput::Json | InjectOutput::Patch);
     let several = sources.len() > 1;
-    let written: Vec<Written<'_>> = sources
-        .iter()
-        .zip(&parsed)
-        .map(|(source, parsed)| write(source, parsed, &mut injector, lone_pod, several))
-        .collect();
+    let mut written = Vec::with_capacity(sources.len());
+    for source in &sources {
+        match write(source, &mut injector, (lone_pod, several), keep_objects) {
+            Ok(w) => written.push(w),
+            Err(e) => return exit::fail(e),
+        }
+    }
     report(&injector.entries, args.quiet);
     if injector.denied() {
         return exit::REJECTED;
@@ -101,7 +99,7 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
         Entry::Judged(Judged { patch, .. }) if lone_pod => Some(patch.clone().unwrap_or_default()),
         _ => None,
     });
-    match output(args, &written, lone_patch) {
+    match output(args, written, lone_patch) {
         Ok((text, changes)) => {
             let code = write_stdout(text.as_bytes());
             if code == exit::OK && changes && args.output == InjectOutput::Diff {
@@ -114,22 +112,37 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
     }
 }
 
-/// Injects every object of one input and writes its `-o manifest` text.
+/// Whether the inputs are one object, a Pod (its patch is then the
+/// webhook's, and messages need not say where it is). Reads no further
+/// than the second object.
+fn lone_pod(sources: &[Source]) -> bool {
+    let [source] = sources else { return false };
+    let mut objects = manifest::read(&source.label, &source.text).filter_map(|d| d.ok()?.value);
+    let first = objects.next();
+    first.is_some_and(|v| v["kind"] == "Pod") && objects.next().is_none()
+}
+
+/// Injects every object of one input, one document at a time, and writes
+/// its `-o manifest` text.
 fn write<'s>(
     source: &'s Source,
-    parsed: &Parsed<'_>,
     injector: &mut Injector<'_, '_>,
-    lone_pod: bool,
-    several: bool,
-) -> Written<'s> {
+    (lone_pod, several): (bool, bool),
+    keep_objects: bool,
+) -> Result<Written<'s>, manifest::InputError> {
+    let mut reading = manifest::read(&source.label, &source.text);
+    let syntax = reading.syntax;
+    let keep_objects = keep_objects || syntax == Syntax::Json;
     let mut text = String::with_capacity(source.text.len() * 2);
     let mut objects = Vec::new();
-    for (i, doc) in parsed.documents.iter().enumerate() {
-        let Some(before) = &doc.value else {
+    let mut changed_any = false;
+    for (i, doc) in reading.by_ref().enumerate() {
+        let mut doc = doc?;
+        let Some(before) = doc.value.take() else {
             push_text(&mut text, doc.text);
             continue;
         };
-        let at = match (lone_pod, several, parsed.syntax) {
+        let at = match (lone_pod, several, syntax) {
             (true, _, _) => String::new(),
             (false, true, Syntax::Json) => source.label.clone(),
             (false, false, Syntax::Json) => "the object".to_owned(),
@@ -137,9 +150,9 @@ fn write<'s>(
             (false, false, Syntax::Yaml) => format!("document {}", i + 1),
         };
         let mut after = before.clone();
-        let raw = (parsed.syntax == Syntax::Json).then_some(doc.text);
+        let raw = (syntax == Syntax::Json).then_some(doc.text);
         let changed = injector.object(&mut after, raw, &at);
-        match (changed, parsed.syntax) {
+        match (changed, syntax) {
             (false, _) => push_text(&mut text, doc.text),
             (true, Syntax::Json) => {
                 text = serde_json::to_string_pretty(&after).unwrap_or_default() + "\n";
@@ -152,14 +165,19 @@ fn write<'s>(
                 text.push_str(&yaml::to_string(&after));
             }
         }
-        objects.push((before.clone(), after));
+        changed_any |= before != after;
+        if keep_objects {
+            objects.push((before, after));
+        }
     }
-    Written {
+    reading.finish()?;
+    Ok(Written {
         source,
-        syntax: parsed.syntax,
+        syntax,
         text,
         objects,
-    }
+        changed: changed_any,
+    })
 }
 
 /// A document as it was read, ending in a line break.
@@ -209,17 +227,15 @@ fn report(entries: &[Entry], quiet: bool) {
 /// What `-o` asks for, and whether anything changed.
 fn output(
     args: &InjectArgs,
-    written: &[Written<'_>],
+    written: Vec<Written<'_>>,
     lone_patch: Option<json_patch::Patch>,
 ) -> Result<(String, bool), String> {
-    let changes = written
-        .iter()
-        .any(|w| w.objects.iter().any(|(before, after)| before != after));
+    let changes = written.iter().any(|w| w.changed);
     let text = match args.output {
-        InjectOutput::Manifest => joined(written.iter().map(|w| w.text.clone())),
-        InjectOutput::Yaml => joined(written.iter().map(|w| {
+        InjectOutput::Manifest => joined(written.into_iter().map(|w| w.text)),
+        InjectOutput::Yaml => joined(written.into_iter().map(|w| {
             match w.syntax {
-                Syntax::Yaml => w.text.clone(),
+                Syntax::Yaml => w.text,
                 Syntax::Json => w
                     .objects
                     .iter()
@@ -234,7 +250,7 @@ fn output(
                 .collect(),
         )?,
         InjectOutput::Patch => {
-            let [w] = written else {
+            let [w] = written.as_slice() else {
                 return Err(patch_refusal());
             };
             let [(before, after)] = w.objects.as_slice() else {
@@ -262,11 +278,12 @@ fn patch_refusal() -> String {
     "-o patch takes one object (a JSON patch addresses one object); this input holds several documents or files: use -o diff".to_owned()
 }
 
-/// Several inputs' texts as one YAML stream: each starts a document.
-fn joined(texts: impl Iterator<Item = String>) -> String {
-    let mut out = String::new();
-    for (i, text) in texts.enumerate() {
-        if i > 0 && !text.starts_with("---") {
+/// Several inputs' texts as one YAML stream: each starts a document. The
+/// first is not copied (one input's text may be most of the memory used).
+fn joined(mut texts: impl Iterator<Item = String>) -> String {
+    let mut out = texts.next().unwrap_or_default();
+    for text in texts {
+        if !text.starts_with("---") {
             out.push_str("---\n");
         }
         out.push_str(&text);

@@ -28,6 +28,15 @@ pub(crate) struct ConnState {
     close: Flag,
     /// The socket, to look for bytes not read yet; -1 when unknown.
     fd: AtomicI32,
+    /// Before the first request: milliseconds after `accepted` since which
+    /// the connection has waited on its client (for its hello, for its
+    /// side of the handshake after the server's flight, for its first
+    /// head); [`NONE`] while it waits on the server (its hello in line for
+    /// the CPU).
+    client_turn_ms: AtomicU64,
+    /// Its address has credit with the handshake gate (its handshakes
+    /// finish): it is given [`PATIENT_GRACE`] rather than [`NEW_GRACE`].
+    patient: AtomicBool,
 }
 
 /// A new connection: handshake and first head, no byte of it read yet. The
@@ -52,12 +61,31 @@ const NONE: u64 = u64::MAX;
 /// apiserver's; within it, an answer is never lost to eviction.
 pub(crate) const ANSWER_GRACE: Duration = Duration::from_secs(1);
 
+/// How long a new connection that has sent no request yet may keep the
+/// server waiting on it (for its hello, its side of the handshake, its
+/// first head) before it ranks ahead of the idle ones: a client that means
+/// to send a request does so within milliseconds of the server's flight,
+/// and a flood of hellos held open must not outlast the apiserver's idle
+/// keep-alive connections. Time its hello waits for the CPU does not count.
+pub(crate) const NEW_GRACE: Duration = Duration::from_millis(100);
+/// The same for a client whose address has credit with the handshake gate
+/// (its handshakes finish), on a loaded machine.
+pub(crate) const PATIENT_GRACE: Duration = Duration::from_secs(1);
+
 /// Which connection goes first when one must make room; the smallest is
 /// evicted first, and `None` is never evicted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Rank {
     tier: u8,
     since: Instant,
+}
+
+impl Rank {
+    /// Of a connection that never sent a request (past its grace) or left
+    /// its answer unread: one that goes before any that carried a request.
+    pub fn silent(self) -> bool {
+        self.tier == 0
+    }
 }
 
 impl ConnState {
@@ -71,7 +99,34 @@ impl ConnState {
             write_blocked: AtomicBool::new(false),
             close: Flag::default(),
             fd: AtomicI32::new(-1),
+            client_turn_ms: AtomicU64::new(0),
+            patient: AtomicBool::new(false),
         })
+    }
+
+    /// Its hello is read: the server's turn, until [`ConnState::client_turn`].
+    pub fn server_turn(&self) {
+        self.client_turn_ms.store(NONE, Ordering::Release);
+    }
+
+    /// The server's flight is on its way: the client's turn again.
+    pub fn client_turn(&self) {
+        self.client_turn_ms.store(self.now_ms(), Ordering::Release);
+    }
+
+    /// Its address has credit with the handshake gate.
+    pub fn patient(&self) {
+        self.patient.store(true, Ordering::Release);
+    }
+
+    /// How long it has waited on its client before its first request, as
+    /// of `now`; zero while it waits on the server.
+    fn waited_on_client(&self, now: Instant) -> Duration {
+        let ms = self.client_turn_ms.load(Ordering::Acquire);
+        if ms == NONE {
+            return Duration::ZERO;
+        }
+        now.saturating_duration_since(self.accepted + Duration::from_millis(ms))
     }
 
     /// Records the socket, so that shutdown and eviction can see a request
@@ -157,29 +212,47 @@ impl ConnState {
     /// evicted first; `None` while a request is in the handler, or its
     /// answer is being written for less than [`ANSWER_GRACE`], which are
     /// never cut.
-    /// - Connections without a request on their way, longest idle first,
-    ///   whatever they sent before: one between requests is idle since its
-    ///   last response, a new one since its accept (until it has sent a
-    ///   whole first head: a handshake, or a first head trickling in, shows
-    ///   nothing yet), one whose answer has waited unread past the grace
-    ///   since that answer was ready. So a flood of connections that each
-    ///   sent one request and sit idle, or that pipeline requests and never
-    ///   read, cannot hold every slot, and a new client's handshake is not
-    ///   the first to go. The apiserver simply reconnects.
+    /// - First, connections that have never sent a request and have kept the
+    ///   server waiting on them for longer than [`NEW_GRACE`] (oldest
+    ///   first), and those whose answer has waited unread past the grace
+    ///   (since that answer was ready). A client that connects and sends
+    ///   nothing, or a hello and nothing after the server's flight (a flood
+    ///   of handshakes that never finish), goes before any connection that
+    ///   has carried a request: past the cap, a flood of new connections
+    ///   evicts its own, not the apiserver's idle keep-alive connections.
+    /// - Then connections between requests, longest idle first. So a flood
+    ///   of connections that each sent one request and sit idle cannot
+    ///   hold every slot; the apiserver simply reconnects.
+    /// - Then new connections within [`NEW_GRACE`]: a new client's
+    ///   handshake and first request are not the first to go.
     /// - Then connections whose next head is arriving, oldest head first:
     ///   the apiserver sends a head in one piece, so only a client that
     ///   trickles its head stays there.
     ///
     /// [`ConnState::may_close_now`] has the last word on the one chosen.
     pub fn rank(&self) -> Option<Rank> {
+        self.rank_at(Instant::now())
+    }
+
+    /// [`ConnState::rank`] as of `now` (one clock read for a scan of all).
+    pub fn rank_at(&self, now: Instant) -> Option<Rank> {
         let (tier, since) = match (self.established(), self.phase()) {
             (_, ANSWER) if self.answer_overdue() => (0, self.answered_at()?),
             (_, REQUEST | ANSWER) => return None,
-            (false, _) => (0, self.accepted),
-            (true, IDLE) => (0, self.since()),
-            (true, _) => (1, self.since()),
+            (false, _) if self.waited_on_client(now) >= self.grace() => (0, self.accepted),
+            (false, _) => (2, self.accepted),
+            (true, IDLE) => (1, self.since()),
+            (true, _) => (3, self.since()),
         };
         Some(Rank { tier, since })
+    }
+
+    fn grace(&self) -> Duration {
+        if self.patient.load(Ordering::Acquire) {
+            PATIENT_GRACE
+        } else {
+            NEW_GRACE
+        }
     }
 
     /// How long the connection has been idle between requests, if it is.
@@ -331,7 +404,7 @@ mod tests {
     }
 
     #[test]
-    fn eviction_takes_the_longest_idle_then_trickled_heads() {
+    fn eviction_takes_silent_new_connections_then_the_longest_idle_then_trickled_heads() {
         let pause = || std::thread::sleep(Duration::from_millis(5));
         let (idle_long, idle_short, trickling) =
             (ConnState::new(), ConnState::new(), ConnState::new());
@@ -343,18 +416,26 @@ mod tests {
         trickling.bytes_read();
         pause();
         let stranger = ConnState::new();
+        // A connection that has sent nothing for longer than the grace (a
+        // hello that never finishes, accepted earlier).
+        let silent = ConnState {
+            accepted: Instant::now().checked_sub(2 * NEW_GRACE).unwrap(),
+            ..Arc::into_inner(ConnState::new()).unwrap()
+        };
+        let silent = Arc::new(silent);
         pause();
         idle_short.idle();
         let in_flight = ConnState::new();
         in_flight.request_began();
         assert_eq!(in_flight.rank(), None);
-        let mut ranked = [&trickling, &idle_short, &stranger, &idle_long];
+        let mut ranked = [&trickling, &idle_short, &stranger, &idle_long, &silent];
         ranked.sort_by_key(|s| s.rank());
         let order: Vec<*const ConnState> = ranked.iter().map(|s| Arc::as_ptr(s)).collect();
-        let expected: Vec<*const ConnState> = [&idle_long, &stranger, &idle_short, &trickling]
-            .iter()
-            .map(|s| Arc::as_ptr(s))
-            .collect();
+        let expected: Vec<*const ConnState> =
+            [&silent, &idle_long, &idle_short, &stranger, &trickling]
+                .iter()
+                .map(|s| Arc::as_ptr(s))
+                .collect();
         assert_eq!(order, expected);
     }
 
