@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes the AdmissionReview bodies used by the benchmarks into bench/reviews/.
 
-Three realistic sandbox pods, about 2 KB, 10 KB and 30 KB as the apiserver
-sends them (defaults filled in, managedFields present), each also with a
-network policy of 10 and of 1,000 rules. Deterministic: same output each run.
+Realistic sandbox pods, about 2 KB, 8 KB, 10 KB and 30 KB as the apiserver
+sends them (defaults filled in, managedFields present), the 2, 10 and 30 KB
+ones also with a network policy of 10 and of 1,000 rules (bench/cases.txt).
+Deterministic: same output each run.
 """
 import json
 import os
@@ -12,7 +13,9 @@ import re
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "reviews")
 P = "opensandbox.io"
-TARGET_BYTES = {"2k": 2048, "10k": 10240, "30k": 30720}
+TARGET_BYTES = {"2k": 2048, "8k": 8192, "10k": 10240, "30k": 30720}
+# Containers beside the init container, past the 2 KB pod's one.
+CONTAINERS = {"8k": 3, "10k": 4, "30k": 13}
 
 
 def cases():
@@ -22,7 +25,7 @@ def cases():
             name = line.strip()
             if not name or name.startswith("#"):
                 continue
-            m = re.fullmatch(r"pod-(2k|10k|30k)(?:-rules(\d+))?", name)
+            m = re.fullmatch(r"pod-(2k|8k|10k|30k)(?:-rules(\d+))?", name)
             if not m:
                 raise SystemExit(f"bench/cases.txt: cannot read case {name!r}")
             yield name, m.group(1), None if m.group(2) is None else int(m.group(2))
@@ -83,7 +86,7 @@ def pod(size, rules):
         spec["containers"] = [container("sandbox", 0, False)]
         mf = managed_fields(1)
     else:
-        n = 4 if size == "10k" else 13
+        n = CONTAINERS[size]
         spec["containers"] = [container("sandbox", 0, True)] + [container(f"c{i}", i, True) for i in range(1, n)]
         spec["volumes"] = [{"name": f"data-{k}", "emptyDir": {}} for k in range(3)] + [
             {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [

@@ -9,7 +9,10 @@
 //! so a stalled server cannot hide its queueing (wrk2's correction for
 //! coordinated omission); otherwise from when it was sent, so this process's
 //! 1 ms timer granularity is not billed to the server. `--rate 0` sends as
-//! fast as responses come back.
+//! fast as responses come back. `--requests N` sends N requests in all
+//! (spread evenly over the connections) and then stops, whatever the
+//! duration: `bench/server_profile.sh` counts a server's instructions over
+//! two such runs and takes the difference per request.
 //!
 //! Prints one line: `requests=… errors=… seconds=… rps=… p50_us=… p90_us=…
 //! p99_us=… max_us=…`; exits 1 if any request failed.
@@ -38,6 +41,7 @@ struct Args {
     connections: u32,
     rate: f64,
     duration: Duration,
+    requests: Option<u64>,
 }
 
 fn args() -> Result<Args, String> {
@@ -48,6 +52,7 @@ fn args() -> Result<Args, String> {
         connections: 32,
         rate: 0.0,
         duration: Duration::from_secs(10),
+        requests: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,6 +64,7 @@ fn args() -> Result<Args, String> {
             "--body" => a.body = value,
             "--connections" => a.connections = value.parse().map_err(bad)?,
             "--rate" => a.rate = value.parse().map_err(|_| format!("bad --rate {value}"))?,
+            "--requests" => a.requests = Some(value.parse().map_err(bad)?),
             "--duration" => {
                 a.duration = Duration::from_secs_f64(
                     value
@@ -70,7 +76,7 @@ fn args() -> Result<Args, String> {
         }
     }
     if a.body.is_empty() || a.connections == 0 {
-        return Err("usage: loadgen --body FILE [--addr A] [--ca FILE] [--connections N] [--rate R] [--duration S]".into());
+        return Err("usage: loadgen --body FILE [--addr A] [--ca FILE] [--connections N] [--rate R] [--duration S | --requests N]".into());
     }
     Ok(a)
 }
@@ -125,6 +131,14 @@ async fn connection(
     // Connection k sends at start + (k / n + i) × interval: evenly spread.
     let interval =
         (args.rate > 0.0).then(|| Duration::from_secs_f64(f64::from(args.connections) / args.rate));
+    // With --requests, this connection's share of them and no time limit.
+    let share = args.requests.map(|n| {
+        let (each, rest) = (
+            n / u64::from(args.connections),
+            n % u64::from(args.connections),
+        );
+        each + u64::from(u64::from(index) < rest)
+    });
     let end = start + args.duration;
     let mut i = 0u32;
     let mut previous_done = start;
@@ -135,7 +149,11 @@ async fn connection(
             }
             None => Instant::now(),
         };
-        if due >= end {
+        let done = match share {
+            Some(share) => u64::from(i) >= share,
+            None => due >= end,
+        };
+        if done {
             break;
         }
         tokio::time::sleep_until(due.into()).await;

@@ -23,6 +23,16 @@ pub enum LogFormat {
 /// per review) it covers a second or more of a sink that stopped.
 pub const LOG_QUEUE_LINES: usize = 4096;
 
+/// What the writer thread gathers before it writes: the lines it finds
+/// queued together go out in one `write`, and it flushes whenever the queue
+/// is empty, so a line is never held back while the webhook is idle. At
+/// saturation that is one `write` per eight reviews instead of one per
+/// review (docs/performance.md, "Server CPU per review: where the gap
+/// goes"). At most `PIPE_BUF` (4 KiB), so that each write to a pipe stays
+/// atomic and nothing else written to stderr (a panic's message) can land
+/// inside a line.
+const LOG_WRITE_BYTES: usize = 4096;
+
 /// The installed logging: lines still queued are written when it is
 /// dropped (for at most a second), so it lives as long as the command.
 pub(super) struct Logging {
@@ -44,7 +54,10 @@ pub(super) fn init_logging(format: LogFormat) -> Logging {
         .lossy(true)
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .thread_name("log-writer")
-        .finish(std::io::stderr());
+        .finish(std::io::BufWriter::with_capacity(
+            LOG_WRITE_BYTES,
+            std::io::stderr(),
+        ));
     let dropped = writer.error_counter();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

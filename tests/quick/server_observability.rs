@@ -316,6 +316,78 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
     assert!(!quiet.contains("\"INFO\""), "RUST_LOG=warn:\n{quiet}");
 }
 
+/// The log writer puts the lines it finds queued together into one write
+/// (docs/performance.md, "Server CPU per review: where the gap goes"), but
+/// holds none back: after a burst of concurrent reviews every admission
+/// line is in the log, whole, while the webhook keeps running, and so is
+/// the line of a lone review that follows, with nothing after it to fill a
+/// buffer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_lines_are_written_whole_and_none_waits_for_more() {
+    let served = Served::start(&["--log-format", "json"]);
+    let c = client(&served.pki);
+    let url = format!("https://127.0.0.1:{}/mutate", served.addr.port());
+    let log_path = served.pki.path("serve.log");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "burst",
+        "labels": {"opensandbox.io/id": "burst"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}});
+    // Every admission line's uid, once each line is checked whole (JSON).
+    let uids = || -> Vec<String> {
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        log.lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("cut line ({e}): {l}"))
+            })
+            .filter(|l| l["fields"]["message"] == "admission")
+            .map(|l| l["fields"]["uid"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+
+    // Eight keep-alive connections of 25 reviews each (more handshakes at
+    // once from one address would meet the handshake gate).
+    let burst = futures_util::future::join_all((0..8).map(|k| {
+        let (c, url, pod) = (&c, &url, &pod);
+        async move {
+            for i in 0..25 {
+                let uid = format!("uid-{k}-{i}");
+                let r =
+                    post_review(c, url, reviews::review(&uid, "team", "CREATE", pod, None)).await;
+                assert_eq!(r.status(), 200);
+            }
+        }
+    }));
+    burst.await;
+    eventually(
+        "the burst's 200 admission lines",
+        Duration::from_secs(10),
+        || {
+            let n = uids().len();
+            async move { n >= 200 }
+        },
+    )
+    .await;
+    let r = post_review(
+        &c,
+        &url,
+        reviews::review("uid-lone", "team", "CREATE", &pod, None),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    eventually("the lone review's line", Duration::from_secs(10), || {
+        let lone = uids().iter().any(|u| u == "uid-lone");
+        async move { lone }
+    })
+    .await;
+    let seen = uids();
+    let distinct: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(
+        (seen.len(), distinct.len()),
+        (201, 201),
+        "one line per admission"
+    );
+    drop(served);
+}
+
 /// A sample of the exposition by its whole series name (for a histogram's
 /// `_count` and `_sum`, which the parser folds into the histogram).
 fn raw_sample<T: std::str::FromStr>(text: &str, series: &str) -> T {
