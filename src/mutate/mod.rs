@@ -15,6 +15,7 @@ mod mistakes;
 mod patch;
 mod quote;
 mod select;
+mod update;
 
 use crate::config::{Config, Keys};
 
@@ -27,11 +28,13 @@ pub use intent::token::{FixedToken, RandomTokens, TokenError, TokenSource, is_eg
 pub use intent::typo::KNOWN as ANNOTATION_NAMES;
 pub use patch::Patch;
 pub use select::SkipReason;
+pub(crate) use update::EPHEMERAL_CONTAINERS;
 
 use inject::automount::Automount;
 use inject::egress::Sidecar;
 use inject::execd::Installer;
 use inject::expiry::Expiry;
+use inject::guard::Drops;
 use inject::layout::{Layout, Wanted};
 use inject::owned::Owned;
 use inject::sandbox::SandboxChanges;
@@ -86,6 +89,27 @@ pub(crate) fn decide_view(
     }
 }
 
+/// Decides for a Pod UPDATE, of the pod itself (`sub_resource` `None`) or
+/// of its ephemeral containers (contract: select.pod-update). `namespace`
+/// is the request's.
+#[must_use]
+pub(crate) fn decide_update(
+    new: &PodView<'_>,
+    old: &PodView<'_>,
+    sub_resource: Option<&str>,
+    namespace: Option<&str>,
+    ctx: &Context<'_>,
+) -> Decision {
+    match update::judge(new, old, sub_resource, namespace, ctx) {
+        update::Judged::Skip(reason) => Decision::Skip(reason),
+        update::Judged::Admit(patch) => Decision::Admit(Admission {
+            patch,
+            warnings: Vec::new(),
+        }),
+        update::Judged::Deny(denial) => Decision::Deny(denial),
+    }
+}
+
 /// `Ok(None)`: the pod opted out. The checks run in a fixed order, so a pod
 /// with several problems always gets the same denial.
 fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Denial> {
@@ -104,16 +128,30 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
 
     let main = main_container(spec, &intent, config)?;
     let linux = intent.platform.as_ref().is_none_or(|p| p.os == Os::Linux);
+    if intent.policy.is_some() && !linux {
+        // No sidecar goes into a Windows pod: never admitted without the
+        // egress control it asks for (contract: egress.windows).
+        return Err(Denial::WindowsWithPolicy {
+            key: keys.network_policy.clone(),
+            platform_key: keys.platform.clone(),
+        });
+    }
     let owned = if linux {
         let owned = inject::owned::find(spec)?;
         if intent.policy.is_some() {
             inject::egress::check_runtime(spec, config)?;
             inject::egress::check_privileges(spec, owned, &keys.network_policy)?;
+            inject::guard::check(pod, owned, &intent, config)?;
         }
         owned
     } else {
         Owned::default()
     };
+    let drops = intent
+        .policy
+        .as_ref()
+        .filter(|_| linux)
+        .map(|_| inject::guard::plan_drops(spec, owned, main));
 
     let selector = match &intent.platform {
         Some(platform) => intent::platform::plan_node_selector(
@@ -162,6 +200,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Option<Admission>, Den
     let patch = Parts {
         expiry,
         injection,
+        drops,
         selector,
         automount,
         owned,
@@ -244,6 +283,8 @@ fn inject<'a>(
 struct Parts<'a> {
     expiry: Option<Expiry>,
     injection: Option<Injection<'a>>,
+    /// What the pod's other containers drop beside a policy.
+    drops: Option<Drops>,
     selector: Option<SelectorChange>,
     automount: Automount,
     owned: Owned,
@@ -283,6 +324,9 @@ impl Parts<'_> {
                 .sandbox
                 .write(layout.main_index(injection.main), &mut patch);
             layout.write_last(&wanted, &mut patch);
+            if let Some(drops) = &self.drops {
+                drops.write(layout, self.owned, &mut patch);
+            }
         }
         match self.selector {
             Some(SelectorChange::Create(e)) => {

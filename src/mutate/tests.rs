@@ -1,3 +1,4 @@
 //! The core through its entry point, for what spans its modules.
 
+mod guard;
 mod layout;

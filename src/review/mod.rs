@@ -50,6 +50,9 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     }
     if let Ok(review) = serde_json::from_str::<ReviewIn<'_, PodView<'_>>>(body) {
         let mut request = review.request.ok_or(ReviewError::NoRequest)?;
+        if request.is_pod_update() {
+            return update(body, ctx);
+        }
         let types = type_meta(review.api_version, review.kind);
         if let Some(pod) = request.object.as_mut() {
             pod.source = Source::Review(body);
@@ -73,6 +76,30 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         ))),
     };
     respond(&types, &request, None, decision)
+}
+
+/// A Pod UPDATE (contract: select.pod-update): both objects read as pods,
+/// off the path of every create. Either missing, or not a readable pod,
+/// is a request no apiserver sends: nothing to judge.
+fn update(body: &str, ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
+    let review: ReviewIn<'_, PodView<'_>, PodView<'_>> = envelope(body)?;
+    let mut request = review.request.ok_or(ReviewError::NoRequest)?;
+    let types = type_meta(review.api_version, review.kind);
+    if let Some(pod) = request.object.as_mut() {
+        pod.source = Source::Review(body);
+    }
+    let decision = match (request.object.as_ref(), request.old_object.as_ref()) {
+        (Some(new), Some(old)) => mutate::decide_update(
+            new,
+            old,
+            request.sub_resource.as_deref(),
+            request.namespace.as_deref(),
+            ctx,
+        ),
+        _ => Decision::Skip(SkipReason::NotPodCreate),
+    };
+    let name = request.object.as_ref().and_then(pod_name);
+    respond(&types, &request, name, decision)
 }
 
 /// A request whose object was not read as a pod: skipped unless it is a

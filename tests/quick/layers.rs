@@ -49,6 +49,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "context",
             "denial select",
             "inject mistakes",
+            "update",
             "mod",
         ],
     ),
@@ -67,11 +68,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate::inject",
         &[
-            "same run_as",
+            "same run_as drops",
             "owned",
             "expiry execd egress sandbox",
             "layout",
-            "automount",
+            "automount guard",
             "mod",
         ],
     ),

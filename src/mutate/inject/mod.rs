@@ -4,9 +4,11 @@
 //! injected, and where each addition goes.
 
 pub(crate) mod automount;
+pub(crate) mod drops;
 pub(crate) mod egress;
 pub(crate) mod execd;
 pub(crate) mod expiry;
+pub(crate) mod guard;
 pub(crate) mod layout;
 pub(crate) mod owned;
 pub(crate) mod run_as;

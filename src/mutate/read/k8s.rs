@@ -163,6 +163,67 @@ pub(crate) fn same_capability(name: &str, wanted: &str) -> bool {
     n.eq_ignore_ascii_case(wanted)
 }
 
+/// Whether some container runtime could read `name`, written in a
+/// `capabilities.add` list, as capability `wanted` (upper-case, without
+/// `CAP_`): the reading to deny on, so it errs towards a match. The
+/// kubelet passes the names on as written; containerd grants
+/// `"CAP_" + strings.ToUpper(name)`, CRI-O keeps a `cap_` prefix of any
+/// case and upper-cases the rest. Go's `ToUpper` maps by Unicode, so
+/// `net_admın` (dotless ı) is `NET_ADMIN` and `ſys_ptrace` (long s) is
+/// `SYS_PTRACE`; a runtime that compares with `EqualFold` also takes the
+/// Kelvin sign for `K`. Surrounding blanks are forgiven too.
+pub(crate) fn runtime_reads_as(name: &str, wanted: &str) -> bool {
+    let n = name.trim();
+    let rest = strip_cap_prefix(n).unwrap_or(n);
+    same_upper(rest, wanted) || same_upper(n, wanted)
+}
+
+/// Whether `name`, written in a `capabilities.drop` list, takes capability
+/// `wanted` away in every runtime: the reading to rely on, so it errs
+/// towards no match. `ALL` drops everything everywhere; otherwise only the
+/// bare name in ASCII of any case (containerd reads `cap_net_raw` as
+/// `CAP_CAP_NET_RAW`, which it ignores, and blanks are kept).
+pub(crate) fn runtime_drops(name: &str, wanted: &str) -> bool {
+    name.eq_ignore_ascii_case("ALL") || name.eq_ignore_ascii_case(wanted)
+}
+
+/// `name` after a `CAP_` prefix of any case and spelling a runtime takes.
+fn strip_cap_prefix(name: &str) -> Option<&str> {
+    let mut chars = name.char_indices();
+    for want in ['C', 'A', 'P', '_'] {
+        let (_, c) = chars.next()?;
+        if runtime_upper(c) != Some(want) {
+            return None;
+        }
+    }
+    Some(chars.as_str())
+}
+
+/// `name` upper-cased as a runtime does equals `wanted` (ASCII upper-case).
+fn same_upper(name: &str, wanted: &str) -> bool {
+    let mut chars = name.chars();
+    for want in wanted.chars() {
+        if chars.next().and_then(runtime_upper) != Some(want) {
+            return false;
+        }
+    }
+    chars.next().is_none()
+}
+
+/// The ASCII letter a runtime reads `c` as, if any: ASCII upper-cased, and
+/// the only non-ASCII letters that Go's `unicode.ToUpper` maps into ASCII
+/// (`ı` U+0131 to `I`, `ſ` U+017F to `S`) or that `strings.EqualFold`
+/// folds onto one (the Kelvin sign U+212A onto `K`).
+fn runtime_upper(c: char) -> Option<char> {
+    match c {
+        '\u{131}' => Some('I'),
+        '\u{17F}' => Some('S'),
+        '\u{212A}' => Some('K'),
+        c if c.is_ascii() => Some(c.to_ascii_uppercase()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +293,43 @@ mod tests {
         assert!(same_capability(" net_admin ", "NET_ADMIN"));
         assert!(!same_capability("NET_RAW", "NET_ADMIN"));
         assert!(!same_capability("CAP", "NET_ADMIN"));
+    }
+
+    #[test]
+    fn capabilities_as_runtimes_read_them() {
+        for (name, cap) in [
+            ("NET_ADMIN", "NET_ADMIN"),
+            ("net_admin", "NET_ADMIN"),
+            ("cap_net_admin", "NET_ADMIN"),
+            ("CAP_NET_ADMIN", "NET_ADMIN"),
+            ("net_adm\u{131}n", "NET_ADMIN"),
+            ("cap_\u{17f}ys_ptrace", "SYS_PTRACE"),
+            (" Net_Raw ", "NET_RAW"),
+            ("\u{17f}ys_ptrace", "SYS_PTRACE"),
+            ("all", "ALL"),
+            ("cap_all", "ALL"),
+            ("\u{212a}ILL", "KILL"),
+        ] {
+            assert!(runtime_reads_as(name, cap), "{name:?} reads as {cap}");
+        }
+        for (name, cap) in [
+            ("NET_ADMINS", "NET_ADMIN"),
+            ("NET_ADM\u{130}N", "NET_ADMIN"),
+            ("NET-ADMIN", "NET_ADMIN"),
+            ("CAP", "NET_ADMIN"),
+            ("", "ALL"),
+            ("NET_R\u{430}W", "NET_RAW"),
+        ] {
+            assert!(!runtime_reads_as(name, cap), "{name:?} is not {cap}");
+        }
+        assert!(runtime_drops("NET_RAW", "NET_RAW"));
+        assert!(runtime_drops("net_raw", "NET_RAW"));
+        assert!(runtime_drops("all", "NET_RAW"));
+        for not_everywhere in ["cap_net_raw", "CAP_NET_RAW", " NET_RAW", "net_r\u{430}w"] {
+            assert!(
+                !runtime_drops(not_everywhere, "NET_RAW"),
+                "{not_everywhere:?}"
+            );
+        }
     }
 }

@@ -202,10 +202,35 @@ pub struct SpecView<'a> {
     pub automount_service_account_token: Option<bool>,
     #[serde(borrow)]
     pub runtime_class_name: Option<Cow<'a, str>>,
+    /// Only the apiserver's `ephemeralcontainers` subresource adds them;
+    /// a CREATE that carries some is refused by the apiserver anyway.
+    #[serde(borrow)]
+    pub ephemeral_containers: Option<List<ContainerView<'a>>>,
+    pub share_process_namespace: Option<bool>,
+    #[serde(rename = "hostPID")]
+    pub host_pid: Option<bool>,
+    pub dns_config: Option<DnsConfigView>,
 }
 
 objects_only! {
     impl<'de, 'a> for SpecView<'a> where ['de: 'a];
+}
+
+/// `spec.dnsConfig`: only whether it names nameservers of its own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self")]
+pub struct DnsConfigView {
+    pub nameservers: Option<List<IgnoredAny>>,
+}
+
+objects_only! {
+    impl<'de> for DnsConfigView;
+}
+
+impl DnsConfigView {
+    pub fn has_nameservers(&self) -> bool {
+        self.nameservers.as_ref().is_some_and(|n| !n.is_empty())
+    }
 }
 
 /// The pod-level `securityContext` fields the injected containers would
@@ -234,6 +259,12 @@ pub struct ContainerView<'a> {
     /// Read only for an egress sidecar that still lacks its token.
     #[serde(borrow)]
     pub readiness_probe: Option<&'a RawValue>,
+    /// Compared only on an UPDATE, for the webhook's own containers.
+    #[serde(borrow)]
+    pub image: Option<Cow<'a, str>>,
+    /// An ephemeral container's: whose process namespace it joins.
+    #[serde(borrow)]
+    pub target_container_name: Option<Cow<'a, str>>,
 }
 
 objects_only! {
@@ -306,6 +337,10 @@ impl<'a> PodView<'a> {
             security_context: None,
             automount_service_account_token: None,
             runtime_class_name: None,
+            ephemeral_containers: None,
+            share_process_namespace: None,
+            host_pid: None,
+            dns_config: None,
         };
         self.spec.as_ref().unwrap_or(&EMPTY)
     }
@@ -318,6 +353,10 @@ impl<'a> SpecView<'a> {
 
     pub fn init_containers(&self) -> &[ContainerView<'a>] {
         self.init_containers.as_deref().unwrap_or_default()
+    }
+
+    pub fn ephemeral_containers(&self) -> &[ContainerView<'a>] {
+        self.ephemeral_containers.as_deref().unwrap_or_default()
     }
 
     /// Every container and init container, for checks that span both lists.

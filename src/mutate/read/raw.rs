@@ -31,6 +31,7 @@ pub enum Source<'a> {
 pub(crate) struct RawLists<'a> {
     pub init_containers: Vec<&'a RawValue>,
     pub containers: Vec<&'a RawValue>,
+    pub ephemeral_containers: Vec<&'a RawValue>,
     pub volumes: Vec<&'a RawValue>,
 }
 
@@ -60,6 +61,8 @@ struct SpecLists<'a> {
     #[serde(default, borrow)]
     containers: Option<Vec<&'a RawValue>>,
     #[serde(default, borrow)]
+    ephemeral_containers: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
     volumes: Option<Vec<&'a RawValue>>,
 }
 
@@ -81,11 +84,13 @@ impl<'a> Source<'a> {
         let spec = pod.spec.unwrap_or(SpecLists {
             init_containers: None,
             containers: None,
+            ephemeral_containers: None,
             volumes: None,
         });
         Some(RawLists {
             init_containers: spec.init_containers.unwrap_or_default(),
             containers: spec.containers.unwrap_or_default(),
+            ephemeral_containers: spec.ephemeral_containers.unwrap_or_default(),
             volumes: spec.volumes.unwrap_or_default(),
         })
     }

@@ -318,7 +318,9 @@ fn a_template_sidecar_gets_its_token_without_a_warning() {
 fn containers_in_the_wrong_place_are_moved_and_the_pods_own_kept_as_they_were() {
     let config = Config::default();
     let mut once = injected(&sandbox(Some(POLICY)), &config);
-    let own = json!({"name": "fetch", "image": "curl", "xFuture": [1, {"a": null}]});
+    // It drops what a container beside a policy must already (guard).
+    let own = json!({"name": "fetch", "image": "curl", "xFuture": [1, {"a": null}],
+                     "securityContext": {"capabilities": {"drop": ["ALL"]}}});
     let inits = once["spec"]["initContainers"].as_array_mut().unwrap();
     inits.insert(1, own.clone());
     let warning = "moved init container 'egress' to where the webhook injects it";
