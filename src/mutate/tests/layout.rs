@@ -109,10 +109,12 @@ fn defaulted(mut pod: Value) -> Value {
             for port in ports.into_iter().flatten() {
                 port["protocol"] = json!("TCP");
             }
-            if let Some(probe) = c.get_mut("readinessProbe") {
-                probe["timeoutSeconds"] = json!(1);
-                probe["successThreshold"] = json!(1);
-                probe["httpGet"]["scheme"] = json!("HTTP");
+            for name in ["readinessProbe", "startupProbe"] {
+                if let Some(probe) = c.get_mut(name) {
+                    probe["timeoutSeconds"] = json!(1);
+                    probe["successThreshold"] = json!(1);
+                    probe["httpGet"]["scheme"] = json!("HTTP");
+                }
             }
             let token = json!({"name": "kube-api-access-abcde", "readOnly": true,
                 "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
