@@ -11,7 +11,6 @@ use super::intent::platform::PlatformError;
 use super::intent::policy::PolicyError;
 use super::intent::token::TokenError;
 use super::quote::clip;
-use crate::json_error::quoted;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -86,19 +85,19 @@ pub enum Denial {
         key: String,
     },
 
-    /// `written` is the item as the pod wrote it, when that is not the
-    /// capability's own name (`net_admın` is `NET_ADMIN` to containerd).
+    /// `unusual`: the item is written otherwise than the capability's own
+    /// name (`net_admın` is `NET_ADMIN` to containerd).
     #[error(
-        "{list} '{}' adds capability {} and annotation {key} asks for egress control, which that capability could undo; remove {} from securityContext.capabilities.add.",
+        "{list} '{}' adds {} and annotation {key} asks for egress control, which that capability could undo; remove {} from securityContext.capabilities.add.",
         clip(.container),
-        shown(.capability, .written.as_deref()),
-        spelled(.capability, .written.as_deref())
+        adds(.capability, *.unusual),
+        item(.capability, *.unusual)
     )]
     NetCapabilityWithPolicy {
         list: &'static str,
         container: String,
         capability: &'static str,
-        written: Option<String>,
+        unusual: bool,
         key: String,
     },
 
@@ -106,15 +105,15 @@ pub enum Denial {
     /// `spec.shareProcessNamespace: true`, `spec.hostPID: true` or its
     /// `targetContainerName`.
     #[error(
-        "{list} '{}' adds capability {} while {via}, so it could trace the egress sidecar's processes and take its token or rules, and annotation {key} asks for egress control; remove {} from securityContext.capabilities.add or {undo}.",
+        "{list} '{}' adds {} while {via}, so it could trace the egress sidecar's processes and take its token or rules, and annotation {key} asks for egress control; remove {} from securityContext.capabilities.add or {undo}.",
         clip(.container),
-        shown("SYS_PTRACE", .written.as_deref()),
-        spelled("SYS_PTRACE", .written.as_deref())
+        adds("SYS_PTRACE", *.unusual),
+        item("SYS_PTRACE", *.unusual)
     )]
     PtraceWithSharedProcesses {
         list: &'static str,
         container: String,
-        written: Option<String>,
+        unusual: bool,
         via: &'static str,
         undo: &'static str,
         key: String,
@@ -298,18 +297,19 @@ impl Denial {
     }
 }
 
-/// A capability as a sentence names it: its name, and how the pod wrote it
-/// when that differs.
-fn shown(capability: &str, written: Option<&str>) -> String {
-    match written {
-        None => capability.to_owned(),
-        Some(w) => format!("{} (which runtimes read as {capability})", quoted(&clip(w))),
+/// What a container adds, in a sentence: the capability, or an item
+/// written otherwise that runtimes read as it.
+fn adds(capability: &str, unusual: bool) -> String {
+    if unusual {
+        format!("an item that runtimes read as capability {capability}")
+    } else {
+        format!("capability {capability}")
     }
 }
 
-/// A capability as the pod wrote it, to be found in its spec.
-fn spelled(capability: &str, written: Option<&str>) -> String {
-    written.map_or_else(|| capability.to_owned(), |w| quoted(&clip(w)))
+/// What to remove: the capability, or that item.
+fn item(capability: &str, unusual: bool) -> &str {
+    if unusual { "that item" } else { capability }
 }
 
 /// The one place an annotation the intent could not read becomes a sentence.

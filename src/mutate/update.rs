@@ -16,6 +16,8 @@
 
 use std::collections::HashSet;
 
+use serde_json::value::RawValue;
+
 use super::context::Context;
 use super::denial::Denial;
 use super::inject::drops::{self, Levels, NetDrops};
@@ -26,6 +28,7 @@ use super::intent::decode_string;
 use super::patch::Patch;
 use super::patch::PatchBuilder;
 use super::read::pod::{ContainerView, PodView};
+use super::read::raw::Named;
 use super::select::SkipReason;
 
 /// The subresource that adds ephemeral containers.
@@ -87,18 +90,21 @@ fn annotation(pod: &PodView<'_>, key: &str) -> Option<String> {
 }
 
 /// The images of `execd-installer` and `egress`, in either list, as they
-/// were.
+/// were. Read from the pods' text: the view keeps no images.
 fn images(new: &PodView<'_>, old: &PodView<'_>) -> Result<(), Denial> {
-    let (was, now) = (old.spec(), new.spec());
+    let (Some(was), Some(now)) = (old.source.lists(), new.source.lists()) else {
+        return Err(unreadable());
+    };
     for (list, before, after) in [
-        (List::Init, was.init_containers(), now.init_containers()),
-        (List::Main, was.containers(), now.containers()),
+        (List::Init, &was.init_containers, &now.init_containers),
+        (List::Main, &was.containers, &now.containers),
     ] {
         for name in [INSTALLER, EGRESS] {
-            let image = |cs: &[ContainerView<'_>]| {
-                cs.iter()
-                    .find(|c| c.name == name)
-                    .map(|c| c.image.as_deref().unwrap_or_default().to_owned())
+            let image = |raws: &[&RawValue]| {
+                raws.iter().map(|raw| Named::of(raw)).find_map(|c| {
+                    (c.name.as_deref() == Some(name))
+                        .then(|| c.image.as_deref().unwrap_or_default().to_owned())
+                })
             };
             if let (Some(from), Some(to)) = (image(before), image(after))
                 && from != to
@@ -113,6 +119,10 @@ fn images(new: &PodView<'_>, old: &PodView<'_>) -> Result<(), Denial> {
         }
     }
     Ok(())
+}
+
+fn unreadable() -> Denial {
+    Denial::PatchEncoding("the pod's containers could not be read again".to_owned())
 }
 
 /// The ephemeral containers this request adds (by name: the apiserver
@@ -149,8 +159,16 @@ fn ephemeral(new: &PodView<'_>, old: &PodView<'_>, ctx: &Context<'_>) -> Result<
         check_container(c, "ephemeral container", key)?;
     }
     guard::check_shared_processes(spec, owned, key)?;
-    for &(_, c) in &added {
-        guard::check_ephemeral_target(c, key)?;
+    let lists = new.source.lists().ok_or_else(unreadable)?;
+    for &(index, c) in &added {
+        let target = lists
+            .ephemeral_containers
+            .get(index)
+            .map(|raw| Named::of(raw));
+        let target = target
+            .as_ref()
+            .and_then(|n| n.target_container_name.as_deref());
+        guard::check_ephemeral_target(c, target, key)?;
     }
     let token = annotation(old, &keys.egress_auth_token);
     guard::check_token(new, owned, token.as_deref(), keys)?;

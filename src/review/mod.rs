@@ -82,13 +82,16 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
 /// off the path of every create. Either missing, or not a readable pod,
 /// is a request no apiserver sends: nothing to judge.
 fn update(body: &str, ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
-    let review: ReviewIn<'_, PodView<'_>, PodView<'_>> = envelope(body)?;
-    let mut request = review.request.ok_or(ReviewError::NoRequest)?;
+    let review: ReviewIn<'_, &RawValue, &RawValue> = envelope(body)?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
     let types = type_meta(review.api_version, review.kind);
-    if let Some(pod) = request.object.as_mut() {
-        pod.source = Source::Review(body);
-    }
-    let decision = match (request.object.as_ref(), request.old_object.as_ref()) {
+    let (new, old) = (
+        request.object.and_then(|r| PodView::parse(r.get()).ok()),
+        request
+            .old_object
+            .and_then(|r| PodView::parse(r.get()).ok()),
+    );
+    let decision = match (&new, &old) {
         (Some(new), Some(old)) => mutate::decide_update(
             new,
             old,
@@ -98,8 +101,7 @@ fn update(body: &str, ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         ),
         _ => Decision::Skip(SkipReason::NotPodCreate),
     };
-    let name = request.object.as_ref().and_then(pod_name);
-    respond(&types, &request, name, decision)
+    respond(&types, &request, new.as_ref().and_then(pod_name), decision)
 }
 
 /// A request whose object was not read as a pod: skipped unless it is a

@@ -88,12 +88,12 @@ pub(crate) fn check_container(
         });
     }
     let added = c.capabilities().and_then(|caps| caps.add.as_ref());
-    if let Some(named) = added.and_then(|caps| caps.first_net.as_ref()) {
+    if let Some(named) = added.and_then(|caps| caps.first_net) {
         return Err(Denial::NetCapabilityWithPolicy {
             list: noun,
             container: c.name.to_string(),
-            capability: named.capability,
-            written: named.written.clone(),
+            capability: named.capability(),
+            unusual: named.unusual,
             key: policy_key.to_owned(),
         });
     }

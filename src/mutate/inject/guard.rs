@@ -31,6 +31,7 @@ use crate::mutate::intent::{Intent, decode_string};
 use crate::mutate::patch::PatchBuilder;
 use crate::mutate::read::lists::reads_metadata_maps;
 use crate::mutate::read::pod::{ContainerView, PodView, SpecView};
+use crate::mutate::read::raw::Named;
 
 /// Every init container and container that is not the webhook's (which
 /// `layout` makes exactly its own): its list, its index, the container.
@@ -66,8 +67,16 @@ pub(crate) fn check(
         check_container(c, EPHEMERAL, key)?;
     }
     check_shared_processes(spec, owned, key)?;
-    for c in spec.ephemeral_containers() {
-        check_ephemeral_target(c, key)?;
+    if !spec.ephemeral_containers().is_empty() {
+        let lists = pod.source.lists().ok_or_else(unreadable)?;
+        for (c, raw) in spec
+            .ephemeral_containers()
+            .iter()
+            .zip(&lists.ephemeral_containers)
+        {
+            let named = Named::of(raw);
+            check_ephemeral_target(c, named.target_container_name.as_deref(), key)?;
+        }
     }
     if intent.mode(config) == EgressMode::DnsNft
         && spec
@@ -116,11 +125,11 @@ fn ptrace(
     key: &str,
 ) -> Result<(), Denial> {
     let added = c.capabilities().and_then(|caps| caps.add.as_ref());
-    match added.and_then(|a| a.sys_ptrace.as_ref()) {
+    match added.and_then(|a| a.sys_ptrace) {
         Some(named) => Err(Denial::PtraceWithSharedProcesses {
             list: noun,
             container: c.name.to_string(),
-            written: named.written.clone(),
+            unusual: named.unusual,
             via,
             undo,
             key: key.to_owned(),
@@ -131,8 +140,12 @@ fn ptrace(
 
 /// An ephemeral container that joins the sidecar's own process namespace
 /// (`targetContainerName: egress`) with `SYS_PTRACE`.
-pub(crate) fn check_ephemeral_target(c: &ContainerView<'_>, key: &str) -> Result<(), Denial> {
-    if c.target_container_name.as_deref() == Some(EGRESS) {
+pub(crate) fn check_ephemeral_target(
+    c: &ContainerView<'_>,
+    target: Option<&str>,
+    key: &str,
+) -> Result<(), Denial> {
+    if target == Some(EGRESS) {
         return ptrace(
             c,
             EPHEMERAL,
@@ -163,9 +176,7 @@ pub(crate) fn check_token(
     if !volumes && !containers && token.is_none() {
         return Ok(());
     }
-    let lists = pod.source.lists().ok_or_else(|| {
-        Denial::PatchEncoding("the pod's containers could not be read again".to_owned())
-    })?;
+    let lists = pod.source.lists().ok_or_else(unreadable)?;
     let exposure = Exposure { pod, keys, token };
     for raw in &lists.volumes {
         let volume = parse(raw);
@@ -210,6 +221,11 @@ pub(crate) fn check_token(
         }
     }
     Ok(())
+}
+
+/// The source of a view could not be read again: a bug, said as one.
+fn unreadable() -> Denial {
+    Denial::PatchEncoding("the pod's containers could not be read again".to_owned())
 }
 
 /// A list item read whole; one that does not read is a pod the view

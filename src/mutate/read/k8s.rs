@@ -163,19 +163,58 @@ pub(crate) fn same_capability(name: &str, wanted: &str) -> bool {
     n.eq_ignore_ascii_case(wanted)
 }
 
-/// Whether some container runtime could read `name`, written in a
-/// `capabilities.add` list, as capability `wanted` (upper-case, without
-/// `CAP_`): the reading to deny on, so it errs towards a match. The
+/// A name written in a `capabilities.add` list as some container runtime
+/// could read it: the reading to deny on, so it errs towards a match. The
 /// kubelet passes the names on as written; containerd grants
-/// `"CAP_" + strings.ToUpper(name)`, CRI-O keeps a `cap_` prefix of any
-/// case and upper-cases the rest. Go's `ToUpper` maps by Unicode, so
-/// `net_admın` (dotless ı) is `NET_ADMIN` and `ſys_ptrace` (long s) is
-/// `SYS_PTRACE`; a runtime that compares with `EqualFold` also takes the
-/// Kelvin sign for `K`. Surrounding blanks are forgiven too.
-pub(crate) fn runtime_reads_as(name: &str, wanted: &str) -> bool {
-    let n = name.trim();
-    let rest = strip_cap_prefix(n).unwrap_or(n);
-    same_upper(rest, wanted) || same_upper(n, wanted)
+/// `"CAP_" + strings.ToUpper(name)`, CRI-O keeps a `cap_` prefix of any case
+/// and upper-cases the rest. Go's `ToUpper` maps by Unicode, so `net_admın`
+/// (dotless ı) is `NET_ADMIN` and `ſys_ptrace` (long s) is `SYS_PTRACE`; a
+/// runtime that compares with `EqualFold` also takes the Kelvin sign for
+/// `K`. Surrounding blanks are forgiven too. So: trimmed, upper-cased,
+/// without a `CAP_` prefix, on the stack. Read once per item and compared
+/// with each capability a decision asks about: this runs for every item of
+/// every container's lists.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RuntimeName {
+    buf: [u8; RuntimeName::MAX],
+    /// `None` for a name no runtime reads as a capability (a letter that
+    /// no upper-casing makes ASCII, or longer than any capability).
+    len: Option<u8>,
+}
+
+impl RuntimeName {
+    /// Longer than any capability's name (`CHECKPOINT_RESTORE` is 18).
+    const MAX: usize = 32;
+
+    pub(crate) fn of(name: &str) -> Self {
+        let mut out = RuntimeName {
+            buf: [0; Self::MAX],
+            len: None,
+        };
+        let mut len = 0;
+        for c in name.trim().chars() {
+            let (Some(upper), true) = (runtime_upper(c), len < Self::MAX) else {
+                return out;
+            };
+            // `runtime_upper` yields ASCII only.
+            out.buf[len] = upper as u8;
+            len += 1;
+        }
+        let start = if out.buf[..len].starts_with(b"CAP_") {
+            4
+        } else {
+            0
+        };
+        out.buf.copy_within(start..len, 0);
+        out.len = u8::try_from(len - start).ok();
+        out
+    }
+
+    /// Whether this is capability `wanted` (upper-case, without `CAP_`).
+    pub(crate) fn is(&self, wanted: &str) -> bool {
+        self.len
+            .is_some_and(|len| &self.buf[..usize::from(len)] == wanted.as_bytes())
+    }
 }
 
 /// Whether `name`, written in a `capabilities.drop` list, takes capability
@@ -185,29 +224,6 @@ pub(crate) fn runtime_reads_as(name: &str, wanted: &str) -> bool {
 /// `CAP_CAP_NET_RAW`, which it ignores, and blanks are kept).
 pub(crate) fn runtime_drops(name: &str, wanted: &str) -> bool {
     name.eq_ignore_ascii_case("ALL") || name.eq_ignore_ascii_case(wanted)
-}
-
-/// `name` after a `CAP_` prefix of any case and spelling a runtime takes.
-fn strip_cap_prefix(name: &str) -> Option<&str> {
-    let mut chars = name.char_indices();
-    for want in ['C', 'A', 'P', '_'] {
-        let (_, c) = chars.next()?;
-        if runtime_upper(c) != Some(want) {
-            return None;
-        }
-    }
-    Some(chars.as_str())
-}
-
-/// `name` upper-cased as a runtime does equals `wanted` (ASCII upper-case).
-fn same_upper(name: &str, wanted: &str) -> bool {
-    let mut chars = name.chars();
-    for want in wanted.chars() {
-        if chars.next().and_then(runtime_upper) != Some(want) {
-            return false;
-        }
-    }
-    chars.next().is_none()
 }
 
 /// The ASCII letter a runtime reads `c` as, if any: ASCII upper-cased, and
@@ -310,7 +326,7 @@ mod tests {
             ("cap_all", "ALL"),
             ("\u{212a}ILL", "KILL"),
         ] {
-            assert!(runtime_reads_as(name, cap), "{name:?} reads as {cap}");
+            assert!(RuntimeName::of(name).is(cap), "{name:?} reads as {cap}");
         }
         for (name, cap) in [
             ("NET_ADMINS", "NET_ADMIN"),
@@ -320,7 +336,7 @@ mod tests {
             ("", "ALL"),
             ("NET_R\u{430}W", "NET_RAW"),
         ] {
-            assert!(!runtime_reads_as(name, cap), "{name:?} is not {cap}");
+            assert!(!RuntimeName::of(name).is(cap), "{name:?} is not {cap}");
         }
         assert!(runtime_drops("NET_RAW", "NET_RAW"));
         assert!(runtime_drops("net_raw", "NET_RAW"));

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess};
 
 use super::k8s::{
-    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv,
-    TOKEN_VOLUME_PREFIX, runtime_drops, runtime_reads_as, same_capability, same_dir,
+    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv, RuntimeName,
+    TOKEN_VOLUME_PREFIX, runtime_drops, same_capability, same_dir,
 };
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
@@ -409,11 +409,12 @@ objects_only! {
 }
 
 /// A capability list, as the egress decisions read it: an `add` list as
-/// any runtime could read it ([`runtime_reads_as`]), a `drop` list as every
-/// runtime does ([`runtime_drops`]).
+/// any runtime could read it ([`RuntimeName`]), a `drop` list as every
+/// runtime does ([`runtime_drops`]). A few bytes: every container of every
+/// review holds two (docs/performance.md).
 #[derive(Debug, Default)]
 pub struct Capabilities {
-    /// The first item that is one of [`NET_CAPABILITIES`], named by the
+    /// The first item that is `NET_ADMIN`, `NET_RAW` or `ALL`, named by the
     /// first of them it matches.
     pub first_net: Option<Named>,
     /// The first item that is `SYS_PTRACE`.
@@ -426,36 +427,50 @@ pub struct Capabilities {
     pub sys_admin: bool,
 }
 
-/// A capability an item names: the capability, and the item as the pod
-/// wrote it when that is not the capability's own name (only an unusual
-/// spelling allocates).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A capability an item names, and whether the item is written otherwise
+/// than the capability's name in ASCII of any case, with or without
+/// `CAP_` (`net_admın` or ` NET_ADMIN` for `NET_ADMIN`): a sentence then
+/// cannot name the item by the capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Named {
-    pub capability: &'static str,
-    pub written: Option<String>,
+    index: u8,
+    pub unusual: bool,
 }
 
+/// The capabilities [`Named`] names: first the three that let a container
+/// rewrite the egress sidecar's rules (`NET_ADMIN`, `ALL`) or read and forge
+/// the pod's traffic (`NET_RAW`), then `SYS_PTRACE`.
+const NAMED: [&str; 4] = ["NET_ADMIN", "NET_RAW", "ALL", "SYS_PTRACE"];
+
 impl Named {
-    fn of(capability: &'static str, item: &str) -> Self {
+    /// `NAMED[index]`, as `item` wrote it.
+    fn of(index: u8, item: &str) -> Self {
+        let name = NAMED[usize::from(index)];
+        let bare = item
+            .get(..4)
+            .filter(|p| p.eq_ignore_ascii_case("CAP_"))
+            .map_or(item, |_| &item[4..]);
         Named {
-            capability,
-            written: (item != capability).then(|| item.to_owned()),
+            index,
+            unusual: !bare.eq_ignore_ascii_case(name),
         }
+    }
+
+    #[must_use]
+    pub fn capability(self) -> &'static str {
+        NAMED[usize::from(self.index)]
     }
 }
 
-/// The capabilities that let a container rewrite the egress sidecar's rules
-/// (`NET_ADMIN`, `ALL`) or read and forge the pod's traffic (`NET_RAW`).
-pub const NET_CAPABILITIES: [&str; 3] = ["NET_ADMIN", "NET_RAW", "ALL"];
-
 summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
+    let read = RuntimeName::of(&cap);
     if caps.first_net.is_none()
-        && let Some(net) = NET_CAPABILITIES.into_iter().find(|w| runtime_reads_as(&cap, w))
+        && let Some(net) = (0..3u8).find(|&i| read.is(NAMED[usize::from(i)]))
     {
         caps.first_net = Some(Named::of(net, &cap));
     }
-    if caps.sys_ptrace.is_none() && runtime_reads_as(&cap, "SYS_PTRACE") {
-        caps.sys_ptrace = Some(Named::of("SYS_PTRACE", &cap));
+    if caps.sys_ptrace.is_none() && read.is(NAMED[3]) {
+        caps.sys_ptrace = Some(Named::of(3, &cap));
     }
     caps.drops_net_admin |= runtime_drops(&cap, "NET_ADMIN");
     caps.drops_net_raw |= runtime_drops(&cap, "NET_RAW");

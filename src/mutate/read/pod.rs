@@ -259,12 +259,6 @@ pub struct ContainerView<'a> {
     /// Read only for an egress sidecar that still lacks its token.
     #[serde(borrow)]
     pub readiness_probe: Option<&'a RawValue>,
-    /// Compared only on an UPDATE, for the webhook's own containers.
-    #[serde(borrow)]
-    pub image: Option<Cow<'a, str>>,
-    /// An ephemeral container's: whose process namespace it joins.
-    #[serde(borrow)]
-    pub target_container_name: Option<Cow<'a, str>>,
 }
 
 objects_only! {

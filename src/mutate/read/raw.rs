@@ -96,6 +96,28 @@ impl<'a> Source<'a> {
     }
 }
 
+/// A container's name, image and `targetContainerName`, read from its
+/// text: what an UPDATE compares and an ephemeral container's target, which
+/// the pod view does not keep (no create needs them).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Named<'a> {
+    #[serde(default, borrow)]
+    pub name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub image: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub target_container_name: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Named<'a> {
+    /// Read from a list item; one that does not read (a pod the view
+    /// refused already) names nothing.
+    pub(crate) fn of(raw: &'a RawValue) -> Self {
+        serde_json::from_str(raw.get()).unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

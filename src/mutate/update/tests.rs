@@ -5,7 +5,6 @@ use serde_json::{Value, json};
 use super::*;
 use crate::config::Config;
 use crate::mutate::intent::token::FixedToken;
-use crate::mutate::read::pod::Source;
 
 fn decided(old: &Value, new: &Value, sub: Option<&str>) -> Judged {
     let config = Config::default();
@@ -18,8 +17,7 @@ fn decided(old: &Value, new: &Value, sub: Option<&str>) -> Judged {
     };
     let (old_raw, new_raw) = (old.to_string(), new.to_string());
     let old = PodView::parse(&old_raw).unwrap();
-    let mut new = PodView::parse(&new_raw).unwrap();
-    new.source = Source::Pod(&new_raw);
+    let new = PodView::parse(&new_raw).unwrap();
     judge(&new, &old, sub, Some("team-a"), &ctx)
 }
 
