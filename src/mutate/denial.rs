@@ -85,15 +85,92 @@ pub enum Denial {
         key: String,
     },
 
+    /// `unusual`: the item is written otherwise than the capability's own
+    /// name (`net_admın` is `NET_ADMIN` to containerd).
     #[error(
-        "{list} '{}' adds capability {capability} and annotation {key} asks for egress control, which that capability could undo; remove {capability} from securityContext.capabilities.add.",
-        clip(.container)
+        "{list} '{}' adds {} and annotation {key} asks for egress control, which that capability could undo; remove {} from securityContext.capabilities.add.",
+        clip(.container),
+        adds(.capability, *.unusual),
+        item(.capability, *.unusual)
     )]
     NetCapabilityWithPolicy {
         list: &'static str,
         container: String,
-        capability: String,
+        capability: &'static str,
+        unusual: bool,
         key: String,
+    },
+
+    /// `via` names what lets the container see the sidecar's processes:
+    /// `spec.shareProcessNamespace: true`, `spec.hostPID: true` or its
+    /// `targetContainerName`.
+    #[error(
+        "{list} '{}' adds {} while {via}, so it could trace the egress sidecar's processes and take its token or rules, and annotation {key} asks for egress control; remove {} from securityContext.capabilities.add or {undo}.",
+        clip(.container),
+        adds("SYS_PTRACE", *.unusual),
+        item("SYS_PTRACE", *.unusual)
+    )]
+    PtraceWithSharedProcesses {
+        list: &'static str,
+        container: String,
+        unusual: bool,
+        via: &'static str,
+        undo: &'static str,
+        key: String,
+    },
+
+    /// `place` says where, in words and with its field: `container
+    /// 'sandbox' (env[2].valueFrom.fieldRef)`, `volume 'podinfo'`.
+    #[error(
+        "{} reads {} through the downward API, which holds the egress token (annotation {token_key}) with which code in the sandbox could change its own egress policy, and annotation {key} asks for egress control; read only the annotations or labels it needs.",
+        clip(.place),
+        clip(.field_path)
+    )]
+    TokenByDownwardApi {
+        place: String,
+        field_path: String,
+        token_key: String,
+        key: String,
+    },
+
+    #[error(
+        "{} holds the value of annotation {token_key}, the egress token, with which code in the sandbox could change its own egress policy; the token goes to the egress sidecar only, so remove it there (or leave the annotation out to have a token generated).",
+        clip(.place)
+    )]
+    TokenCopied { place: String, token_key: String },
+
+    #[error(
+        "annotation {key} sets OPENSANDBOX_EGRESS_POLICY_FILE to '{}', {why}, so code in the sandbox could write the policy the egress sidecar loads; point it at a path of the sidecar's own filesystem or leave it out.",
+        clip(.path)
+    )]
+    PolicyFileWritable {
+        key: String,
+        path: String,
+        why: &'static str,
+    },
+
+    #[error(
+        "spec.dnsConfig.nameservers is set and annotation {key} asks for egress control in mode dns+nft, whose sidecar lets the pod's nameservers through on every port, so those addresses would be open to the sandbox; remove spec.dnsConfig.nameservers (and dnsPolicy: None) or use egress mode dns."
+    )]
+    NameserversWithNft { key: String },
+
+    #[error(
+        "annotation {key} asks for egress control but annotation {platform_key} is a Windows platform, and the webhook injects no egress sidecar into Windows pods, so the pod would run without egress control; remove one of them."
+    )]
+    WindowsWithPolicy { key: String, platform_key: String },
+
+    /// An UPDATE that changes the image of a container the webhook
+    /// injected.
+    #[error(
+        "{list} '{container}' was injected by the webhook and its image cannot change after admission (from '{}' to '{}'): it runs with the privileges of egress control beside the sandbox; delete and create the pod again instead.",
+        clip(.from),
+        clip(.to)
+    )]
+    InjectedImageChanged {
+        list: &'static str,
+        container: &'static str,
+        from: String,
+        to: String,
     },
 
     #[error(
@@ -216,6 +293,12 @@ impl Denial {
             Denial::HostNetworkWithPolicy { .. }
             | Denial::PrivilegedWithPolicy { .. }
             | Denial::NetCapabilityWithPolicy { .. }
+            | Denial::PtraceWithSharedProcesses { .. }
+            | Denial::TokenByDownwardApi { .. }
+            | Denial::TokenCopied { .. }
+            | Denial::PolicyFileWritable { .. }
+            | Denial::NameserversWithNft { .. }
+            | Denial::InjectedImageChanged { .. }
             | Denial::IsolationNotAllowed { .. } => 403,
             Denial::TokenUnavailable(_) | Denial::PatchEncoding(_) => 500,
             _ => 400,
@@ -231,6 +314,21 @@ impl Denial {
             _ => "BadRequest",
         }
     }
+}
+
+/// What a container adds, in a sentence: the capability, or an item
+/// written otherwise that runtimes read as it.
+fn adds(capability: &str, unusual: bool) -> String {
+    if unusual {
+        format!("an item that runtimes read as capability {capability}")
+    } else {
+        format!("capability {capability}")
+    }
+}
+
+/// What to remove: the capability, or that item.
+fn item(capability: &str, unusual: bool) -> &str {
+    if unusual { "that item" } else { capability }
 }
 
 /// The one place an annotation the intent could not read becomes a sentence.
@@ -284,6 +382,9 @@ impl From<IntentError> for Denial {
                 env_key,
             },
             IntentError::MalformedLabel { key } => Denial::MalformedLabel { key },
+            IntentError::PolicyFileWritable { key, path, why } => {
+                Denial::PolicyFileWritable { key, path, why }
+            }
         }
     }
 }

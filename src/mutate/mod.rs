@@ -11,10 +11,12 @@ pub(crate) mod intent;
 mod context;
 mod denial;
 pub(crate) mod inject;
+mod main_container;
 mod mistakes;
 mod patch;
 mod quote;
 mod select;
+mod update;
 
 use crate::config::{Config, Keys};
 
@@ -29,16 +31,19 @@ pub use intent::token::{FixedToken, RandomTokens, TokenError, TokenSource, is_eg
 pub use intent::typo::KNOWN as ANNOTATION_NAMES;
 pub use patch::Patch;
 pub use select::SkipReason;
+pub(crate) use update::EPHEMERAL_CONTAINERS;
 
 use inject::automount::Automount;
 use inject::egress::Sidecar;
 use inject::execd::Installer;
 use inject::expiry::Expiry;
+use inject::guard::Drops;
 use inject::layout::{Layout, Wanted};
 use inject::owned::Owned;
 use inject::sandbox::SandboxChanges;
 use intent::Intent;
 use intent::platform::{Os, SelectorChange};
+use main_container::main_container;
 use patch::PatchBuilder;
 use read::pod::{PodView, SpecView};
 
@@ -105,8 +110,34 @@ pub(crate) fn decide_view(
     mutate(pod, ctx).unwrap_or_else(Decision::Deny)
 }
 
+/// Decides for a Pod UPDATE, of the pod itself (`sub_resource` `None`) or
+/// of its ephemeral containers (contract: select.pod-update). `namespace`
+/// is the request's.
+#[must_use]
+pub(crate) fn decide_update(
+    new: &PodView<'_>,
+    old: &PodView<'_>,
+    sub_resource: Option<&str>,
+    namespace: Option<&str>,
+    ctx: &Context<'_>,
+) -> Decision {
+    match update::judge(new, old, sub_resource, namespace, ctx) {
+        update::Judged::Skip(reason) => Decision::Skip(reason),
+        update::Judged::Admit(patch) => Decision::Admit(Admission {
+            patch,
+            warnings: Vec::new(),
+            injected: None,
+        }),
+        update::Judged::Deny(denial) => Decision::Deny(denial),
+    }
+}
+
 /// The checks run in a fixed order, so a pod with several problems always
 /// gets the same denial.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the checks and the plan in their one fixed order, read top to bottom"
+)]
 fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
     let config = ctx.config;
     let keys = config.keys();
@@ -128,16 +159,30 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
         return completed(pod, built, &intent, ctx).map(Decision::ServerCompleted);
     }
     let linux = intent.platform.as_ref().is_none_or(|p| p.os == Os::Linux);
+    if intent.policy.is_some() && !linux {
+        // No sidecar goes into a Windows pod: never admitted without the
+        // egress control it asks for (contract: egress.windows).
+        return Err(Denial::WindowsWithPolicy {
+            key: keys.network_policy.clone(),
+            platform_key: keys.platform.clone(),
+        });
+    }
     let owned = if linux {
         let owned = inject::owned::find(spec)?;
         if intent.policy.is_some() {
             inject::egress::check_runtime(spec, config)?;
             inject::egress::check_privileges(spec, owned, &keys.network_policy)?;
+            inject::guard::check(pod, owned, &intent, config)?;
         }
         owned
     } else {
         Owned::default()
     };
+    let drops = intent
+        .policy
+        .as_ref()
+        .filter(|_| linux)
+        .map(|_| inject::guard::plan_drops(spec, owned, main));
 
     let selector = match &intent.platform {
         Some(platform) => intent::platform::plan_node_selector(
@@ -191,6 +236,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
     let patch = Parts {
         expiry,
         injection,
+        drops,
         selector,
         automount,
         owned,
@@ -260,6 +306,7 @@ fn completed(
         selector,
         automount,
         owned: Owned::default(),
+        drops: None,
         record: None,
         revision: None,
     }
@@ -349,6 +396,8 @@ fn inject<'a>(
 struct Parts<'a> {
     expiry: Option<Expiry>,
     injection: Option<Injection<'a>>,
+    /// What the pod's other containers drop beside a policy.
+    drops: Option<Drops>,
     selector: Option<SelectorChange>,
     automount: Automount,
     owned: Owned,
@@ -402,6 +451,9 @@ impl Parts<'_> {
                 .sandbox
                 .write(layout.main_index(injection.main), &mut patch);
             layout.write_last(&wanted, &mut patch);
+            if let Some(drops) = &self.drops {
+                drops.write(layout, self.owned, &mut patch);
+            }
         }
         match self.selector {
             Some(SelectorChange::Create(e)) => {
@@ -425,55 +477,6 @@ impl Parts<'_> {
 fn holds(raw: Option<&serde_json::value::RawValue>, value: &str) -> bool {
     raw.and_then(|raw| intent::decode_string(raw).ok().flatten())
         .is_some_and(|held| held == value)
-}
-
-/// The sandbox container: the one the annotation names, else `sandbox`, else
-/// the first that is not an egress sidecar (the classic `OpenSandbox` layout
-/// puts the sidecar among the containers).
-fn main_container(spec: &SpecView<'_>, intent: &Intent, config: &Config) -> Result<usize, Denial> {
-    let containers = spec.containers();
-    if containers.is_empty() {
-        return Err(Denial::NoContainers);
-    }
-    if let Some(name) = &intent.main_container {
-        let found = containers
-            .iter()
-            .position(|c| c.name == name.as_str())
-            .ok_or_else(|| Denial::MainContainerNotFound {
-                key: config.keys().main_container.clone(),
-                name: name.clone(),
-                known: containers
-                    .iter()
-                    .map(|c| c.name.as_ref())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        reserved_main(&containers[found], config)?;
-        return Ok(found);
-    }
-    let main = containers
-        .iter()
-        .position(|c| c.name == "sandbox")
-        .or_else(|| {
-            containers
-                .iter()
-                .position(|c| c.name != inject::owned::EGRESS)
-        })
-        .unwrap_or(0);
-    reserved_main(&containers[main], config)?;
-    Ok(main)
-}
-
-/// The sandbox container cannot be one the webhook owns the name of: it
-/// would be checked, and replaced, as the sidecar.
-fn reserved_main(c: &read::pod::ContainerView<'_>, config: &Config) -> Result<(), Denial> {
-    if c.name == inject::owned::EGRESS || c.name == inject::owned::INSTALLER {
-        return Err(Denial::ReservedMainContainer {
-            name: c.name.to_string(),
-            key: config.keys().main_container.clone(),
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

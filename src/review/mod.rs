@@ -50,6 +50,9 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
     }
     if let Ok(review) = serde_json::from_str::<ReviewIn<'_, PodView<'_>>>(body) {
         let mut request = review.request.ok_or(ReviewError::NoRequest)?;
+        if request.is_pod_update() {
+            return update(body, ctx);
+        }
         let types = type_meta(review.api_version, review.kind);
         if let Some(pod) = request.object.as_mut() {
             pod.source = Source::Review(body);
@@ -83,6 +86,44 @@ pub fn review(body: &[u8], ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
         ))),
     };
     respond(&types, &request, None, decision, Subject::default())
+}
+
+/// A Pod UPDATE (contract: select.pod-update): both objects read as pods,
+/// off the path of every create. Either missing, or not a readable pod,
+/// is a request no apiserver sends: nothing to judge.
+fn update(body: &str, ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
+    let review: ReviewIn<'_, &RawValue, &RawValue> = envelope(body)?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let types = type_meta(review.api_version, review.kind);
+    let (new, old) = (
+        request.object.and_then(|r| PodView::parse(r.get()).ok()),
+        request
+            .old_object
+            .and_then(|r| PodView::parse(r.get()).ok()),
+    );
+    let decision = match (&new, &old) {
+        (Some(new), Some(old)) => mutate::decide_update(
+            new,
+            old,
+            request.sub_resource.as_deref(),
+            request.namespace.as_deref(),
+            ctx,
+        ),
+        _ => Decision::Skip(SkipReason::NotPodCreate),
+    };
+    let subject = Subject {
+        sandbox_id: new
+            .as_ref()
+            .and_then(|pod| pod.label(&ctx.config.keys().id)),
+        ..Subject::default()
+    };
+    respond(
+        &types,
+        &request,
+        new.as_ref().and_then(pod_name),
+        decision,
+        subject,
+    )
 }
 
 /// A request whose object was not read as a pod: skipped unless it is a

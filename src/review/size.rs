@@ -68,7 +68,10 @@ pub(super) fn look(body: &str, path: Path) -> Result<Option<Reviewed>, ReviewErr
     };
     let types = type_meta(review.api_version, review.kind);
     let (judged, skip) = match path {
-        Path::Mutate => (request.is_pod_create(), SkipReason::NotPodCreate),
+        Path::Mutate => (
+            request.is_pod_create() || request.is_pod_update(),
+            SkipReason::NotPodCreate,
+        ),
         Path::Validate => (request.is_create_or_update(), SkipReason::NotAWorkload),
     };
     if !judged {
@@ -260,9 +263,14 @@ mod tests {
 
     #[test]
     fn what_is_not_judged_is_answered_without_reading_the_object() {
-        let body = review("UPDATE", &pod(800_000, 10));
+        let body = review("DELETE", &pod(800_000, 10));
         let answer = look(&body, Path::Mutate).unwrap().expect("answered");
         assert_eq!(answer.outcome, Outcome::Skipped(SkipReason::NotPodCreate));
+        // A pod UPDATE is judged (contract: select.pod-update), so it is
+        // held to the same limits.
+        let body = review("UPDATE", &pod(800_000, 10));
+        let answer = look(&body, Path::Mutate).unwrap().expect("answered");
+        assert_eq!(answer.outcome, Outcome::Denied(413));
         let body = review("DELETE", &pod(800_000, 10));
         let answer = look(&body, Path::Validate).unwrap().expect("answered");
         assert_eq!(answer.outcome, Outcome::Skipped(SkipReason::NotAWorkload));

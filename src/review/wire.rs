@@ -113,6 +113,24 @@ impl<O, Old> RequestIn<'_, O, Old> {
             && self.sub_resource.as_deref().is_none_or(str::is_empty)
     }
 
+    /// An UPDATE of a core/v1 Pod, whole or of its ephemeral containers:
+    /// what `/mutate` judges after admission (contract: select.pod-update).
+    pub(super) fn is_pod_update(&self) -> bool {
+        let resource_is_pods = self
+            .resource
+            .as_ref()
+            .is_none_or(|res| res.group.is_empty() && res.resource == "pods");
+        self.operation == "UPDATE"
+            && self.kind.group.is_empty()
+            && self.kind.version == "v1"
+            && self.kind.kind == "Pod"
+            && resource_is_pods
+            && self
+                .sub_resource
+                .as_deref()
+                .is_none_or(|s| s.is_empty() || s == crate::mutate::EPHEMERAL_CONTAINERS)
+    }
+
     /// A CREATE or UPDATE of a whole object (no subresource): the only
     /// requests `/validate` judges. The kind is read from the object.
     pub(super) fn is_create_or_update(&self) -> bool {

@@ -21,4 +21,5 @@ mod slow_readers;
 mod spoofed_containers;
 mod stalls;
 mod type_names;
+mod undo_policy;
 mod warnings;

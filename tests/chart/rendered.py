@@ -76,9 +76,13 @@ def check_webhook(prefix="opensandbox.io", failure="Fail", timeout=5, extra_ns=(
     check(f"failurePolicy is {failure}", w["failurePolicy"] == failure, w["failurePolicy"])
     check(f"timeoutSeconds is {timeout}", w["timeoutSeconds"] == timeout, w["timeoutSeconds"])
     rules = w["rules"]
-    check("rules: CREATE pods v1 Namespaced only",
+    # contract: select.pod-update: UPDATE too, under the same failurePolicy.
+    check("rules: CREATE pods, UPDATE pods and pods/ephemeralcontainers, v1 Namespaced only",
           rules == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                     "resources": ["pods"], "scope": "Namespaced"}], json.dumps(rules))
+                     "resources": ["pods"], "scope": "Namespaced"},
+                    {"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                     "resources": ["pods", "pods/ephemeralcontainers"], "scope": "Namespaced"}],
+          json.dumps(rules))
     excluded = selector_values(w["namespaceSelector"], "kubernetes.io/metadata.name", "NotIn")
     check("namespaceSelector has kubernetes.io/metadata.name NotIn", excluded is not None)
     excluded = excluded or []

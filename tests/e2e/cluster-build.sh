@@ -211,8 +211,9 @@ build_agent_sandbox() {
 }
 
 # The stand-in programs of the real node's images (tests/image/node: pause,
-# execd, egress; the Go standard library only), cached under the hash of
-# their sources, so an edit rebuilds them.
+# execd, egress, and peek, the attacks a hostile sandbox tries; the Go
+# standard library only), cached under the hash of their sources, so an
+# edit rebuilds them.
 standins_dir() {
     local hash
     hash="$(cd "$STANDIN_SRC" && find . -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)"
@@ -222,12 +223,12 @@ standins_dir() {
 build_standins_locked() {
     local out
     out="$(standins_dir)"
-    [[ -x "$out/egress" ]] && return 0
-    go_build "$out" "$STANDIN_SRC" "" ./pause ./execd ./egress
+    [[ -x "$out/peek" ]] && return 0
+    go_build "$out" "$STANDIN_SRC" "" ./pause ./execd ./egress ./peek
 }
 
 build_standins() {
-    [[ -x "$(standins_dir)/egress" ]] && return 0
+    [[ -x "$(standins_dir)/peek" ]] && return 0
     need_go
     with_build_lock standins build_standins_locked
 }

@@ -4,7 +4,8 @@
 # (tests/image/node/*.Containerfile), saved as OCI archives and imported
 # into the node's containerd:
 #   pause    the CRI's sandbox image (registry.k8s.io/pause's job);
-#   busybox  Debian's busybox-static: the sandboxes' own image in tests;
+#   busybox  Debian's busybox-static: the sandboxes' own image in tests,
+#            with /bin/peek (the attacks a hostile sandbox tries);
 #   execd    stand-in for opensandbox/execd: /execd, /bootstrap.sh, bwrap
 #            and the session gate, and busybox for the installer's shell;
 #   egress   stand-in for opensandbox/egress.
@@ -83,7 +84,7 @@ build_node_images_locked() {
                   --cgroup-manager cgroupfs --events-backend none)
     mkdir -p "$tmp/ctx" "$tmp/out"
     busybox_rootfs "$(busybox_static)" "$tmp/ctx"
-    cp "$bins/pause" "$bins/execd" "$bins/egress" "$tmp/ctx/"
+    cp "$bins/pause" "$bins/execd" "$bins/egress" "$bins/peek" "$tmp/ctx/"
     cp -r "$STANDIN_SRC/rootfs" "$tmp/ctx/rootfs"
     for name in "${NODE_IMAGES[@]}"; do
         "${podman[@]}" build --quiet --pull=never --network=none \

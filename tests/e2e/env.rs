@@ -226,9 +226,13 @@ impl<'e> Scope<'e> {
                         "url": e.url,
                         "caBundle": base64::engine::general_purpose::STANDARD.encode(e.ca),
                     },
+                    // The chart's rules (contract: select.webhook-configuration).
                     "rules": [{
                         "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                         "resources": ["pods"], "scope": "Namespaced",
+                    }, {
+                        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                        "resources": ["pods", "pods/ephemeralcontainers"], "scope": "Namespaced",
                     }],
                     "objectSelector": {"matchExpressions": [{"key": e.id_label, "operator": "Exists"}]},
                     "namespaceSelector": {

@@ -20,6 +20,7 @@
 //! a scenario panics.
 
 mod admission;
+mod after_admission;
 mod audit;
 mod availability;
 #[path = "../common/mod.rs"]
@@ -41,6 +42,7 @@ common::suite::scenarios![
     admission::network_policy_gets_native_sidecar,
     admission::egress_env_reaches_the_stored_sidecar,
     admission::invalid_pod_is_denied,
+    after_admission::the_guarantee_holds_after_admission,
     selection::untouched_pods,
     admission::dry_run_stores_nothing,
     reinvocation::reinvocation_keeps_one_of_each,

@@ -20,6 +20,7 @@ mod harness;
 mod install;
 mod node;
 mod owners;
+mod policy;
 mod pool;
 mod preflight;
 mod sandbox;
@@ -37,6 +38,10 @@ suite::scenarios![
     install::installed_as_users_install_it,
     sandbox::sandbox_with_policy_runs,
     sandbox::restricted_sandbox_runs,
+    policy::sniffing_the_probe_yields_no_token,
+    policy::unicode_net_admin_is_refused,
+    policy::a_policy_file_the_sandbox_writes_is_refused,
+    policy::the_app_starts_after_the_rules,
     expiry::expired_sandbox_is_stopped,
     server::stack_server_sandbox_runs,
     server::stack_server_sandbox_deleted,

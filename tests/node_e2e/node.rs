@@ -82,6 +82,8 @@ pub fn has_capability(hex: &str, bit: u32) -> Result<bool> {
 
 /// `CAP_NET_ADMIN`'s bit (`linux/capability.h`).
 pub const NET_ADMIN: u32 = 12;
+/// CAP_NET_RAW's bit.
+pub const NET_RAW: u32 = 13;
 
 /// The pod's IP on the node's bridge.
 pub fn pod_ip(p: &Pod) -> Result<String> {

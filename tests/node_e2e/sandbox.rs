@@ -6,7 +6,7 @@
 //! probe and from the host over the bridge:
 //! - with a network policy: the installer completes; execd answers inside
 //!   the pod; the main command ran under bootstrap.sh with `EXECD` and
-//!   `OPENSANDBOX_ID`, without `NET_ADMIN`, with IPv6 disabled in the pod's
+//!   `OPENSANDBOX_ID`, without NET_ADMIN or NET_RAW, with IPv6 disabled in the pod's
 //!   network namespace; the installer's optional copies (bwrap, the session
 //!   gate) are there; the egress sidecar is Ready through its probe with the
 //!   token header and its `NET_ADMIN` operation took effect;
@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::common::pods::{SandboxPod, annotation};
 use crate::harness::{Env, P, Result, check, lines_with, logged, wait_for};
-use crate::node::{NET_ADMIN, has_capability, http_get, pod_ip};
+use crate::node::{NET_ADMIN, NET_RAW, has_capability, http_get, pod_ip};
 
 /// What the sandbox's main command reports, once, then it sleeps.
 const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
@@ -43,8 +43,8 @@ pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> 
     let (p, main) = run(env, &ns, &sandbox).await?;
     let cap = main_capabilities(&main)?;
     check(
-        !has_capability(&cap, NET_ADMIN)?,
-        format!("the main container has NET_ADMIN (CapEff {cap})"),
+        !has_capability(&cap, NET_ADMIN)? && !has_capability(&cap, NET_RAW)?,
+        format!("the main container has NET_ADMIN or NET_RAW (CapEff {cap})"),
     )?;
     logged(
         &main,
@@ -52,7 +52,7 @@ pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> 
         "IPv6 disabled in the pod's network namespace",
     )?;
     println!(
-        "    main: ran under bootstrap.sh, EXECD set, CapEff {cap} (no NET_ADMIN), disable_ipv6=1"
+        "    main: ran under bootstrap.sh, EXECD set, CapEff {cap} (no NET_ADMIN, no NET_RAW), disable_ipv6=1"
     );
 
     execd_answers(env, &ns, "policed")?;

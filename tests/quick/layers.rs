@@ -49,12 +49,14 @@ const LAYERS: &[(&str, &[&str])] = &[
             "context",
             "denial select",
             "inject mistakes",
+            "main_container",
+            "update",
             "mod",
         ],
     ),
     (
         "mutate::read",
-        &["visit k8s raw", "lists", "pod", "affinity", "mod"],
+        &["visit k8s raw text", "lists", "pod", "affinity", "mod"],
     ),
     (
         "mutate::intent",
@@ -67,13 +69,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "mutate::inject",
         &[
-            "same run_as upstream record",
+            "same run_as upstream record drops probe",
             "owned",
             "held",
             "expiry execd egress sandbox",
             "kept",
             "layout server",
-            "automount",
+            "automount guard",
             "mod",
         ],
     ),

@@ -223,6 +223,8 @@ def normalized(case, workload, server_pod, webhook_pod, native):
         if native and c["name"] == "egress":
             sidecar = inits.pop(at)
             sidecar.pop("restartPolicy", None)
+            if sidecar.pop("startupProbe", None) is not None:
+                named.add("startup-probe")
             got["spec"]["containers"].append(sidecar)
             named.add("native-sidecar")
             break
@@ -256,6 +258,10 @@ def _main_container(case, want, got, named):
                 named.add("mitm-env-position")
             env.remove(mitm[0])
             env.insert(len(env) - 1, mitm[0])
+    dropped = lambda c: (c.get("securityContext") or {}).get("capabilities", {}).get("drop") or []
+    if "NET_RAW" in dropped(g) and "NET_RAW" not in dropped(w):
+        named.add("drop-net-raw")
+        dropped(g).remove("NET_RAW")
     added = lambda c: (c.get("securityContext") or {}).get("capabilities", {}).get("add")
     template = ((case.get("template") or {}).get("spec", {}).get("template", {})
                 .get("spec", {}).get("containers", [{}])[0].get("securityContext", {})
@@ -284,3 +290,11 @@ def differences(want, got, path=""):
                 out += differences(want[i], got[i], f"{path}[{i}]")
         return out
     return [] if want == got else [f"{path}: {json.dumps(want)[:80]} != {json.dumps(got)[:80]}"]
+
+
+def deliberate_denial(case, message):
+    """The name of a deliberate difference that is a denial of the same
+    intent the server admits, or None."""
+    if "windows" in case["name"] and "Windows platform" in message:
+        return "windows-policy-denied"
+    return None

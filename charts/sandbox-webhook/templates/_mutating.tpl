@@ -48,11 +48,22 @@ webhooks:
       {{- with .caBundle }}
       caBundle: {{ . }}
       {{- end }}
+    # CREATE is where a sandbox is completed. UPDATE of pods and of their
+    # ephemeral containers is where it could be undone after admission (an
+    # injected container's image swapped, a privileged or NET_ADMIN
+    # ephemeral container): the webhook denies those, and drops NET_RAW and
+    # NET_ADMIN from ephemeral containers beside a policy, under the same
+    # failurePolicy (docs/security.md, "After admission").
     rules:
       - operations: ["CREATE"]
         apiGroups: [""]
         apiVersions: ["v1"]
         resources: ["pods"]
+        scope: Namespaced
+      - operations: ["UPDATE"]
+        apiGroups: [""]
+        apiVersions: ["v1"]
+        resources: ["pods", "pods/ephemeralcontainers"]
         scope: Namespaced
     # Never the system namespaces, the webhook's own namespace, nor
     # config.excludedNamespaces (the webhook checks them again); and only

@@ -8,6 +8,7 @@ use crate::config::{Config, EgressMode, UpstreamProxy};
 
 use super::held;
 use super::owned::{At, EGRESS, List, Owned};
+use super::probe::{API_PORT, AUTH_HEADER, Probe, READY_FAILURES, STARTUP_FAILURES};
 use super::run_as::{PodUser, RunAs};
 use super::upstream::{self, CA_MOUNT, CaVolume, Env};
 use crate::mutate::context::Context;
@@ -22,8 +23,6 @@ const MODE_ENV: &str = "OPENSANDBOX_EGRESS_MODE";
 const OTLP_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 const SANDBOX_ID_ENV: &str = "OPENSANDBOX_EGRESS_SANDBOX_ID";
 const TOKEN_ENV: &str = KnownEnv::EgressToken.name();
-const API_PORT: u16 = 18080;
-const AUTH_HEADER: &str = "OPENSANDBOX-EGRESS-AUTH";
 
 /// With a network policy, no container but the sidecar may be able to
 /// undo its rules: every container shares the pod's network namespace, so
@@ -43,7 +42,7 @@ pub(crate) fn check_privileges(
     ] {
         for (index, c) in containers.iter().enumerate() {
             if !owned.holds(At { list, index }) {
-                check_container(c, list, policy_key)?;
+                check_container(c, list.noun(), policy_key)?;
             }
         }
     }
@@ -70,24 +69,32 @@ pub(crate) fn check_runtime(spec: &SpecView<'_>, config: &Config) -> Result<(), 
     }
 }
 
-fn check_container(c: &ContainerView<'_>, list: List, policy_key: &str) -> Result<(), Denial> {
+/// One container (`noun` says of which list) beside a policy: neither
+/// privileged nor adding a capability that could undo the sidecar's rules,
+/// in any spelling a runtime reads as one.
+pub(crate) fn check_container(
+    c: &ContainerView<'_>,
+    noun: &'static str,
+    policy_key: &str,
+) -> Result<(), Denial> {
     if c.security_context
         .as_ref()
         .and_then(|s| s.privileged)
         .unwrap_or(false)
     {
         return Err(Denial::PrivilegedWithPolicy {
-            list: list.noun(),
+            list: noun,
             container: c.name.to_string(),
             key: policy_key.to_owned(),
         });
     }
     let added = c.capabilities().and_then(|caps| caps.add.as_ref());
-    if let Some(name) = added.and_then(|caps| caps.first_net) {
+    if let Some(named) = added.and_then(|caps| caps.first_net) {
         return Err(Denial::NetCapabilityWithPolicy {
-            list: list.noun(),
+            list: noun,
             container: c.name.to_string(),
-            capability: name.to_owned(),
+            capability: named.capability(),
+            unusual: named.unusual,
             key: policy_key.to_owned(),
         });
     }
@@ -209,22 +216,22 @@ pub fn strip_token(pod: &mut Value, token: &str) {
     }
 }
 
-/// [`strip_token`] on one sidecar container.
+/// [`strip_token`] on one sidecar container: its env var and both probes'
+/// headers.
 fn strip_container_token(c: &mut Value, token: &str) {
     let ours = |item: &Value, name: &str, field: &str| item["name"] == name && item[field] == token;
     if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
         env.retain(|e| !ours(e, TOKEN_ENV, "value"));
     }
-    let Some(get) = c
-        .pointer_mut("/readinessProbe/httpGet")
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
-    if let Some(headers) = get.get_mut("httpHeaders").and_then(Value::as_array_mut) {
-        headers.retain(|h| !ours(h, AUTH_HEADER, "value"));
-        if headers.is_empty() {
-            get.remove("httpHeaders");
+    for probe in ["/readinessProbe/httpGet", "/startupProbe/httpGet"] {
+        let Some(get) = c.pointer_mut(probe).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(headers) = get.get_mut("httpHeaders").and_then(Value::as_array_mut) {
+            headers.retain(|h| !ours(h, AUTH_HEADER, "value"));
+            if headers.is_empty() {
+                get.remove("httpHeaders");
+            }
         }
     }
 }
@@ -312,18 +319,13 @@ impl<'a> Sidecar<'a> {
                 name: "egress-api",
                 container_port: API_PORT,
             }],
-            readiness_probe: Probe {
-                http_get: HttpGet {
-                    path: "/healthz",
-                    port: API_PORT,
-                    http_headers: [HttpHeader {
-                        name: AUTH_HEADER,
-                        value: token,
-                    }],
-                },
-                period_seconds: 1,
-                failure_threshold: 30,
-            },
+            readiness_probe: Probe::healthz(token, READY_FAILURES),
+            // A native sidecar counts as started, and the kubelet starts the
+            // next init container and then the app, once this succeeds:
+            // the sidecar answers /healthz only once its rules are in place
+            // (contract: egress.startup-probe). Without it the app would
+            // start as soon as the sidecar's process did.
+            startup_probe: self.native.then(|| Probe::healthz(token, STARTUP_FAILURES)),
             volume_mounts,
             resources: self.resources,
             restart_policy: self.native.then_some("Always"),
@@ -347,6 +349,8 @@ struct Container<'a> {
     security_context: SecurityContext,
     ports: [Port; 1],
     readiness_probe: Probe<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    startup_probe: Option<Probe<'a>>,
     /// The binary volume always (the sidecar writes its MITM CA there for
     /// bootstrap.sh), then the upstream proxy's CA bundle when there is one.
     volume_mounts: SidecarMounts,
@@ -392,29 +396,6 @@ struct Capabilities {
 struct Port {
     name: &'static str,
     container_port: u16,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Probe<'a> {
-    http_get: HttpGet<'a>,
-    period_seconds: u32,
-    failure_threshold: u32,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct HttpGet<'a> {
-    path: &'static str,
-    port: u16,
-    http_headers: [HttpHeader<'a>; 1],
-}
-
-/// An `httpHeaders` item of a probe.
-#[derive(Debug, Serialize)]
-struct HttpHeader<'a> {
-    name: &'static str,
-    value: &'a str,
 }
 
 #[cfg(test)]
@@ -477,5 +458,17 @@ mod tests {
         );
         assert_eq!(c["securityContext"]["capabilities"]["add"][0], "NET_ADMIN");
         assert_eq!(c["ports"][0]["containerPort"], API_PORT);
+        // Native: the app waits for the rules (contract: egress.startup-probe).
+        assert_eq!(c["startupProbe"]["httpGet"], c["readinessProbe"]["httpGet"]);
+        assert_eq!(c["startupProbe"]["periodSeconds"], 1);
+        assert_eq!(c["startupProbe"]["failureThreshold"], STARTUP_FAILURES);
+        let mut stripped = c.clone();
+        strip_container_token(&mut stripped, "tok");
+        for probe in ["readinessProbe", "startupProbe"] {
+            assert!(
+                stripped[probe]["httpGet"].get("httpHeaders").is_none(),
+                "{probe}"
+            );
+        }
     }
 }

@@ -4,13 +4,16 @@
 //! injected, and where each addition goes.
 
 pub(crate) mod automount;
+pub(crate) mod drops;
 pub(crate) mod egress;
 pub(crate) mod execd;
 pub(crate) mod expiry;
+pub(crate) mod guard;
 pub(crate) mod held;
 pub(crate) mod kept;
 pub(crate) mod layout;
 pub(crate) mod owned;
+mod probe;
 pub(crate) mod record;
 pub(crate) mod run_as;
 pub(crate) mod same;

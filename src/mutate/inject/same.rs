@@ -14,7 +14,7 @@
 //!   `terminationMessagePolicy: File`, any `imagePullPolicy` (defaulted from
 //!   the image's tag; none changes which image runs);
 //! - `protocol: TCP` on a port; `timeoutSeconds: 1`, `successThreshold: 1`
-//!   and `httpGet.scheme: HTTP` on the readiness probe;
+//!   and `httpGet.scheme: HTTP` on the readiness and startup probes;
 //! - `resources`: anything when the configuration sets none (the apiserver
 //!   writes `{}`, a `LimitRange` fills in its defaults); otherwise every
 //!   quantity the configuration sets, compared as a quantity (the apiserver
@@ -119,11 +119,13 @@ fn forgive_defaults(present: &mut Map<String, Value>, expected: &Map<String, Val
             drop_if(port, "protocol", &Value::from("TCP"));
         }
     }
-    if let Some(Value::Object(probe)) = present.get_mut("readinessProbe") {
-        drop_if(probe, "timeoutSeconds", &Value::from(1));
-        drop_if(probe, "successThreshold", &Value::from(1));
-        if let Some(Value::Object(get)) = probe.get_mut("httpGet") {
-            drop_if(get, "scheme", &Value::from("HTTP"));
+    for name in ["readinessProbe", "startupProbe"] {
+        if let Some(Value::Object(probe)) = present.get_mut(name) {
+            drop_if(probe, "timeoutSeconds", &Value::from(1));
+            drop_if(probe, "successThreshold", &Value::from(1));
+            if let Some(Value::Object(get)) = probe.get_mut("httpGet") {
+                drop_if(get, "scheme", &Value::from("HTTP"));
+            }
         }
     }
     if let Some(Value::Array(mounts)) = present.get_mut("volumeMounts") {
@@ -192,6 +194,7 @@ mod tests {
             "env": [{"name": "OPENSANDBOX_EGRESS_RULES", "value": "{}"}],
             "ports": [{"name": "egress-api", "containerPort": 18080}],
             "readinessProbe": {"httpGet": {"path": "/healthz", "port": 18080}, "periodSeconds": 1},
+            "startupProbe": {"httpGet": {"path": "/healthz", "port": 18080}, "periodSeconds": 1},
             "volumeMounts": [{"name": "opensandbox-bin", "mountPath": "/opt/opensandbox"}],
             "restartPolicy": "Always",
         })
@@ -205,9 +208,11 @@ mod tests {
         c["imagePullPolicy"] = json!("IfNotPresent");
         c["resources"] = json!({});
         c["ports"][0]["protocol"] = json!("TCP");
-        c["readinessProbe"]["timeoutSeconds"] = json!(1);
-        c["readinessProbe"]["successThreshold"] = json!(1);
-        c["readinessProbe"]["httpGet"]["scheme"] = json!("HTTP");
+        for probe in ["readinessProbe", "startupProbe"] {
+            c[probe]["timeoutSeconds"] = json!(1);
+            c[probe]["successThreshold"] = json!(1);
+            c[probe]["httpGet"]["scheme"] = json!("HTTP");
+        }
         c["volumeMounts"].as_array_mut().unwrap().push(json!({
             "name": "kube-api-access-x7k2p", "readOnly": true,
             "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -225,6 +230,7 @@ mod tests {
             "env":[{"value":"{}","name":"OPENSANDBOX_EGRESS_RULES"}],
             "ports":[{"containerPort":18080,"name":"egress-api"}],
             "readinessProbe":{"periodSeconds":1,"httpGet":{"port":18080,"path":"/healthz"}},
+            "startupProbe":{"periodSeconds":1,"httpGet":{"port":18080,"path":"/healthz"}},
             "volumeMounts":[{"mountPath":"/opt/opensandbox","name":"opensandbox-bin"}]}"#,
         )
         .unwrap();

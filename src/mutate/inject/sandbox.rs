@@ -1,6 +1,6 @@
 //! The sandbox (main) container's changes (contract: execd.command-wrap,
 //! execd.isolation): its command wrapped by bootstrap.sh, its env, its mounts,
-//! and its securityContext (`NET_ADMIN` dropped with a network policy;
+//! and its securityContext (`NET_ADMIN` and `NET_RAW` dropped with a network policy;
 //! `SYS_ADMIN` and unconfined seccomp and AppArmor for isolated sessions). Each
 //! is decided from what the container already has, so a second pass over the
 //! webhook's own output plans nothing.
@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 
+use super::drops::NetDrops;
 use crate::mutate::denial::Denial;
 use crate::mutate::intent::Intent;
 use crate::mutate::patch::PatchBuilder;
@@ -20,7 +21,6 @@ use crate::mutate::read::lists::{CapabilitiesView, Command, ProfileView};
 use crate::mutate::read::pod::{ContainerView, PodView};
 
 const EXECD_PATH: &str = "/opt/opensandbox/execd";
-const NET_ADMIN: &str = "NET_ADMIN";
 const SYS_ADMIN: &str = "SYS_ADMIN";
 const UNCONFINED: Profile = Profile { kind: "Unconfined" };
 
@@ -53,7 +53,7 @@ enum CommandChange<'a> {
 /// The securityContext changes, and what of it the container has.
 #[derive(Default)]
 struct Security {
-    drop_net_admin: bool,
+    drops: NetDrops,
     add_sys_admin: Option<AddList>,
     seccomp: bool,
     app_armor: bool,
@@ -163,9 +163,8 @@ fn env<'a>(c: &ContainerView<'_>, intent: &'a Intent, config: &Config) -> Vec<En
     env
 }
 
-/// With a network policy the main container loses `NET_ADMIN` so it cannot
-/// rewrite the sidecar's rules; the drop list is merged, never replaced,
-/// and left alone when it drops `NET_ADMIN` or `ALL` already. Isolated
+/// With a network policy the main container loses `NET_ADMIN` and
+/// `NET_RAW` (`drops`); the drop list is merged, never replaced. Isolated
 /// sessions add `SYS_ADMIN` and unconfine seccomp and AppArmor.
 fn security(pod: &PodView<'_>, main: usize, c: &ContainerView<'_>, intent: &Intent) -> Security {
     let sc = c.security_context.as_ref();
@@ -173,10 +172,11 @@ fn security(pod: &PodView<'_>, main: usize, c: &ContainerView<'_>, intent: &Inte
     let add = caps.and_then(|caps| caps.add.as_ref());
     let isolation = intent.isolation;
     Security {
-        drop_net_admin: intent.policy.is_some()
-            && !caps
-                .and_then(|caps| caps.drop.as_ref())
-                .is_some_and(|d| d.net_admin_or_all),
+        drops: if intent.policy.is_some() {
+            NetDrops::missing(c)
+        } else {
+            NetDrops::default()
+        },
         add_sys_admin: match add {
             _ if !isolation => None,
             None => Some(AddList::New),
@@ -275,14 +275,17 @@ impl SandboxChanges<'_> {
 
 impl Security {
     fn any(&self) -> bool {
-        self.drop_net_admin || self.add_sys_admin.is_some() || self.seccomp || self.app_armor
+        self.drops.any() || self.add_sys_admin.is_some() || self.seccomp || self.app_armor
     }
 
     /// The fewest operations: the deepest part the container has is added
     /// into; a missing parent is added whole.
     fn write(&self, c: &[&str; 3], patch: &mut PatchBuilder) {
         let (has_sc, has_caps, has_drop) = self.has;
-        let drop = self.drop_net_admin.then(|| json!([NET_ADMIN]));
+        let drop = self
+            .drops
+            .any()
+            .then(|| json!(self.drops.names().collect::<Vec<_>>()));
         let add = self.add_sys_admin.as_ref().map(|a| match a {
             AddList::New => json!([SYS_ADMIN]),
             AddList::Replace(caps) => json!(caps),
@@ -297,11 +300,13 @@ impl Security {
         if drop.is_some() || add.is_some() {
             let caps = [c[0], c[1], c[2], sc, "capabilities"];
             if has_caps {
-                if self.drop_net_admin && has_drop {
-                    patch.add(
-                        &[caps[0], caps[1], caps[2], caps[3], caps[4], "drop", "-"],
-                        NET_ADMIN,
-                    );
+                if has_drop {
+                    for name in self.drops.names() {
+                        patch.add(
+                            &[caps[0], caps[1], caps[2], caps[3], caps[4], "drop", "-"],
+                            name,
+                        );
+                    }
                 } else if let Some(drop) = &drop {
                     patch.add(&[caps[0], caps[1], caps[2], caps[3], caps[4], "drop"], drop);
                 }

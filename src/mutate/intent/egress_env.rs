@@ -24,7 +24,43 @@ pub(crate) const ALLOWED: [&str; 11] = [
     "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_TLS",
     "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS",
     "OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH",
-    "OPENSANDBOX_EGRESS_POLICY_FILE",
+    POLICY_FILE,
+];
+
+/// The file the sidecar loads its policy from when it starts (over its
+/// `OPENSANDBOX_EGRESS_RULES`) and saves each policy change to.
+pub(crate) const POLICY_FILE: &str = "OPENSANDBOX_EGRESS_POLICY_FILE";
+
+/// Where code in the sandbox can write, as the sidecar sees its own
+/// filesystem: the binary volume both mount (`/opt/opensandbox`), what the
+/// runtime shares across the pod's containers (`/dev/shm`; `/etc/hosts`,
+/// `/etc/hostname` and `/etc/resolv.conf`, one writable file each for the
+/// whole pod) and `/proc` (another process's root is
+/// `/proc/<pid>/root` once the pod shares its process namespace). `/dev`
+/// and `/sys` hold nothing the sidecar should take a policy from either.
+const SANDBOX_WRITES: [(&str, &str); 7] = [
+    (
+        "/opt/opensandbox",
+        "under /opt/opensandbox, the volume the sandbox container mounts and writes",
+    ),
+    ("/dev", "under /dev, whose shm the pod's containers share"),
+    (
+        "/proc",
+        "under /proc, through which shared processes reach other containers' files",
+    ),
+    ("/sys", "under /sys, which is no place for a policy"),
+    (
+        "/etc/hosts",
+        "a file every container of the pod shares and may write",
+    ),
+    (
+        "/etc/hostname",
+        "a file every container of the pod shares and may write",
+    ),
+    (
+        "/etc/resolv.conf",
+        "a file every container of the pod shares and may write",
+    ),
 ];
 
 /// Turns off the MITM proxy's certificate checks.
@@ -52,6 +88,32 @@ impl EgressEnv {
         self.get(name)
     }
 
+    /// `POLICY_FILE` when it points where code in the sandbox can write,
+    /// and why that is (contract: egress.policy-file): the sidecar would
+    /// load the sandbox's policy over the webhook's when it next starts.
+    /// The path is read as the sidecar's `os.ReadFile` does, cleaned; an
+    /// empty value means no file.
+    pub fn writable_policy_file(&self) -> Option<(&str, &'static str)> {
+        let path = self.get(POLICY_FILE)?;
+        let trimmed = path.trim();
+        if trimmed.is_empty() {
+            return None;
+        }
+        if !trimmed.starts_with('/') {
+            return Some((
+                path,
+                "a relative path, which lands wherever the sidecar's working directory is",
+            ));
+        }
+        let clean = clean(trimmed);
+        SANDBOX_WRITES
+            .iter()
+            .find(|(dir, _)| {
+                clean == *dir || clean.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+            })
+            .map(|(_, why)| (path, *why))
+    }
+
     /// The MITM proxy's certificate checks are turned off.
     pub fn ssl_insecure(&self) -> bool {
         self.get(SSL_INSECURE).is_some()
@@ -67,6 +129,22 @@ impl EgressEnv {
                 .any(|t| v.eq_ignore_ascii_case(t))
         })
     }
+}
+
+/// An absolute path cleaned as Go's `path.Clean` does: no empty or `.`
+/// segments, `..` taking the one before it away (never above `/`).
+fn clean(path: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    format!("/{}", segments.join("/"))
 }
 
 /// Why the annotation is refused: the end of a sentence that starts with
@@ -145,6 +223,45 @@ mod tests {
         let env = parse(&format!(r#"{{"{key}": "true"}}"#)).unwrap();
         assert_eq!(env.entries, [(key.to_owned(), "true".to_owned())]);
         assert_eq!(ALLOWED.len(), 11);
+    }
+
+    #[test]
+    fn a_policy_file_the_sandbox_can_write_is_found() {
+        let file = |path: &str| {
+            let raw = serde_json::json!({ POLICY_FILE: path }).to_string();
+            parse(&raw)
+                .unwrap()
+                .writable_policy_file()
+                .map(|(_, why)| why)
+        };
+        for own in [
+            "",
+            "  ",
+            "/var/lib/egress/policy.json",
+            "/etc/egress/policy.json",
+            "/opt/opensandboxx/p.json",
+            "/etc/hosts.d/p",
+            "/tmp/p.json",
+        ] {
+            assert_eq!(file(own), None, "{own:?}");
+        }
+        for (shared, says) in [
+            ("/opt/opensandbox/policy.json", "/opt/opensandbox"),
+            ("/opt/opensandbox", "/opt/opensandbox"),
+            ("//opt/./opensandbox/p", "/opt/opensandbox"),
+            ("/var/../opt/opensandbox/p", "/opt/opensandbox"),
+            ("/../../opt/opensandbox/p", "/opt/opensandbox"),
+            (" /opt/opensandbox/p ", "/opt/opensandbox"),
+            ("/dev/shm/p", "/dev"),
+            ("/proc/1/root/tmp/p", "/proc"),
+            ("/etc/hosts", "every container"),
+            ("/etc//resolv.conf", "every container"),
+            ("policy.json", "relative"),
+            ("./opt/opensandbox/p", "relative"),
+        ] {
+            let why = file(shared).unwrap_or_else(|| panic!("{shared:?} is writable"));
+            assert!(why.contains(says), "{shared:?}: {why}");
+        }
     }
 
     #[test]

@@ -125,6 +125,13 @@ pub(crate) enum IntentError {
         key: String,
         shown: String,
     },
+    /// `<prefix>/egress-env` points the sidecar's policy file where code in
+    /// the sandbox can write.
+    PolicyFileWritable {
+        key: String,
+        path: String,
+        why: &'static str,
+    },
 }
 
 /// `Ok(None)` when the pod opted out with `<prefix>/inject: "false"`.
@@ -298,6 +305,13 @@ fn read_sidecar_env(
             return Err(IntentError::WithoutPolicy {
                 key: keys.egress_env.clone(),
                 policy_key: keys.network_policy.clone(),
+            });
+        }
+        if let Some((path, why)) = env.writable_policy_file() {
+            return Err(IntentError::PolicyFileWritable {
+                key: keys.egress_env.clone(),
+                path: path.to_owned(),
+                why,
             });
         }
         if intent.credential_proxy && env.ssl_insecure() {

@@ -170,6 +170,83 @@ pub(crate) fn same_capability(name: &str, wanted: &str) -> bool {
     n.eq_ignore_ascii_case(wanted)
 }
 
+/// A name written in a `capabilities.add` list as some container runtime
+/// could read it: the reading to deny on, so it errs towards a match. The
+/// kubelet passes the names on as written; containerd grants
+/// `"CAP_" + strings.ToUpper(name)`, CRI-O keeps a `cap_` prefix of any case
+/// and upper-cases the rest. Go's `ToUpper` maps by Unicode, so `net_admın`
+/// (dotless ı) is `NET_ADMIN` and `ſys_ptrace` (long s) is `SYS_PTRACE`; a
+/// runtime that compares with `EqualFold` also takes the Kelvin sign for
+/// `K`. Surrounding blanks are forgiven too. So: trimmed, upper-cased,
+/// without a `CAP_` prefix, on the stack. Read once per item and compared
+/// with each capability a decision asks about: this runs for every item of
+/// every container's lists.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RuntimeName {
+    buf: [u8; RuntimeName::MAX],
+    /// `None` for a name no runtime reads as a capability (a letter that
+    /// no upper-casing makes ASCII, or longer than any capability).
+    len: Option<u8>,
+}
+
+impl RuntimeName {
+    /// Longer than any capability's name (`CHECKPOINT_RESTORE` is 18).
+    const MAX: usize = 32;
+
+    pub(crate) fn of(name: &str) -> Self {
+        let mut out = RuntimeName {
+            buf: [0; Self::MAX],
+            len: None,
+        };
+        let mut len = 0;
+        for c in name.trim().chars() {
+            let (Some(upper), true) = (runtime_upper(c), len < Self::MAX) else {
+                return out;
+            };
+            // `runtime_upper` yields ASCII only.
+            out.buf[len] = upper as u8;
+            len += 1;
+        }
+        let start = if out.buf[..len].starts_with(b"CAP_") {
+            4
+        } else {
+            0
+        };
+        out.buf.copy_within(start..len, 0);
+        out.len = u8::try_from(len - start).ok();
+        out
+    }
+
+    /// Whether this is capability `wanted` (upper-case, without `CAP_`).
+    pub(crate) fn is(&self, wanted: &str) -> bool {
+        self.len
+            .is_some_and(|len| &self.buf[..usize::from(len)] == wanted.as_bytes())
+    }
+}
+
+/// Whether `name`, written in a `capabilities.drop` list, takes capability
+/// `wanted` away in every runtime: the reading to rely on, so it errs
+/// towards no match. `ALL` drops everything everywhere; otherwise only the
+/// bare name in ASCII of any case (containerd reads `cap_net_raw` as
+/// `CAP_CAP_NET_RAW`, which it ignores, and blanks are kept).
+pub(crate) fn runtime_drops(name: &str, wanted: &str) -> bool {
+    name.eq_ignore_ascii_case("ALL") || name.eq_ignore_ascii_case(wanted)
+}
+
+/// The ASCII letter a runtime reads `c` as, if any: ASCII upper-cased, and
+/// the only non-ASCII letters that Go's `unicode.ToUpper` maps into ASCII
+/// (`ı` U+0131 to `I`, `ſ` U+017F to `S`) or that `strings.EqualFold`
+/// folds onto one (the Kelvin sign U+212A onto `K`).
+fn runtime_upper(c: char) -> Option<char> {
+    match c {
+        '\u{131}' => Some('I'),
+        '\u{17F}' => Some('S'),
+        '\u{212A}' => Some('K'),
+        c if c.is_ascii() => Some(c.to_ascii_uppercase()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +316,43 @@ mod tests {
         assert!(same_capability(" net_admin ", "NET_ADMIN"));
         assert!(!same_capability("NET_RAW", "NET_ADMIN"));
         assert!(!same_capability("CAP", "NET_ADMIN"));
+    }
+
+    #[test]
+    fn capabilities_as_runtimes_read_them() {
+        for (name, cap) in [
+            ("NET_ADMIN", "NET_ADMIN"),
+            ("net_admin", "NET_ADMIN"),
+            ("cap_net_admin", "NET_ADMIN"),
+            ("CAP_NET_ADMIN", "NET_ADMIN"),
+            ("net_adm\u{131}n", "NET_ADMIN"),
+            ("cap_\u{17f}ys_ptrace", "SYS_PTRACE"),
+            (" Net_Raw ", "NET_RAW"),
+            ("\u{17f}ys_ptrace", "SYS_PTRACE"),
+            ("all", "ALL"),
+            ("cap_all", "ALL"),
+            ("\u{212a}ILL", "KILL"),
+        ] {
+            assert!(RuntimeName::of(name).is(cap), "{name:?} reads as {cap}");
+        }
+        for (name, cap) in [
+            ("NET_ADMINS", "NET_ADMIN"),
+            ("NET_ADM\u{130}N", "NET_ADMIN"),
+            ("NET-ADMIN", "NET_ADMIN"),
+            ("CAP", "NET_ADMIN"),
+            ("", "ALL"),
+            ("NET_R\u{430}W", "NET_RAW"),
+        ] {
+            assert!(!RuntimeName::of(name).is(cap), "{name:?} is not {cap}");
+        }
+        assert!(runtime_drops("NET_RAW", "NET_RAW"));
+        assert!(runtime_drops("net_raw", "NET_RAW"));
+        assert!(runtime_drops("all", "NET_RAW"));
+        for not_everywhere in ["cap_net_raw", "CAP_NET_RAW", " NET_RAW", "net_r\u{430}w"] {
+            assert!(
+                !runtime_drops(not_everywhere, "NET_RAW"),
+                "{not_everywhere:?}"
+            );
+        }
     }
 }

@@ -4,46 +4,16 @@
 //! items are not kept. Strings are borrowed from the request ([`Text`]).
 
 use std::borrow::Cow;
-use std::ops::Deref;
 
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess};
 
+use super::text::Text;
+
 use super::k8s::{
-    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv,
-    TOKEN_VOLUME_PREFIX, UPSTREAM_CA_VOLUME, same_capability, same_dir,
+    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv, RuntimeName,
+    TOKEN_VOLUME_PREFIX, UPSTREAM_CA_VOLUME, runtime_drops, same_capability, same_dir,
 };
-
-/// A string borrowed from the request unless it holds escapes. serde borrows
-/// a `Cow<str>` field marked `borrow`, but not the items of a list or the
-/// keys of a map: those need this newtype. Read as a string, not as a
-/// newtype, so that a reader that tracks paths sees a map key it reads.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Text<'a>(pub Cow<'a, str>);
-
-deserialize_by_visitor! {
-    impl<'de, 'a> for Text<'a>, visitor V<'a> where ['de: 'a];
-    expecting "a string", by deserialize_str;
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Text(Cow::Borrowed(v)))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Text(Cow::Owned(v.to_owned())))
-    }
-}
-
-impl PartialEq<str> for Text<'_> {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl Deref for Text<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
 
 /// An `env` item. Only names matter: a variable the webhook would add is
 /// never overwritten. (The value of `OPENSANDBOX_ID`, which the webhook
@@ -51,14 +21,119 @@ impl Deref for Text<'_> {
 /// `sandbox`: reading every item's value cost 12k instructions of a 10 KB
 /// review, and keeping each as raw text 5k.)
 #[derive(Debug, Default, Deserialize)]
-#[serde(remote = "Self")]
+#[serde(remote = "Self", rename_all = "camelCase")]
 struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
+    #[serde(borrow)]
+    value_from: Option<ValueFromView<'a>>,
 }
 
 objects_only! {
     impl<'de, 'a> for EnvView<'a> where ['de: 'a];
+}
+
+/// An env item's `valueFrom`: only a `fieldRef` matters (the downward API).
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+struct ValueFromView<'a> {
+    #[serde(borrow)]
+    field_ref: Option<FieldRefView<'a>>,
+}
+
+objects_only! {
+    impl<'de, 'a> for ValueFromView<'a> where ['de: 'a];
+}
+
+/// A downward API `fieldRef`, in env or in a volume.
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+struct FieldRefView<'a> {
+    #[serde(default, borrow)]
+    field_path: Cow<'a, str>,
+}
+
+objects_only! {
+    impl<'de, 'a> for FieldRefView<'a> where ['de: 'a];
+}
+
+impl FieldRefView<'_> {
+    /// Reads the pod's annotations or labels, all or one: where the egress
+    /// token lives (`egress::guard` reads such a reference whole).
+    fn reads_metadata_maps(&self) -> bool {
+        reads_metadata_maps(&self.field_path)
+    }
+}
+
+/// Whether a downward API `fieldPath` reads the pod's annotations or
+/// labels (`metadata.annotations`, `metadata.labels['k']`...).
+pub(crate) fn reads_metadata_maps(field_path: &str) -> bool {
+    let path = field_path.trim_start();
+    path.starts_with("metadata.annotations") || path.starts_with("metadata.labels")
+}
+
+/// The items of a `downwardAPI` volume or projected source: whether one
+/// reads the annotations or labels.
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self")]
+struct DownwardView {
+    items: Option<DownwardItems>,
+}
+
+objects_only! {
+    impl<'de> for DownwardView;
+}
+
+#[derive(Debug, Default)]
+struct DownwardItems(bool);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+struct DownwardItem<'a> {
+    #[serde(borrow)]
+    field_ref: Option<FieldRefView<'a>>,
+}
+
+objects_only! {
+    impl<'de, 'a> for DownwardItem<'a> where ['de: 'a];
+}
+
+/// A `projected` volume: whether a `downwardAPI` source reads the
+/// annotations or labels.
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self")]
+struct ProjectedView {
+    sources: Option<ProjectedSources>,
+}
+
+objects_only! {
+    impl<'de> for ProjectedView;
+}
+
+#[derive(Debug, Default)]
+struct ProjectedSources(bool);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+struct ProjectedSource {
+    #[serde(rename = "downwardAPI")]
+    downward_api: Option<DownwardView>,
+}
+
+objects_only! {
+    impl<'de> for ProjectedSource;
+}
+
+impl DownwardView {
+    fn reads_metadata_maps(&self) -> bool {
+        self.items.as_ref().is_some_and(|i| i.0)
+    }
+}
+
+impl ProjectedView {
+    fn reads_metadata_maps(&self) -> bool {
+        self.sources.as_ref().is_some_and(|s| s.0)
+    }
 }
 
 /// A `volumeMounts` item.
@@ -90,7 +165,9 @@ struct VolumeView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
     empty_dir: Option<IgnoredAny>,
-    projected: Option<IgnoredAny>,
+    projected: Option<ProjectedView>,
+    #[serde(rename = "downwardAPI")]
+    downward_api: Option<DownwardView>,
 }
 
 objects_only! {
@@ -122,6 +199,14 @@ macro_rules! summary_of_list {
         }
     };
 }
+
+summary_of_list!(DownwardItems; DownwardItem<'de>, |found, item| {
+    found.0 |= item.field_ref.as_ref().is_some_and(FieldRefView::reads_metadata_maps);
+});
+
+summary_of_list!(ProjectedSources; ProjectedSource, |found, source| {
+    found.0 |= source.downward_api.as_ref().is_some_and(DownwardView::reads_metadata_maps);
+});
 
 /// `command`, as execd's decision reads it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +268,9 @@ pub struct EnvNames {
     names: u8,
     len: usize,
     pub id_at: Option<usize>,
+    /// Some entry takes its value from the pod's annotations or labels
+    /// (`valueFrom.fieldRef`), where the egress token lives.
+    pub reads_metadata_maps: bool,
 }
 
 impl EnvNames {
@@ -198,6 +286,11 @@ summary_of_list!(EnvNames; EnvView<'de>, |names, item| {
             names.id_at = Some(names.len);
         }
     }
+    names.reads_metadata_maps |= item
+        .value_from
+        .as_ref()
+        .and_then(|v| v.field_ref.as_ref())
+        .is_some_and(FieldRefView::reads_metadata_maps);
     names.len += 1;
 });
 
@@ -249,6 +342,9 @@ pub struct Volumes<'a> {
     pub token: Option<(usize, Cow<'a, str>)>,
     /// How many volumes there are.
     pub len: usize,
+    /// Some `downwardAPI` volume or projected source reads the pod's
+    /// annotations or labels, where the egress token lives.
+    pub reads_metadata_maps: bool,
 }
 
 /// A volume under a name the webhook owns: where it is and whether it is
@@ -270,6 +366,8 @@ summary_of_list!(Volumes<'a>, 'a; VolumeView<'de>, |volumes, v| {
     } else if volumes.token.is_none() && v.projected.is_some() && v.name.starts_with(TOKEN_VOLUME_PREFIX) {
         volumes.token = Some((volumes.len, v.name));
     }
+    volumes.reads_metadata_maps |= v.downward_api.as_ref().is_some_and(DownwardView::reads_metadata_maps)
+        || v.projected.as_ref().is_some_and(ProjectedView::reads_metadata_maps);
     volumes.len += 1;
 });
 
@@ -316,28 +414,71 @@ objects_only! {
     impl<'de> for CapabilitiesView;
 }
 
-/// A capability list, as the egress decisions read it. Names match without
-/// case and with or without `CAP_` ([`same_capability`]).
+/// A capability list, as the egress decisions read it: an `add` list as
+/// any runtime could read it ([`RuntimeName`]), a `drop` list as every
+/// runtime does ([`runtime_drops`]). A few bytes: every container of every
+/// review holds two (docs/performance.md).
 #[derive(Debug, Default)]
 pub struct Capabilities {
-    /// The first item that is one of [`NET_CAPABILITIES`], named by the
+    /// The first item that is `NET_ADMIN`, `NET_RAW` or `ALL`, named by the
     /// first of them it matches.
-    pub first_net: Option<&'static str>,
-    /// Some item is `NET_ADMIN` or `ALL`: dropping either takes
-    /// `NET_ADMIN` away.
-    pub net_admin_or_all: bool,
-    /// Some item is `SYS_ADMIN`.
+    pub first_net: Option<Named>,
+    /// The first item that is `SYS_PTRACE`.
+    pub sys_ptrace: Option<Named>,
+    /// Some item takes `NET_ADMIN` away (`NET_ADMIN` or `ALL`).
+    pub drops_net_admin: bool,
+    /// Some item takes `NET_RAW` away (`NET_RAW` or `ALL`).
+    pub drops_net_raw: bool,
+    /// Some item is `SYS_ADMIN` (any case, with or without `CAP_`).
     pub sys_admin: bool,
 }
 
-/// The capabilities that let a container rewrite the egress sidecar's rules.
-pub const NET_CAPABILITIES: [&str; 3] = ["NET_ADMIN", "NET_RAW", "ALL"];
+/// A capability an item names, and whether the item is written otherwise
+/// than the capability's name in ASCII of any case, with or without
+/// `CAP_` (`net_admın` or ` NET_ADMIN` for `NET_ADMIN`): a sentence then
+/// cannot name the item by the capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named {
+    index: u8,
+    pub unusual: bool,
+}
+
+/// The capabilities [`Named`] names: first the three that let a container
+/// rewrite the egress sidecar's rules (`NET_ADMIN`, `ALL`) or read and forge
+/// the pod's traffic (`NET_RAW`), then `SYS_PTRACE`.
+const NAMED: [&str; 4] = ["NET_ADMIN", "NET_RAW", "ALL", "SYS_PTRACE"];
+
+impl Named {
+    /// `NAMED[index]`, as `item` wrote it.
+    fn of(index: u8, item: &str) -> Self {
+        let name = NAMED[usize::from(index)];
+        let bare = item
+            .get(..4)
+            .filter(|p| p.eq_ignore_ascii_case("CAP_"))
+            .map_or(item, |_| &item[4..]);
+        Named {
+            index,
+            unusual: !bare.eq_ignore_ascii_case(name),
+        }
+    }
+
+    #[must_use]
+    pub fn capability(self) -> &'static str {
+        NAMED[usize::from(self.index)]
+    }
+}
 
 summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
-    let net = NET_CAPABILITIES
-        .into_iter()
-        .find(|w| same_capability(&cap, w));
-    caps.first_net = caps.first_net.or(net);
-    caps.net_admin_or_all |= same_capability(&cap, "NET_ADMIN") || same_capability(&cap, "ALL");
+    let read = RuntimeName::of(&cap);
+    if caps.first_net.is_none()
+        && let Some(net) = (0..3u8).find(|&i| read.is(NAMED[usize::from(i)]))
+    {
+        caps.first_net = Some(Named::of(net, &cap));
+    }
+    if caps.sys_ptrace.is_none() && read.is(NAMED[3]) {
+        caps.sys_ptrace = Some(Named::of(3, &cap));
+    }
+    caps.drops_net_admin |= runtime_drops(&cap, "NET_ADMIN");
+    caps.drops_net_raw |= runtime_drops(&cap, "NET_RAW");
     caps.sys_admin |= same_capability(&cap, "SYS_ADMIN");
 });

@@ -11,3 +11,4 @@ pub(crate) mod k8s;
 pub(crate) mod lists;
 pub(crate) mod pod;
 pub(crate) mod raw;
+pub(crate) mod text;

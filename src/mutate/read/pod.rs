@@ -16,9 +16,10 @@ use serde_json::value::RawValue;
 
 use super::k8s::KnownEnv;
 use super::lists::{
-    CapabilitiesView, Command, EnvNames, Mounts, Owners, SecurityContextView, Text, Volumes,
+    CapabilitiesView, Command, EnvNames, Mounts, Owners, SecurityContextView, Volumes,
 };
 pub use super::raw::Source;
+use super::text::Text;
 
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
@@ -204,10 +205,35 @@ pub struct SpecView<'a> {
     pub automount_service_account_token: Option<bool>,
     #[serde(borrow)]
     pub runtime_class_name: Option<Cow<'a, str>>,
+    /// Only the apiserver's `ephemeralcontainers` subresource adds them;
+    /// a CREATE that carries some is refused by the apiserver anyway.
+    #[serde(borrow)]
+    pub ephemeral_containers: Option<List<ContainerView<'a>>>,
+    pub share_process_namespace: Option<bool>,
+    #[serde(rename = "hostPID")]
+    pub host_pid: Option<bool>,
+    pub dns_config: Option<DnsConfigView>,
 }
 
 objects_only! {
     impl<'de, 'a> for SpecView<'a> where ['de: 'a];
+}
+
+/// `spec.dnsConfig`: only whether it names nameservers of its own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(remote = "Self")]
+pub struct DnsConfigView {
+    pub nameservers: Option<List<IgnoredAny>>,
+}
+
+objects_only! {
+    impl<'de> for DnsConfigView;
+}
+
+impl DnsConfigView {
+    pub fn has_nameservers(&self) -> bool {
+        self.nameservers.as_ref().is_some_and(|n| !n.is_empty())
+    }
 }
 
 /// The pod-level `securityContext` fields the injected containers would
@@ -317,6 +343,10 @@ impl<'a> PodView<'a> {
             security_context: None,
             automount_service_account_token: None,
             runtime_class_name: None,
+            ephemeral_containers: None,
+            share_process_namespace: None,
+            host_pid: None,
+            dns_config: None,
         };
         self.spec.as_ref().unwrap_or(&EMPTY)
     }
@@ -329,6 +359,10 @@ impl<'a> SpecView<'a> {
 
     pub fn init_containers(&self) -> &[ContainerView<'a>] {
         self.init_containers.as_deref().unwrap_or_default()
+    }
+
+    pub fn ephemeral_containers(&self) -> &[ContainerView<'a>] {
+        self.ephemeral_containers.as_deref().unwrap_or_default()
     }
 
     /// Every container and init container, for checks that span both lists.

@@ -31,6 +31,7 @@ pub enum Source<'a> {
 pub(crate) struct RawLists<'a> {
     pub init_containers: Vec<&'a RawValue>,
     pub containers: Vec<&'a RawValue>,
+    pub ephemeral_containers: Vec<&'a RawValue>,
     pub volumes: Vec<&'a RawValue>,
 }
 
@@ -60,6 +61,8 @@ struct SpecLists<'a> {
     #[serde(default, borrow)]
     containers: Option<Vec<&'a RawValue>>,
     #[serde(default, borrow)]
+    ephemeral_containers: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
     volumes: Option<Vec<&'a RawValue>>,
 }
 
@@ -81,13 +84,37 @@ impl<'a> Source<'a> {
         let spec = pod.spec.unwrap_or(SpecLists {
             init_containers: None,
             containers: None,
+            ephemeral_containers: None,
             volumes: None,
         });
         Some(RawLists {
             init_containers: spec.init_containers.unwrap_or_default(),
             containers: spec.containers.unwrap_or_default(),
+            ephemeral_containers: spec.ephemeral_containers.unwrap_or_default(),
             volumes: spec.volumes.unwrap_or_default(),
         })
+    }
+}
+
+/// A container's name, image and `targetContainerName`, read from its
+/// text: what an UPDATE compares and an ephemeral container's target, which
+/// the pod view does not keep (no create needs them).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Named<'a> {
+    #[serde(default, borrow)]
+    pub name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub image: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub target_container_name: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Named<'a> {
+    /// Read from a list item; one that does not read (a pod the view
+    /// refused already) names nothing.
+    pub(crate) fn of(raw: &'a RawValue) -> Self {
+        serde_json::from_str(raw.get()).unwrap_or_default()
     }
 }
 

@@ -111,10 +111,12 @@ fn defaulted(mut pod: Value) -> Value {
             for port in ports.into_iter().flatten() {
                 port["protocol"] = json!("TCP");
             }
-            if let Some(probe) = c.get_mut("readinessProbe") {
-                probe["timeoutSeconds"] = json!(1);
-                probe["successThreshold"] = json!(1);
-                probe["httpGet"]["scheme"] = json!("HTTP");
+            for name in ["readinessProbe", "startupProbe"] {
+                if let Some(probe) = c.get_mut(name) {
+                    probe["timeoutSeconds"] = json!(1);
+                    probe["successThreshold"] = json!(1);
+                    probe["httpGet"]["scheme"] = json!("HTTP");
+                }
             }
             let token = json!({"name": "kube-api-access-abcde", "readOnly": true,
                 "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
@@ -340,7 +342,9 @@ fn a_template_sidecar_gets_its_token_without_a_warning() {
 fn containers_in_the_wrong_place_are_moved_and_the_pods_own_kept_as_they_were() {
     let config = Config::default();
     let mut once = injected(&sandbox(Some(POLICY)), &config);
-    let own = json!({"name": "fetch", "image": "curl", "xFuture": [1, {"a": null}]});
+    // It drops what a container beside a policy must already (guard).
+    let own = json!({"name": "fetch", "image": "curl", "xFuture": [1, {"a": null}],
+                     "securityContext": {"capabilities": {"drop": ["ALL"]}}});
     let inits = once["spec"]["initContainers"].as_array_mut().unwrap();
     inits.insert(1, own.clone());
     let warning = "moved init container 'egress' to where the webhook injects it";

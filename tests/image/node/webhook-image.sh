@@ -6,6 +6,11 @@
 #
 #   tests/image/node/webhook-image.sh CLUSTER_DIR
 #
+# WEBHOOK_BINARY=PATH puts that binary (static, of the chart's appVersion)
+# into the image instead of this tree's release build: the real-node
+# scenarios then run against another build, e.g. the one before a fix, to
+# show the attack the scenario refuses working there.
+#
 # Prints the image's reference on stdout; build output goes to stderr. podman
 # works in a private store (vfs, removed afterwards), so the images of other
 # runs' podman (tests/image/run.sh) are never touched.
@@ -29,7 +34,7 @@ for var in $(compgen -e); do
             CARGO_TARGET_TMPDIR | CARGO_RUSTC_CURRENT_DIR | OUT_DIR | SANDBOX_WEBHOOK_REVISION) unset "$var" ;;
     esac
 done
-BIN="$(bench/flavours.sh path)"
+BIN="${WEBHOOK_BINARY:-$(bench/flavours.sh path)}"
 VERSION="$("$BIN" --version | awk '{print $2}')"
 APP_VERSION="$(awk '$1 == "appVersion:" { gsub(/"/, "", $2); print $2 }' charts/sandbox-webhook/Chart.yaml)"
 [[ "$VERSION" == "$APP_VERSION" ]] ||

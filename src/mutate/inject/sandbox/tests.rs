@@ -111,12 +111,12 @@ fn isolation_and_a_policy_merge_into_the_security_context() {
     for (sc, want) in [
         (
             None,
-            json!({"capabilities": {"add": ["SYS_ADMIN"], "drop": ["NET_ADMIN"]},
+            json!({"capabilities": {"add": ["SYS_ADMIN"], "drop": ["NET_ADMIN", "NET_RAW"]},
                    "seccompProfile": {"type": "Unconfined"}, "appArmorProfile": {"type": "Unconfined"}}),
         ),
         (
             Some(json!({"runAsUser": 1000})),
-            json!({"runAsUser": 1000, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["NET_ADMIN"]},
+            json!({"runAsUser": 1000, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["NET_ADMIN", "NET_RAW"]},
                    "seccompProfile": {"type": "Unconfined"}, "appArmorProfile": {"type": "Unconfined"}}),
         ),
         (
@@ -124,7 +124,7 @@ fn isolation_and_a_policy_merge_into_the_security_context() {
                 json!({"capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN", "CHOWN"], "drop": ["MKNOD"]},
                         "seccompProfile": {"type": "RuntimeDefault"}}),
             ),
-            json!({"capabilities": {"add": ["CHOWN", "NET_BIND_SERVICE", "SYS_ADMIN"], "drop": ["MKNOD", "NET_ADMIN"]},
+            json!({"capabilities": {"add": ["CHOWN", "NET_BIND_SERVICE", "SYS_ADMIN"], "drop": ["MKNOD", "NET_ADMIN", "NET_RAW"]},
                    "seccompProfile": {"type": "Unconfined"}, "appArmorProfile": {"type": "Unconfined"}}),
         ),
         (
@@ -150,11 +150,11 @@ fn isolation_and_a_policy_merge_into_the_security_context() {
             ])
         );
     }
-    // Without isolation nothing but NET_ADMIN.
+    // Without isolation nothing but the drops (contract: execd.drop-net-admin).
     i.isolation = false;
     let out = changed(&json!({"name": "s", "command": ["x"]}), &i, &config);
     assert_eq!(
         out["securityContext"],
-        json!({"capabilities": {"drop": ["NET_ADMIN"]}})
+        json!({"capabilities": {"drop": ["NET_ADMIN", "NET_RAW"]}})
     );
 }

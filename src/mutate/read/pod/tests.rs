@@ -1,7 +1,7 @@
 //! The pod view's readers.
 
 use super::*;
-use crate::mutate::read::lists::VolumeAt;
+use crate::mutate::read::lists::{Capabilities, VolumeAt};
 
 #[test]
 fn borrows_what_it_can_and_reads_escapes() {
@@ -17,15 +17,18 @@ fn borrows_what_it_can_and_reads_escapes() {
     let c = &pod.spec().containers()[0];
     assert_eq!(c.command, Some(Command::Other));
     let caps = c.capabilities().unwrap();
-    assert_eq!(caps.add.as_ref().unwrap().first_net, Some("NET_RAW"));
+    let named = |c: &Capabilities| c.first_net.map(|n| (n.capability(), n.unusual));
+    let net_raw = Some(("NET_RAW", false));
+    assert_eq!(named(caps.add.as_ref().unwrap()), net_raw);
     let drop = caps.drop.as_ref().unwrap();
-    assert_eq!(drop.first_net, Some("ALL"));
-    // Dropping ALL drops NET_ADMIN too; dropping NET_RAW does not.
-    assert!(drop.net_admin_or_all);
+    assert_eq!(named(drop), Some(("ALL", false)));
+    // Dropping ALL drops NET_ADMIN and NET_RAW too; dropping NET_RAW does
+    // not drop NET_ADMIN.
+    assert!(drop.drops_net_admin && drop.drops_net_raw);
     let other = pod.spec().containers()[1].capabilities().unwrap();
     let drop = other.drop.as_ref().unwrap();
-    assert_eq!(drop.first_net, Some("NET_RAW"));
-    assert!(!drop.net_admin_or_all);
+    assert_eq!(named(drop), net_raw);
+    assert!(!drop.drops_net_admin && drop.drops_net_raw);
 }
 
 /// Each list is read into what the decisions ask of it, item by item,
@@ -52,8 +55,10 @@ fn lists_are_read_into_what_the_decisions_need() {
     assert!(mounts.bin && a.mounts_bin());
     assert_eq!(mounts.bin_path_taken_by.as_deref(), Some("data"));
     let caps = a.capabilities().unwrap();
-    assert_eq!(caps.add.as_ref().unwrap().first_net, Some("NET_RAW"));
-    assert!(caps.drop.as_ref().unwrap().net_admin_or_all);
+    // As a runtime could read it: `cap_net_raw` is NET_RAW to CRI-O.
+    let first = caps.add.as_ref().unwrap().first_net.unwrap();
+    assert_eq!((first.capability(), first.unusual), ("NET_RAW", false));
+    assert!(caps.drop.as_ref().unwrap().drops_net_admin);
 
     assert_eq!(b.command, Some(Command::Empty));
     assert_eq!(b.env, Some(EnvNames::default()));
