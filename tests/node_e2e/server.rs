@@ -134,6 +134,15 @@ fn template_containers(sandbox: &DynamicObject, field: &str) -> Result<Vec<Conta
     })?)
 }
 
+/// The readiness probe's `httpGet`, with the apiserver's default scheme
+/// (`HTTP`) filled in: the stored pod has it, the Sandbox's template (a
+/// custom resource, which the apiserver does not default) does not.
+fn probe_get(c: &Container) -> Option<k8s_openapi::api::core::v1::HTTPGetAction> {
+    let mut get = c.readiness_probe.as_ref()?.http_get.clone()?;
+    get.scheme.get_or_insert_with(|| "HTTP".to_owned());
+    Some(get)
+}
+
 /// The stored pod is the server's template as built: the same containers
 /// in the same places, each with its image, command, args, env,
 /// capabilities and probe; no expiry or token annotation of the webhook's.
@@ -162,8 +171,7 @@ fn as_built(p: &Pod, sandbox: &DynamicObject) -> Result<()> {
                 && s.args == b.args
                 && s.env == b.env
                 && s.security_context == b.security_context
-                && s.readiness_probe.as_ref().map(|p| &p.http_get)
-                    == b.readiness_probe.as_ref().map(|p| &p.http_get);
+                && probe_get(s) == probe_get(b);
             check(
                 same,
                 format!(

@@ -9,6 +9,8 @@
 //! (or none). A changed object is written by [`yaml`] (or as JSON, for a
 //! JSON input), in its own key order, with ambiguous strings quoted.
 
+mod report;
+mod spool;
 mod views;
 
 use std::process::ExitCode;
@@ -20,7 +22,9 @@ use std::path::PathBuf;
 use super::args::DecisionArgs;
 use super::exit;
 use super::io::{Source, write_stdout};
-use crate::manifest::{self, Entry, Injector, Judged, NoteKind, Outcome, Syntax, yaml};
+use crate::manifest::{self, Entry, Injector, Judged, Syntax, yaml};
+use report::report;
+use spool::Spool;
 use views::{Color, InjectOutput};
 
 #[derive(Debug, clap::Args)]
@@ -83,14 +87,39 @@ pub fn inject(args: &InjectArgs) -> ExitCode {
     injector.keep_patches = lone_pod;
     let keep_objects = matches!(args.output, InjectOutput::Json | InjectOutput::Patch);
     let several = sources.len() > 1;
+    // -o manifest is written as it is injected (spool.rs); the other
+    // outputs need every object first.
+    let mut spool = if args.output == InjectOutput::Manifest {
+        match Spool::new(args.quiet) {
+            Ok(spool) => Some(spool),
+            Err(e) => {
+                return exit::fail(format!("cannot make a temporary file for the output: {e}"));
+            }
+        }
+    } else {
+        None
+    };
     let mut written = Vec::with_capacity(sources.len());
     for source in &sources {
-        match write(source, &mut injector, (lone_pod, several), keep_objects) {
+        if let Some(spool) = spool.as_mut() {
+            spool.start_source();
+        }
+        let options = (lone_pod, several);
+        match write(source, &mut injector, options, keep_objects, spool.as_mut()) {
             Ok(w) => written.push(w),
             Err(e) => return exit::fail(e),
         }
     }
     report(&injector.entries, args.quiet);
+    if let Some(spool) = spool {
+        if spool.denied || injector.denied() {
+            return exit::REJECTED;
+        }
+        return match spool.copy_to_stdout() {
+            Ok(()) => exit::OK,
+            Err(e) => exit::fail(e),
+        };
+    }
     if injector.denied() {
         return exit::REJECTED;
     }
@@ -123,20 +152,29 @@ fn lone_pod(sources: &[Source]) -> bool {
 }
 
 /// Injects every object of one input, one document at a time, and writes
-/// its `-o manifest` text.
+/// its `-o manifest` text: to `spool` as each document is done, with its
+/// messages to standard error, or kept whole in [`Written`] without one.
 fn write<'s>(
     source: &'s Source,
     injector: &mut Injector<'_, '_>,
     (lone_pod, several): (bool, bool),
     keep_objects: bool,
+    mut spool: Option<&mut Spool>,
 ) -> Result<Written<'s>, manifest::InputError> {
     let mut reading = manifest::read(&source.label, &source.text);
     let syntax = reading.syntax;
     let keep_objects = keep_objects || syntax == Syntax::Json;
-    let mut text = String::with_capacity(source.text.len() * 2);
+    let mut text = if spool.is_some() {
+        String::new()
+    } else {
+        String::with_capacity(source.text.len() * 2)
+    };
     let mut objects = Vec::new();
     let mut changed_any = false;
     for (i, doc) in reading.by_ref().enumerate() {
+        if let Some(spool) = spool.as_deref_mut() {
+            spool.drain(&mut text, injector, syntax);
+        }
         let mut doc = doc?;
         let Some(before) = doc.value.take() else {
             push_text(&mut text, doc.text);
@@ -171,6 +209,9 @@ fn write<'s>(
         }
     }
     reading.finish()?;
+    if let Some(spool) = spool {
+        spool.drain(&mut text, injector, Syntax::Yaml);
+    }
     Ok(Written {
         source,
         syntax,
@@ -185,42 +226,6 @@ fn push_text(out: &mut String, text: &str) {
     out.push_str(text);
     if !text.ends_with('\n') {
         out.push('\n');
-    }
-}
-
-/// Everything worth knowing on stderr, in order: skips and notes (unless
-/// `quiet`), warnings, denials.
-fn report(entries: &[Entry], quiet: bool) {
-    let prefix = |at: &str| {
-        if at.is_empty() {
-            String::new()
-        } else {
-            format!("{at}: ")
-        }
-    };
-    for entry in entries {
-        match entry {
-            Entry::Judged(judged) => {
-                let p = prefix(&judged.at);
-                match &judged.outcome {
-                    Outcome::Skipped(reason) if !quiet => {
-                        eprintln!("{p}skipped ({}): {}", reason.as_str(), reason.sentence());
-                    }
-                    Outcome::Denied(denial) => eprintln!("{p}{denial}"),
-                    _ => {}
-                }
-                for w in &judged.warnings {
-                    eprintln!("{p}warning: {w}");
-                }
-            }
-            Entry::Note {
-                kind: NoteKind::TooLarge,
-                at,
-                text,
-            } => eprintln!("warning: {at}: {text}"),
-            Entry::Note { at, text, .. } if !quiet => eprintln!("{}{text}", prefix(at)),
-            Entry::Note { .. } => {}
-        }
     }
 }
 
