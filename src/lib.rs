@@ -11,6 +11,7 @@
 #[macro_use]
 pub mod mutate;
 
+pub(crate) mod admin;
 pub mod certs;
 pub mod cli;
 pub mod config;

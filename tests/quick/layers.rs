@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mutate",
             "workload lifecycle",
             "review manifest",
+            "admin",
             "fixtures server",
             "controller",
             "cli",
@@ -79,6 +80,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mod",
         ],
     ),
+    ("admin", &["readiness metrics", "probes", "mod"]),
     (
         "server",
         &[
