@@ -12,13 +12,13 @@
 pub mod mutate;
 
 pub(crate) mod admin;
+pub mod case_runner;
 pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod controller;
 pub(crate) mod duration;
 pub mod files;
-pub mod fixtures;
 pub mod json_error;
 pub mod lifecycle;
 pub mod manifest;

@@ -1,5 +1,5 @@
 //! A response made readable: its `patch` from base64 text back to the JSON
-//! patch it carries (`review --decode`, and the fixture runner's expected
+//! patch it carries (`review --decode`, and the case runner's expected
 //! files). The wire form stays base64, as Go's `[]byte` expects.
 
 use base64::Engine;

@@ -35,7 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "workload lifecycle",
             "review manifest",
             "admin",
-            "fixtures server",
+            "case_runner server",
             "controller",
             "cli",
             "mod",
