@@ -7,7 +7,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::json_error::{self, JsonError};
+use crate::json::error::JsonError;
 
 /// Why a response cannot be decoded: each is a broken promise of the
 /// webhook's own answers.
@@ -50,7 +50,7 @@ pub fn decoded(body: &[u8]) -> Result<Value, DecodeError> {
             })
         })?;
         let ops: json_patch::Patch =
-            json_error::from_str(text, "patch").map_err(DecodeError::PatchNotJsonPatch)?;
+            crate::json::error::from_str(text, "patch").map_err(DecodeError::PatchNotJsonPatch)?;
         *patch = serde_json::to_value(ops).map_err(DecodeError::PatchNotShown)?;
         if response.get("patchType").and_then(Value::as_str) != Some("JSONPatch") {
             return Err(DecodeError::PatchType);

@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs json_error files yaml_depth",
+            "duration certs json files yaml_depth",
             "config",
             "mutate",
             "workload lifecycle",
@@ -57,7 +57,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "mutate::read",
-        &["visit k8s raw text", "lists", "pod", "affinity", "mod"],
+        &["k8s raw", "lists", "pod", "affinity", "mod"],
     ),
     (
         "mutate::intent",
@@ -80,6 +80,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mod",
         ],
     ),
+    ("json", &["error visit", "text", "mod"]),
     ("admin", &["readiness metrics", "probes", "mod"]),
     (
         "server",
