@@ -109,3 +109,70 @@ async fn metrics_text<M: Exposition>(State(state): State<Probes<M>>) -> Response
         Err(_) => RouteError::Internal.into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    struct Empty;
+
+    impl Exposition for Empty {
+        fn encode(&self) -> Result<String, std::fmt::Error> {
+            Ok(String::new())
+        }
+    }
+
+    /// `method path` against the probe routes: the status, the `Allow` and
+    /// `Content-Type` headers, and the body.
+    async fn answer(ready: &Readiness, method: &str, path: &str) -> (u16, String, String, String) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        let response = probes(ready.clone(), Arc::new(Empty))
+            .oneshot(request)
+            .await
+            .unwrap();
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .map_or("", |v| v.to_str().unwrap())
+                .to_owned()
+        };
+        let (allow, kind) = (header(header::ALLOW), header(header::CONTENT_TYPE));
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            allow,
+            kind,
+            String::from_utf8(body.to_vec()).unwrap(),
+        )
+    }
+
+    /// Both admin ports answer exactly this, and an unknown path or method
+    /// in the JSON of the admission port's errors (contract: http.admin).
+    #[tokio::test]
+    async fn probes_and_their_errors_byte_for_byte() {
+        let ready = Readiness::default();
+        let json = "application/json";
+        assert_eq!(answer(&ready, "GET", "/livez").await.3, "ok\n");
+        let not_ready = answer(&ready, "GET", "/readyz").await;
+        assert_eq!((not_ready.0, not_ready.3.as_str()), (503, "not ready\n"));
+        ready.set(true);
+        assert_eq!(answer(&ready, "GET", "/readyz").await.3, "ok\n");
+        let none = r#"{"error":"no such path","status":404}"#;
+        let none = (404, String::new(), json.to_owned(), none.to_owned());
+        assert_eq!(answer(&ready, "GET", "/nowhere").await, none);
+        let post = r#"{"error":"method not allowed (use GET)","status":405}"#;
+        let post = (405, "GET".to_owned(), json.to_owned(), post.to_owned());
+        assert_eq!(answer(&ready, "POST", "/metrics").await, post);
+    }
+}
