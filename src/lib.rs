@@ -7,20 +7,21 @@
 //! likewise pure, and [`controller`] is its Kubernetes runtime.
 
 // First, and `#[macro_use]`: the crate's readers share the scaffolding of
-// `mutate::read::visit`, and a macro is visible only after its module.
+// `json::visit`, and a macro is visible only after its module.
 #[macro_use]
-pub mod mutate;
+pub mod json;
 
+pub(crate) mod admin;
+pub mod case_runner;
 pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod controller;
 pub(crate) mod duration;
 pub mod files;
-pub mod fixtures;
-pub mod json_error;
 pub mod lifecycle;
 pub mod manifest;
+pub mod mutate;
 pub mod review;
 pub mod server;
 pub mod workload;

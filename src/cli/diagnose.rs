@@ -149,7 +149,7 @@ fn collect(object: &Value, at: &str, pods: &mut Vec<SandboxPod>) -> Result<(), S
         );
         return Ok(());
     }
-    let pod = crate::json_error::from_value(object, "")
+    let pod = crate::json::error::from_value(object, "")
         .map_err(|e| format!("{at} is not a Pod the controller can read: {e}"))?;
     pods.push(pod);
     Ok(())

@@ -1,11 +1,11 @@
-//! `sandbox-webhook test DIR`: the fixture runner of [`crate::fixtures`], the
+//! `sandbox-webhook test DIR`: the case runner of [`crate::case_runner`], the
 //! same code the project's golden test runs, for a platform team's own cases.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit;
-use crate::fixtures::{self, Format, Options};
+use crate::case_runner::{self, Format, Options};
 
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
@@ -41,16 +41,16 @@ pub fn test(args: &TestArgs) -> ExitCode {
         update: args.update,
         ..Options::default()
     };
-    let results = match fixtures::run(&args.dir, &options) {
+    let results = match case_runner::run(&args.dir, &options) {
         Ok(results) => results,
         Err(e) => return exit::fail(e),
     };
     let suite = args.dir.display().to_string();
-    match fixtures::render(&results, &suite, args.output) {
+    match case_runner::render(&results, &suite, args.output) {
         Ok(report) => print!("{report}"),
         Err(e) => return exit::fail(format!("cannot write the report: {e}")),
     }
-    if fixtures::all_passed(&results) {
+    if case_runner::all_passed(&results) {
         exit::OK
     } else {
         exit::REJECTED

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use super::metrics::ControllerMetrics;
-use crate::server::admin::probes;
+use crate::admin::probes;
 
 /// Ready once the controller has a client and takes part in the election;
 /// a standby is ready too (it serves nothing, and must not be restarted).
-pub(crate) use crate::server::shutdown::Readiness;
+pub(crate) use crate::admin::Readiness;
 
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await

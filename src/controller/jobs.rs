@@ -310,9 +310,9 @@ pub(super) mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
+    use crate::admin::metrics::Exposition;
     use crate::config::Config;
     use crate::lifecycle::SandboxPod;
-    use crate::server::metrics::Exposition;
 
     const FAILURE: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is down","reason":"InternalError","code":500}"#;
     pub(crate) const POD: &str =

@@ -7,8 +7,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::memory;
+use crate::admin::metrics::{Exposition, create_series, encode, metric_fields};
 use crate::lifecycle::DriftState;
-use crate::server::metrics::{Exposition, create_series, encode, metric_fields};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {

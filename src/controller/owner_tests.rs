@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::jobs::tests::{Route, pod, shared_with};
 use super::jobs::{Shared, execute};
+use crate::admin::metrics::Exposition;
 use crate::lifecycle::{Job, Owner, Removal};
-use crate::server::metrics::Exposition;
 
 const EXPIRES_AT: &str = "2026-01-01T00:00:00Z";
 const SANDBOXES: &str = "/apis/agents.x-k8s.io/v1beta1/namespaces/team/sandboxes/owner";

@@ -1,9 +1,6 @@
 //! The mutation core: a pod, the configuration and the clock in; a JSON
 //! patch, a skip or a denial out. Nothing here does I/O.
 
-// First, and `#[macro_use]`: the readers' macros (`read::visit`) are
-// visible only after their module.
-#[macro_use]
 pub(crate) mod read;
 
 pub(crate) mod intent;

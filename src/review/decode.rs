@@ -1,5 +1,5 @@
 //! A response made readable: its `patch` from base64 text back to the JSON
-//! patch it carries (`review --decode`, and the fixture runner's expected
+//! patch it carries (`review --decode`, and the case runner's expected
 //! files). The wire form stays base64, as Go's `[]byte` expects.
 
 use base64::Engine;
@@ -7,7 +7,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::json_error::{self, JsonError};
+use crate::json::error::JsonError;
 
 /// Why a response cannot be decoded: each is a broken promise of the
 /// webhook's own answers.
@@ -50,7 +50,7 @@ pub fn decoded(body: &[u8]) -> Result<Value, DecodeError> {
             })
         })?;
         let ops: json_patch::Patch =
-            json_error::from_str(text, "patch").map_err(DecodeError::PatchNotJsonPatch)?;
+            crate::json::error::from_str(text, "patch").map_err(DecodeError::PatchNotJsonPatch)?;
         *patch = serde_json::to_value(ops).map_err(DecodeError::PatchNotShown)?;
         if response.get("patchType").and_then(Value::as_str) != Some("JSONPatch") {
             return Err(DecodeError::PatchType);

@@ -11,7 +11,7 @@ use thiserror::Error;
 use serde_json::value::RawValue;
 
 use super::wire::{Audit, RequestIn, ResponseOut};
-use crate::json_error::JsonError;
+use crate::json::error::JsonError;
 use crate::mutate::{Decision, Risk, SkipReason};
 
 /// A request that cannot be answered with an `AdmissionReview` at all; the
@@ -88,7 +88,7 @@ pub(super) fn text(body: &[u8]) -> Result<&str, ReviewError> {
 /// failed.
 pub(super) fn envelope<'a, T: serde::Deserialize<'a>>(body: &'a str) -> Result<T, ReviewError> {
     serde_json::from_str(body)
-        .or_else(|_| crate::json_error::from_str(body, "").map_err(ReviewError::Json))
+        .or_else(|_| crate::json::error::from_str(body, "").map_err(ReviewError::Json))
 }
 
 pub(super) fn type_meta(api_version: Cow<'_, str>, kind: Cow<'_, str>) -> TypeMeta {

@@ -1,6 +1,6 @@
-//! The plain-HTTP admin port: liveness, readiness and metrics. It carries no
-//! admission traffic, so it needs no TLS, but it is bounded like the
-//! admission port (contract: limits.admin-connections, http.admin): its own
+//! `serve`'s plain-HTTP admin port: liveness, readiness and metrics, on the
+//! routes of `crate::admin`. It carries no admission traffic, so it needs no
+//! TLS, but it is bounded like the admission port (contract: limits.admin-connections, http.admin): its own
 //! small connection cap, at which the longest idle admin connection makes room,
 //! as on the admission port (so a flood of idle connections can neither lock
 //! out the kubelet's probes nor exhaust file descriptors, and churn never cuts
@@ -12,56 +12,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::http::StatusCode;
 
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::conn::{ConnSettings, Drained, http_builder};
-use super::http::HttpError;
 use super::listener::{Limits, accept_until};
-use super::metrics::{Exposition, Metrics};
+use super::metrics::Metrics;
 use super::settings::Tuning;
-use super::shutdown::{Readiness, drain, stopped};
+use super::shutdown::{drain, stopped};
+use crate::admin::{Readiness, probes};
 
 /// Admin handlers answer from memory; anything slower is stuck.
 const ADMIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Scrapers may hold keep-alive connections; shutdown does not wait on them
 /// long.
 const ADMIN_DRAIN: Duration = Duration::from_secs(1);
-
-/// What the admin handlers read: readiness and the metrics to expose.
-struct Probes<M> {
-    ready: Readiness,
-    metrics: Arc<M>,
-}
-
-// Derived `Clone` would ask `M: Clone`; only the `Arc` is cloned.
-impl<M> Clone for Probes<M> {
-    fn clone(&self) -> Self {
-        Probes {
-            ready: self.ready.clone(),
-            metrics: Arc::clone(&self.metrics),
-        }
-    }
-}
-
-/// `/livez`, `/readyz` and `/metrics`, the routes of both admin ports
-/// (`serve`'s and the controller's); unknown paths and methods are answered
-/// like the admission port's.
-pub(crate) fn probes<M: Exposition>(ready: Readiness, metrics: Arc<M>) -> Router {
-    Router::new()
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz::<M>))
-        .route("/metrics", get(metrics_text::<M>))
-        .fallback(|| async { HttpError::NotFound })
-        .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "GET" } })
-        .with_state(Probes { ready, metrics })
-}
 
 /// The server's admin routes: [`probes`] within a short request deadline.
 fn router(ready: Readiness, metrics: Arc<Metrics>) -> Router {
@@ -110,30 +78,4 @@ pub(crate) async fn serve(
     drop(listener);
     drain(&mut connections, &conn_stop, ADMIN_DRAIN).await;
     stopped(&mut stop).await;
-}
-
-async fn livez() -> &'static str {
-    "ok\n"
-}
-
-async fn readyz<M: Exposition>(State(state): State<Probes<M>>) -> Response {
-    if state.ready.get() {
-        "ok\n".into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
-    }
-}
-
-async fn metrics_text<M: Exposition>(State(state): State<Probes<M>>) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(_) => HttpError::Internal.into_response(),
-    }
 }

@@ -22,6 +22,7 @@ use axum::routing::post;
 use thiserror::Error;
 use tower_http::catch_panic::{CatchPanicLayer, ResponseForPanic};
 
+use crate::admin::{Readiness, RouteError, probes::json_error};
 use crate::config::Config;
 use crate::mutate::Risk;
 use crate::mutate::{Context, TokenSource};
@@ -34,7 +35,6 @@ use super::heavy::{Charge, HEAVY_BODY_BYTES, Heavy};
 use super::log::{Clean, RateLimit};
 use super::metrics::{Metrics, Webhook};
 use super::settings::{Clock, Handler, MAX_BODY_BYTES, ServerSettings};
-use super::shutdown::Readiness;
 
 /// Everything that goes wrong with one HTTP request, mapped to a status in
 /// one place ([`HttpError::status`]) and answered as
@@ -49,16 +49,13 @@ pub enum HttpError {
     Review(#[from] ReviewError),
     #[error("cannot read the request body: {0}")]
     Body(String),
-    #[error("no such path")]
-    NotFound,
-    #[error("method not allowed (use {allow})")]
-    MethodNotAllowed { allow: &'static str },
+    /// No such path or method, or a failure inside.
+    #[error(transparent)]
+    Route(#[from] RouteError),
     #[error("request not completed within {0:?}")]
     Deadline(Duration),
     #[error("{}", BodyError::Shed)]
     SlowBody,
-    #[error("internal error")]
-    Internal,
 }
 
 impl HttpError {
@@ -67,12 +64,9 @@ impl HttpError {
         match self {
             HttpError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             HttpError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            HttpError::Review(ReviewError::Encode(_)) | HttpError::Internal => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            HttpError::Review(ReviewError::Encode(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             HttpError::Review(_) | HttpError::Body(_) => StatusCode::BAD_REQUEST,
-            HttpError::NotFound => StatusCode::NOT_FOUND,
-            HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            HttpError::Route(route) => route.status(),
             HttpError::Deadline(_) | HttpError::SlowBody => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -96,16 +90,11 @@ impl From<BodyError> for HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let body = serde_json::json!({ "error": self.to_string(), "status": status.as_u16() });
-        let after_body = self.after_body();
-        let mut response = (status, axum::Json(body)).into_response();
-        if let HttpError::MethodNotAllowed { allow } = self {
-            response
-                .headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        if let HttpError::Route(route) = self {
+            return route.into_response();
         }
-        if after_body {
+        let mut response = json_error(self.status(), &self);
+        if self.after_body() {
             response.extensions_mut().insert(BodyConsumed);
         }
         response
@@ -172,8 +161,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
         .route("/validate", post(validate))
-        .fallback(|| async { HttpError::NotFound })
-        .method_not_allowed_fallback(|| async { HttpError::MethodNotAllowed { allow: "POST" } })
+        .fallback(|| async { RouteError::NotFound })
+        .method_not_allowed_fallback(|| async { RouteError::MethodNotAllowed { allow: "POST" } })
         .with_state(state)
         .layer(CatchPanicLayer::custom(PanicResponse(metrics)))
         .layer(middleware::from_fn_with_state(ready, close_when_needed))
@@ -308,7 +297,7 @@ async fn admit(
                 move || reviewed(&app, &body, webhook),
             )
             .await
-            .map_err(|_| HttpError::Internal)??
+            .map_err(|_| RouteError::Internal)??
     } else {
         reviewed(state, &bytes, webhook)?
     };
@@ -410,7 +399,7 @@ impl ResponseForPanic for PanicResponse {
             .unwrap_or("(no message)");
         tracing::error!(panic = %Clean(detail), "admission handler panicked");
         self.0.panicked();
-        HttpError::Internal.into_response()
+        RouteError::Internal.into_response()
     }
 }
 
@@ -448,8 +437,9 @@ mod tests {
             HttpError::Review(ReviewError::Encode("x".into())).status(),
             500
         );
-        assert_eq!(HttpError::NotFound.status(), 404);
-        assert_eq!(HttpError::MethodNotAllowed { allow: "POST" }.status(), 405);
+        assert_eq!(HttpError::from(RouteError::NotFound).status(), 404);
+        let post = RouteError::MethodNotAllowed { allow: "POST" };
+        assert_eq!(HttpError::from(post).status(), 405);
         assert_eq!(HttpError::Deadline(Duration::from_secs(5)).status(), 503);
         assert_eq!(HttpError::SlowBody.status(), 503);
     }
@@ -460,12 +450,12 @@ mod tests {
         for early in [
             HttpError::TooLarge,
             HttpError::UnsupportedMediaType,
-            HttpError::NotFound,
-            HttpError::MethodNotAllowed { allow: "POST" },
+            HttpError::Route(RouteError::NotFound),
+            HttpError::Route(RouteError::MethodNotAllowed { allow: "POST" }),
             HttpError::Deadline(Duration::from_secs(5)),
             HttpError::SlowBody,
             HttpError::Body("x".into()),
-            HttpError::Internal,
+            HttpError::Route(RouteError::Internal),
         ] {
             assert!(!early.after_body(), "{early}");
         }

@@ -7,7 +7,7 @@
 //!   memory budget for request bodies.
 //! - `listener`: the accept loop and connection cap; `conn`: one
 //!   connection (handshake, head deadline, write timeout).
-//! - `admin`: `/livez`, `/readyz`, `/metrics`; `shutdown`: readiness and
+//! - `admin`: the admin port, serving `crate::admin`'s probes; `shutdown`:
 //!   draining; `reload` and [`tls`]: hot reload.
 //!
 //! [`Server::bind`] loads everything and binds both ports (so a bad
@@ -41,6 +41,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::admin::Readiness;
 use crate::config::{Config, ConfigError};
 
 use conn::{ConnSettings, http_builder};
@@ -48,7 +49,7 @@ use handshake::TlsSide;
 use listener::{Limits, accept_until};
 use metrics::Metrics;
 use reload::Watch;
-use shutdown::{Readiness, drain};
+use shutdown::drain;
 
 pub use http::HttpError;
 pub use listener::{raise_fd_limit, tune_allocator};
@@ -304,7 +305,7 @@ impl Admission {
     /// # Errors
     /// When the text exposition cannot be written.
     pub fn metrics(&self) -> Result<String, std::fmt::Error> {
-        metrics::Exposition::encode(self.app.metrics.as_ref())
+        crate::admin::metrics::Exposition::encode(self.app.metrics.as_ref())
     }
 }
 

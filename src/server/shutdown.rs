@@ -1,29 +1,12 @@
-//! Readiness and the shutdown sequence's building blocks. The sequence
+//! The shutdown sequence's building blocks. The sequence
 //! itself reads top to bottom in [`super::Server::serve`]:
 //! ready → (signal) → not ready, still serving for the shutdown delay →
 //! stop accepting → drain in-flight requests (bounded) → stop.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-
-/// Whether `/readyz` answers 200: false until the TLS listener serves, and
-/// false again as soon as shutdown begins.
-#[derive(Clone, Default)]
-pub(crate) struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
-    }
-
-    pub fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
 
 /// Resolves once `stop` turns true (or its sender is gone). The borrow
 /// `wait_for` returns is not `Send`, so it is dropped here, before any await.

@@ -20,8 +20,8 @@ use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::{TOKEN, TestContext};
 use common::reviews;
+use sandbox_webhook::case_runner::{self, Case, Kind, Options, Verdict};
 use sandbox_webhook::config::Config;
-use sandbox_webhook::fixtures::{self, Case, Kind, Options, Verdict};
 use sandbox_webhook::review;
 use serde_json::Value;
 
@@ -46,7 +46,7 @@ fn context_for(stem: &str) -> TestContext {
 }
 
 fn cases(kind: Kind) -> Vec<Case> {
-    fixtures::discover(&fixtures())
+    case_runner::discover(&fixtures())
         .expect("tests/fixtures holds cases")
         .into_iter()
         .filter(|c| c.kind == kind)
@@ -62,7 +62,7 @@ fn run_golden(cases: Vec<Case>) {
     };
     let failures: Vec<String> = cases
         .into_iter()
-        .map(|case| fixtures::run_case(case, &options))
+        .map(|case| case_runner::run_case(case, &options))
         .filter_map(|r| match r.verdict {
             // The project's own cases are never passed over.
             Verdict::Failed(why) | Verdict::Skipped(why) => Some(format!("{}: {why}", r.case.name)),
@@ -77,9 +77,9 @@ fn run_golden(cases: Vec<Case>) {
 /// contract: cli.test-fixed
 #[test]
 fn runner_uses_the_tests_clock_and_token() {
-    assert_eq!(fixtures::NOW, NOW);
-    assert_eq!(fixtures::TOKEN, TOKEN);
-    assert_eq!(fixtures::OWN_NAMESPACE, OWN_NAMESPACE);
+    assert_eq!(case_runner::NOW, NOW);
+    assert_eq!(case_runner::TOKEN, TOKEN);
+    assert_eq!(case_runner::OWN_NAMESPACE, OWN_NAMESPACE);
     assert_eq!(Options::default().own_namespace, OWN_NAMESPACE);
 }
 
@@ -95,7 +95,7 @@ fn pod_fixtures() {
 /// workload, a stream, a denied template), judged as `inject` judges them.
 #[test]
 fn manifest_fixtures() {
-    let cases = fixtures::discover(&fixtures().join("manifests")).expect("manifest cases");
+    let cases = case_runner::discover(&fixtures().join("manifests")).expect("manifest cases");
     assert!(cases.iter().all(|c| c.kind == Kind::Pod), "{cases:?}");
     assert!(cases.len() >= 3);
     run_golden(cases);

@@ -29,12 +29,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "duration certs json_error files yaml_depth",
+            "duration certs json files yaml_depth",
             "config",
             "mutate",
             "workload lifecycle",
             "review manifest",
-            "fixtures server",
+            "admin",
+            "case_runner server",
             "controller",
             "cli",
             "mod",
@@ -56,7 +57,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "mutate::read",
-        &["visit k8s raw text", "lists", "pod", "affinity", "mod"],
+        &["k8s raw", "lists", "pod", "affinity", "mod"],
     ),
     (
         "mutate::intent",
@@ -79,6 +80,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mod",
         ],
     ),
+    ("json", &["error visit", "text", "mod"]),
+    ("admin", &["readiness metrics", "probes", "mod"]),
     (
         "server",
         &[

@@ -30,7 +30,7 @@ use super::execd::Installer;
 use super::kept::{Volume, classic_kept, expected_against, injected_volumes};
 use super::owned::{At, EGRESS, INSTALLER, List, Owned};
 use super::same::{self, Difference};
-use crate::json_error::{self, quoted};
+use crate::json::error::quoted;
 use crate::mutate::denial::Denial;
 use crate::mutate::patch::PatchBuilder;
 use crate::mutate::quote::{clip, fit};
@@ -232,7 +232,7 @@ pub(crate) fn plan<'a>(
         // read now, and refused with its path, rather than echoed into a
         // patch that a strict JSON reader rejects.
         for (index, raw) in lists.init_containers.iter().enumerate() {
-            json_error::from_str::<Value>(raw.get(), "").map_err(|e| {
+            crate::json::error::from_str::<Value>(raw.get(), "").map_err(|e| {
                 let at = format!("request.object.spec.initContainers[{index}]");
                 Denial::MalformedPod(if e.path.is_empty() {
                     format!("{at}: {}", e.problem)

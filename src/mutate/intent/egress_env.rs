@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::json_error::quoted;
+use crate::json::error::quoted;
 use crate::mutate::quote::clip;
 
 /// What a pod may set, after `OPENSANDBOX_EGRESS_` (upstream's

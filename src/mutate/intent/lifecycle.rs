@@ -20,7 +20,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::json_error::quoted;
+use crate::json::error::quoted;
 use crate::mutate::quote::clip;
 
 /// The longest a hook may run, in seconds (upstream's bound).

@@ -295,7 +295,7 @@ mod tests {
             (json!({"k": null}), "an object"),
         ] {
             let text = json!({ "disk": "ssd", "kubernetes.io/os": value }).to_string();
-            let err = crate::json_error::from_str::<NodeSelector<'_>>(&text, "spec.nodeSelector")
+            let err = crate::json::error::from_str::<NodeSelector<'_>>(&text, "spec.nodeSelector")
                 .unwrap_err()
                 .to_string();
             assert_eq!(

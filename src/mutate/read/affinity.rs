@@ -19,7 +19,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::text::Text;
+use crate::json::text::Text;
 
 /// The node labels a platform pins (at most two: os and arch).
 type Requested<'r> = &'r [(&'static str, &'static str)];

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess};
 
-use super::text::Text;
+use crate::json::text::Text;
 
 use super::k8s::{
     BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv, RuntimeName,

@@ -19,7 +19,7 @@ use super::lists::{
     CapabilitiesView, Command, EnvNames, Mounts, Owners, SecurityContextView, Volumes,
 };
 pub use super::raw::Source;
-use super::text::Text;
+use crate::json::text::Text;
 
 /// Labels or annotations, in document order, with values still raw JSON
 /// until one of ours is looked up: the
@@ -280,7 +280,7 @@ impl<'a> PodView<'a> {
     /// what was expected there. Read again with the path tracked, so only
     /// a refused pod pays for that.
     pub fn unreadable(raw: &str, root: &str) -> String {
-        match crate::json_error::from_str::<PodView<'_>>(raw, root) {
+        match crate::json::error::from_str::<PodView<'_>>(raw, root) {
             Err(e) => e.to_string(),
             // The same reader on the same text fails the same way.
             Ok(_) => "it is not a pod".to_owned(),

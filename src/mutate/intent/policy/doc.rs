@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::de::{self, Deserialize, MapAccess, SeqAccess};
 use serde_json::Value;
 
-use crate::mutate::read::text::Text;
+use crate::json::text::Text;
 
 // --- the borrowed document ------------------------------------------------
 //

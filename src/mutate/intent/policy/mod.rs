@@ -14,7 +14,7 @@ mod target;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::json_error::quoted;
+use crate::json::error::quoted;
 use crate::mutate::quote::clip;
 use doc::{Node, PolicyDoc, RuleDoc, Rules, Scalar};
 
@@ -292,7 +292,7 @@ mod tests {
         if !acceptable(target) {
             return Err(format!(
                 "has egress[{i}].target {}, which is not an FQDN, *.wildcard, IP or CIDR",
-                crate::json_error::quoted(target)
+                crate::json::error::quoted(target)
             ));
         }
         Ok(RuleOut { action, target })

@@ -1,6 +1,6 @@
 //! The scaffolding the crate's hand-written readers share: macros, declared
 //! in the first module of the crate (`#[macro_use]` in `lib.rs` and in
-//! `mutate`) so that every module after it can use them, and the visitor
+//! `json`) so that every module after it can use them, and the visitor
 //! that [`objects_only!`] expands to.
 
 /// The `Visitor` methods for booleans and numbers, each returning `$value`
@@ -124,14 +124,14 @@ macro_rules! seed_by_visitor {
 /// `#[serde(default)]`: serde's derive reads a missing `Option` as `None`.
 macro_rules! objects_only {
     (impl<'de $(, $param:tt)*> for $ty:ty $(where [$($bound:tt)+])?;) => {
-        impl<'de $(, $param)*> $crate::mutate::read::visit::FromObject<'de> for $ty $(where $($bound)+)? {
+        impl<'de $(, $param)*> $crate::json::visit::FromObject<'de> for $ty $(where $($bound)+)? {
             fn from_map<A: serde::de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
                 <$ty>::deserialize(serde::de::value::MapAccessDeserializer::new(map))
             }
         }
         impl<'de $(, $param)*> serde::Deserialize<'de> for $ty $(where $($bound)+)? {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                d.deserialize_map($crate::mutate::read::visit::ObjectVisitor(std::marker::PhantomData))
+                d.deserialize_map($crate::json::visit::ObjectVisitor(std::marker::PhantomData))
             }
         }
     };
