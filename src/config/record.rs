@@ -32,6 +32,28 @@ pub struct RecordTemplate {
     pub execd: String,
     /// `"egress":"<egress.image>"`; `None` when egress injection is off.
     pub egress: Option<String>,
+    /// `head`, `execd` and `egress` as they read inside a JSON string (the
+    /// patch's value and the audit annotation's): escaped once here, so a
+    /// review copies them instead of escaping the record each time.
+    pub(crate) escaped: Escaped,
+}
+
+/// The template's parts escaped for a JSON string, without its quotes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Escaped {
+    pub(crate) head: String,
+    pub(crate) execd: String,
+    pub(crate) egress: Option<String>,
+}
+
+/// `text` as it reads inside a JSON string: escaping is per character, so
+/// the escaped parts of a text joined are the escaped text.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    quoted
+        .get(1..quoted.len().saturating_sub(1))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 impl RecordTemplate {
@@ -53,11 +75,19 @@ impl RecordTemplate {
             let _ = write!(head, r#","revision":{}"#, quoted(revision));
         }
         let _ = write!(head, r#","config":"{config_hash}","images":{{"#);
+        let execd = format!(r#""execd":{}"#, quoted(execd_image));
+        let egress = egress_image.map(|image| format!(r#""egress":{}"#, quoted(image)));
+        let escaped = Escaped {
+            head: json_escaped(&head),
+            execd: json_escaped(&execd),
+            egress: egress.as_deref().map(json_escaped),
+        };
         RecordTemplate {
             config_hash,
             head,
-            execd: format!(r#""execd":{}"#, quoted(execd_image)),
-            egress: egress_image.map(|image| format!(r#""egress":{}"#, quoted(image))),
+            execd,
+            egress,
+            escaped,
         }
     }
 }

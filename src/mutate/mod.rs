@@ -41,7 +41,7 @@ use inject::sandbox::SandboxChanges;
 use intent::Intent;
 use intent::platform::{Os, SelectorChange};
 use main_container::main_container;
-use patch::PatchBuilder;
+use patch::{PatchBuilder, Str};
 use read::pod::{PodView, SpecView};
 
 #[derive(Debug)]
@@ -237,7 +237,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
         selector,
         automount,
         owned,
-        record: injected.as_ref().map(|i| i.value.as_str()),
+        record: injected.as_ref(),
         revision: config.revision.as_deref().filter(|_| injected.is_some()),
     }
     .patch(pod, keys)
@@ -399,7 +399,7 @@ struct Parts<'a> {
     automount: Automount,
     owned: Owned,
     /// The injection record, written unless the pod holds it already.
-    record: Option<&'a str>,
+    record: Option<&'a Injected>,
     /// The release's revision, labelled on the pod unless it is already.
     revision: Option<&'a str>,
 }
@@ -407,11 +407,11 @@ struct Parts<'a> {
 impl Parts<'_> {
     fn patch(self, pod: &PodView<'_>, keys: &Keys) -> Result<Patch, String> {
         let spec = pod.spec();
-        let mut annotations: Vec<(&str, &str)> = Vec::new();
-        let mut labels: Vec<(&str, &str)> = Vec::new();
+        let mut annotations: Vec<(&str, Str<'_>)> = Vec::new();
+        let mut labels: Vec<(&str, Str<'_>)> = Vec::new();
         match &self.expiry {
-            Some(Expiry::At(at)) => annotations.push((&keys.expires_at, at)),
-            Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, "true")),
+            Some(Expiry::At(at)) => annotations.push((&keys.expires_at, Str::Text(at))),
+            Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, Str::Text("true"))),
             Some(Expiry::Keep) | None => {}
         }
         let new_token = self
@@ -419,26 +419,26 @@ impl Parts<'_> {
             .as_ref()
             .and_then(|i| i.sidecar.as_ref().and_then(Sidecar::new_token));
         if let Some(token) = new_token {
-            annotations.push((&keys.egress_auth_token, token));
+            annotations.push((&keys.egress_auth_token, Str::Text(token)));
         }
         if let Some(record) = self.record
-            && !holds(pod.annotation(&keys.injected), record)
+            && !holds(pod.annotation(&keys.injected), &record.value)
         {
-            annotations.push((&keys.injected, record));
+            annotations.push((&keys.injected, Str::Json(record.value_json())));
         }
         if let Some(revision) = self.revision
             && !holds(pod.label(&keys.rev), revision)
         {
-            labels.push((&keys.rev, revision));
+            labels.push((&keys.rev, Str::Text(revision)));
         }
 
         let mut patch = PatchBuilder::default();
-        patch.add_entries(
-            &["metadata", "annotations"],
+        patch.add_strings(
+            ["metadata", "annotations"],
             pod.has_annotations(),
             &annotations,
         );
-        patch.add_entries(&["metadata", "labels"], pod.has_labels(), &labels);
+        patch.add_strings(["metadata", "labels"], pod.has_labels(), &labels);
         if let Some(injection) = &self.injection {
             let wanted = injection.wanted();
             let layout = &injection.layout;

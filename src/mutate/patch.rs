@@ -127,6 +127,51 @@ impl PatchBuilder {
         }
     }
 
+    /// [`PatchBuilder::add_entries`] for string values under a parent two
+    /// levels deep (`metadata.annotations`), some values JSON already: the
+    /// same bytes, without escaping those again or collecting a path.
+    pub(crate) fn add_strings(
+        &mut self,
+        parent: [&str; 2],
+        exists: bool,
+        entries: &[(&str, Str<'_>)],
+    ) {
+        if entries.is_empty() {
+            return;
+        }
+        if exists {
+            for &(key, value) in entries {
+                self.op(br#"{"op":"add","path":""#, &[parent[0], parent[1], key]);
+                self.json.extend_from_slice(br#"","value":"#);
+                self.string(value);
+                self.json.push(b'}');
+            }
+        } else {
+            self.op(br#"{"op":"add","path":""#, &parent);
+            self.json.extend_from_slice(br#"","value":{"#);
+            for (i, &(key, value)) in entries.iter().enumerate() {
+                if i > 0 {
+                    self.json.push(b',');
+                }
+                self.string(Str::Text(key));
+                self.json.push(b':');
+                self.string(value);
+            }
+            self.json.extend_from_slice(b"}}");
+        }
+    }
+
+    fn string(&mut self, value: Str<'_>) {
+        match value {
+            Str::Text(text) => {
+                if let Err(e) = serde_json::to_writer(&mut self.json, text) {
+                    self.error.get_or_insert_with(|| e.to_string());
+                }
+            }
+            Str::Json(json) => self.json.extend_from_slice(json.as_bytes()),
+        }
+    }
+
     /// Appends `items` to the list at `parent`, creating it when missing.
     pub fn append<T: AsRef<str>, V: Serialize>(&mut self, parent: &[T], exists: bool, items: &[V]) {
         if items.is_empty() {
@@ -191,6 +236,16 @@ fn push_token(out: &mut Vec<u8>, token: &str) {
         rest = &rest[at + 1..];
     }
     out.extend_from_slice(rest);
+}
+
+/// A string value of [`PatchBuilder::add_strings`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Str<'a> {
+    /// Text, escaped as it is written.
+    Text(&'a str),
+    /// A JSON string written already (quoted and escaped), as `serde_json`
+    /// writes it.
+    Json(&'a str),
 }
 
 /// Key/value pairs written as a JSON object, in order.

@@ -206,8 +206,9 @@ impl Audit<'_> {
                 out.extend_from_slice(policy.as_bytes());
                 out.push(b'"');
             }
-            out.extend_from_slice(br#","images":"#);
-            serde_json::to_writer(&mut *out, injected.images())?;
+            out.extend_from_slice(br#","images":""#);
+            out.extend_from_slice(injected.images_escaped().as_bytes());
+            out.push(b'"');
         }
         out.push(b'}');
         Ok(())

@@ -29,6 +29,12 @@ pub struct Injected {
     pub value: String,
     images: Range<usize>,
     policy: Option<Range<usize>>,
+    /// `value` as a JSON string (quoted and escaped), joined from the
+    /// template's escaped parts: the patch and the audit annotations copy
+    /// it instead of escaping `value` again.
+    json: String,
+    /// The images in `json`, escaped, without quotes.
+    images_json: Range<usize>,
 }
 
 impl Injected {
@@ -43,43 +49,75 @@ impl Injected {
     pub fn policy(&self) -> Option<&str> {
         self.policy.clone().map(|r| &self.value[r])
     }
+
+    /// [`Injected::value`] as a JSON string: what `serde_json` writes for it.
+    pub(crate) fn value_json(&self) -> &str {
+        &self.json
+    }
+
+    /// [`Injected::images`] as it reads inside a JSON string, without quotes.
+    pub(crate) fn images_escaped(&self) -> &str {
+        &self.json[self.images_json.clone()]
+    }
 }
 
 /// The record of a pod completed with `config`: `linux` pods get execd,
 /// and with a policy (`rules`, the sidecar's `OPENSANDBOX_EGRESS_RULES`) the
-/// egress sidecar; a Windows pod gets neither and records no image.
+/// egress sidecar; a Windows pod gets neither and records no image. The
+/// record and its JSON string are written side by side from the template's
+/// plain and escaped parts; the policy's hash needs no escaping.
 #[must_use]
 pub fn make(config: &Config, linux: bool, rules: Option<&str>) -> Injected {
     let template = config.record();
-    let egress = rules.and(template.egress.as_deref()).filter(|_| linux);
+    let escaped = &template.escaped;
+    let egress = rules
+        .and(template.egress.as_deref().zip(escaped.egress.as_deref()))
+        .filter(|_| linux);
     let mut value = String::with_capacity(
-        template.head.len() + template.execd.len() + egress.map_or(0, str::len) + 34,
+        template.head.len() + template.execd.len() + egress.map_or(0, |e| e.0.len()) + 34,
     );
+    let mut json = String::with_capacity(
+        escaped.head.len() + escaped.execd.len() + egress.map_or(0, |e| e.1.len()) + 44,
+    );
+    json.push('"');
     value.push_str(&template.head);
+    json.push_str(&escaped.head);
     let images_start = value.len() - 1;
+    let images_json_start = json.len() - 1;
     if linux {
         value.push_str(&template.execd);
-        if let Some(egress) = egress {
+        json.push_str(&escaped.execd);
+        if let Some((egress, egress_json)) = egress {
             value.push(',');
             value.push_str(egress);
+            json.push(',');
+            json.push_str(egress_json);
         }
     }
     value.push('}');
+    json.push('}');
     let images = images_start..value.len();
+    let images_json = images_json_start..json.len();
     let mut policy = None;
     if let (Some(rules), Some(_)) = (rules, egress) {
         value.push_str(r#","policy":""#);
+        json.push_str(r#",\"policy\":\""#);
         let start = value.len();
         let digest = ring::digest::digest(&ring::digest::SHA256, rules.as_bytes());
         push_short_sha256(&digest, &mut value);
         policy = Some(start..value.len());
+        json.push_str(&value[start..]);
         value.push('"');
+        json.push_str(r#"\""#);
     }
     value.push('}');
+    json.push_str("}\"");
     Injected {
         value,
         images,
         policy,
+        json,
+        images_json,
     }
 }
 
@@ -123,11 +161,26 @@ mod tests {
         assert!(json.get("policy").is_none() && json.get("revision").is_none());
         assert_eq!(plain.policy(), None);
 
+        for r in [&record, &plain] {
+            assert_escaped(r);
+        }
+
         // Windows: nothing injected, so no image and no policy.
         let windows = make(&Config::default(), false, Some(rules));
         let json: serde_json::Value = serde_json::from_str(&windows.value).unwrap();
         assert_eq!(json["images"], serde_json::json!({}));
         assert_eq!(windows.images(), "{}");
         assert!(json.get("policy").is_none());
+        assert_escaped(&windows);
+    }
+
+    /// The JSON string kept beside the record is what `serde_json` writes.
+    fn assert_escaped(record: &Injected) {
+        assert_eq!(
+            record.value_json(),
+            serde_json::to_string(&record.value).unwrap()
+        );
+        let images = serde_json::to_string(record.images()).unwrap();
+        assert_eq!(record.images_escaped(), &images[1..images.len() - 1]);
     }
 }
