@@ -407,17 +407,16 @@ objects_only! {
 #[serde(remote = "Self")]
 pub struct CapabilitiesView {
     pub add: Option<Capabilities>,
-    pub drop: Option<Capabilities>,
+    pub drop: Option<Dropped>,
 }
 
 objects_only! {
     impl<'de> for CapabilitiesView;
 }
 
-/// A capability list, as the egress decisions read it: an `add` list as
-/// any runtime could read it ([`RuntimeName`]), a `drop` list as every
-/// runtime does ([`runtime_drops`]). A few bytes: every container of every
-/// review holds two (docs/performance.md).
+/// A `capabilities.add` list, as the egress decisions read it: each item as
+/// any runtime could read it ([`RuntimeName`]). A few bytes: every
+/// container of every review may hold one (docs/performance.md).
 #[derive(Debug, Default)]
 pub struct Capabilities {
     /// The first item that is `NET_ADMIN`, `NET_RAW` or `ALL`, named by the
@@ -425,12 +424,19 @@ pub struct Capabilities {
     pub first_net: Option<Named>,
     /// The first item that is `SYS_PTRACE`.
     pub sys_ptrace: Option<Named>,
+    /// Some item is `SYS_ADMIN` (any case, with or without `CAP_`).
+    pub sys_admin: bool,
+}
+
+/// A `capabilities.drop` list, as every runtime reads it
+/// ([`runtime_drops`]): only what it takes away is read, so its items (on
+/// nearly every container: `drop: [ALL]`) are never read as `add` items.
+#[derive(Debug, Default)]
+pub struct Dropped {
     /// Some item takes `NET_ADMIN` away (`NET_ADMIN` or `ALL`).
     pub drops_net_admin: bool,
     /// Some item takes `NET_RAW` away (`NET_RAW` or `ALL`).
     pub drops_net_raw: bool,
-    /// Some item is `SYS_ADMIN` (any case, with or without `CAP_`).
-    pub sys_admin: bool,
 }
 
 /// A capability an item names, and whether the item is written otherwise
@@ -478,7 +484,10 @@ summary_of_list!(Capabilities; Text<'de>, |caps, cap| {
     if caps.sys_ptrace.is_none() && read.is(NAMED[3]) {
         caps.sys_ptrace = Some(Named::of(3, &cap));
     }
-    caps.drops_net_admin |= runtime_drops(&cap, "NET_ADMIN");
-    caps.drops_net_raw |= runtime_drops(&cap, "NET_RAW");
     caps.sys_admin |= same_capability(&cap, "SYS_ADMIN");
+});
+
+summary_of_list!(Dropped; Text<'de>, |dropped, cap| {
+    dropped.drops_net_admin |= runtime_drops(&cap, "NET_ADMIN");
+    dropped.drops_net_raw |= runtime_drops(&cap, "NET_RAW");
 });
