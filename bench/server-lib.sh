@@ -81,3 +81,16 @@ wrk_line() { # port body seconds connections
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 ok() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "**missed**"; fi; }
+
+# scratch_dir: WORK, a temporary directory, and PIDS, the processes started
+# into it; both are cleaned up when the script exits.
+scratch_dir() {
+  WORK=$(mktemp -d)
+  PIDS=()
+  trap scratch_cleanup EXIT
+}
+scratch_cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}

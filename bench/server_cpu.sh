@@ -42,14 +42,7 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
 CONNECTIONS=${CONNECTIONS:-32}
 read -r -a SHAPES <<<"${SHAPES:-pod-8k pod-10k}"
 CLK_TCK=$(getconf CLK_TCK)
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir
 log() { echo "[server-cpu] $*" >&2; }
 
 BUILDS=()

@@ -41,14 +41,7 @@ priority_session "$0" "$@"
 for tool in perf wrk; do
   command -v "$tool" >/dev/null || { echo "$0: $tool is required" >&2; exit 1; }
 done
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir
 
 "$BIN" certs --ip 127.0.0.1 --dns localhost --days 2 --out "$WORK/certs" >/dev/null 2>&1
 declare -A PID PORT

@@ -131,10 +131,6 @@ pub(crate) fn decide_update(
 
 /// The checks run in a fixed order, so a pod with several problems always
 /// gets the same denial.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the checks and the plan in their one fixed order, read top to bottom"
-)]
 fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
     let config = ctx.config;
     let keys = config.keys();
@@ -181,15 +177,7 @@ fn mutate(pod: &PodView<'_>, ctx: &Context<'_>) -> Result<Decision, Denial> {
         .filter(|_| linux)
         .map(|_| inject::guard::plan_drops(spec, owned, main));
 
-    let selector = match &intent.platform {
-        Some(platform) => intent::platform::plan_node_selector(
-            spec.node_selector.as_ref(),
-            spec.affinity,
-            platform,
-        )
-        .map_err(Denial::Platform)?,
-        None => None,
-    };
+    let selector = node_selector(spec, &intent)?;
     let expiry = inject::expiry::change(pod, &intent, ctx)?;
     let injection = if linux {
         Some(inject(pod, main, owned, &intent, ctx)?)
@@ -282,15 +270,7 @@ fn completed(
     ctx: &Context<'_>,
 ) -> Result<Completed, Denial> {
     let spec = pod.spec();
-    let selector = match &intent.platform {
-        Some(platform) => intent::platform::plan_node_selector(
-            spec.node_selector.as_ref(),
-            spec.affinity,
-            platform,
-        )
-        .map_err(Denial::Platform)?,
-        None => None,
-    };
+    let selector = node_selector(spec, intent)?;
     let expiry = inject::expiry::change(pod, intent, ctx)?;
     let risk = inject::server::risk(spec);
     let automount = inject::automount::plan(spec, ctx.config);
@@ -318,6 +298,16 @@ fn completed(
         },
         risk: risk.map(|(r, _)| r),
     })
+}
+
+/// The nodeSelector change the pod's platform asks for, if any (contract:
+/// platform.merge), for injected and server-completed pods alike.
+fn node_selector(spec: &SpecView<'_>, intent: &Intent) -> Result<Option<SelectorChange>, Denial> {
+    let Some(platform) = &intent.platform else {
+        return Ok(None);
+    };
+    intent::platform::plan_node_selector(spec.node_selector.as_ref(), spec.affinity, platform)
+        .map_err(Denial::Platform)
 }
 
 /// Upstream allows it for compatibility and logs that it is deprecated

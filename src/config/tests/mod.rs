@@ -256,21 +256,24 @@ pod: {automountServiceAccountToken: null}
     );
 }
 
+/// `controller.expiry.ownerActions`, in order.
+fn owner_actions(c: &Config) -> Vec<(String, OwnerAction)> {
+    c.controller
+        .expiry
+        .owner_actions
+        .clone()
+        .into_iter()
+        .collect()
+}
+
 /// contract: config.controller
 #[test]
 fn controller_section() {
     let c = ok(
         "controller: {expiry: {ownerActions: {Job.batch: delete, Sandbox.agents.x-k8s.io: suspend}}, platform: {deleteUnschedulable: true}}",
     );
-    let actions: Vec<_> = c
-        .controller
-        .expiry
-        .owner_actions
-        .clone()
-        .into_iter()
-        .collect();
     assert_eq!(
-        actions,
+        owner_actions(&c),
         [
             ("Job.batch".to_owned(), OwnerAction::Delete),
             ("Sandbox.agents.x-k8s.io".to_owned(), OwnerAction::Suspend)

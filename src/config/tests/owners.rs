@@ -70,15 +70,8 @@ fn owner_actions_are_checked() {
 #[test]
 fn controller_config() {
     let c = Config::default();
-    let defaults: Vec<_> = c
-        .controller
-        .expiry
-        .owner_actions
-        .clone()
-        .into_iter()
-        .collect();
     assert_eq!(
-        defaults,
+        super::owner_actions(&c),
         crate::config::controller::DEFAULT_OWNER_ACTIONS.map(|(k, a)| (k.to_owned(), a))
     );
     assert!(!c.controller.platform.delete_unschedulable);
