@@ -35,8 +35,10 @@ pub struct Tuning {
     /// Maximum concurrent admission (TLS) connections. At the cap, a new
     /// connection evicts the longest idle one: between requests, or not yet
     /// through its first request (idle since its accept). A connection with
-    /// a request in flight is never evicted. Lowered at start-up to fit the
-    /// open-files limit, which is first raised to its hard limit.
+    /// a request in flight is never evicted, and one that fell idle within
+    /// the last second (its client is likely to reuse it) goes last.
+    /// Lowered at start-up to fit the open-files limit, which is first
+    /// raised to its hard limit.
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,

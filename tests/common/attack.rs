@@ -4,11 +4,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::https::client;
@@ -248,9 +246,11 @@ pub async fn good_client(
     );
 }
 
-/// Opens up to `n` connections with `open`, at most `parallel` at a time,
-/// each given `patience`; gives up after `give_up` of them failed or timed
-/// out (a server that no longer accepts). The ones opened, kept open.
+/// Opens `n` connections with `open`, at most `parallel` at a time, each
+/// given `patience`, opening another in place of one that fails (the server
+/// may close a new connection to make room, and an attacker opens again);
+/// gives up after `give_up` failures (a server that no longer accepts). The
+/// ones opened, kept open.
 pub async fn hold<F, Fut>(
     n: usize,
     parallel: usize,
@@ -262,33 +262,25 @@ where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = std::io::Result<Tls>> + Send + 'static,
 {
-    let gate = Arc::new(Semaphore::new(parallel));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let mut tasks = JoinSet::new();
+    let mut opening = JoinSet::new();
+    let mut held = Vec::with_capacity(n);
+    let (mut tried, mut failed) = (0, 0);
     let started = Instant::now();
-    for i in 0..n {
-        let permit = gate.clone().acquire_owned().await.expect("never closed");
-        if failed.load(Ordering::Relaxed) >= give_up {
-            break;
+    loop {
+        while opening.len() < parallel && held.len() + opening.len() < n && failed < give_up {
+            opening.spawn(tokio::time::timeout(patience, open(tried)));
+            tried += 1;
         }
-        let (opening, failed) = (open(i), failed.clone());
-        tasks.spawn(async move {
-            let _permit = permit;
-            let opened = tokio::time::timeout(patience, opening).await;
-            if let Ok(Ok(tls)) = opened {
-                Some(tls)
-            } else {
-                failed.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        });
+        match opening.join_next().await {
+            None => break,
+            Some(Ok(Ok(Ok(tls)))) => held.push(tls),
+            Some(_) => failed += 1,
+        }
     }
-    let held: Vec<Tls> = tasks.join_all().await.into_iter().flatten().collect();
     eprintln!(
-        "{} of {n} hostile connections opened in {:?} ({} failed)",
+        "{} of {n} hostile connections opened in {:?} ({tried} tried, {failed} failed)",
         held.len(),
         started.elapsed(),
-        failed.load(Ordering::Relaxed)
     );
     held
 }

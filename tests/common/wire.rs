@@ -4,12 +4,14 @@
 //! the examples share it too (`#[path = "../tests/common/wire.rs"]`).
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -184,6 +186,11 @@ pub async fn keep_alive_client(
     let mut load = Load::default();
     let mut conn: Option<Tls> = None;
     loop {
+        if let Some(tls) = conn.as_mut()
+            && closed_by_server(tls).await
+        {
+            conn = None;
+        }
         let tls = match conn.as_mut() {
             Some(tls) => tls,
             None => match tls_connect(addr, config.clone()).await {
@@ -212,6 +219,19 @@ pub async fn keep_alive_client(
             conn = None;
         }
     }
+}
+
+/// Whether the server has closed `tls` while it sat idle: an end or an
+/// error is ready to read. Go's transport keeps reading every idle
+/// connection, so it sees such a close before it reuses the connection and
+/// opens another instead; only a close that crosses the next request on
+/// the wire fails it.
+async fn closed_by_server(tls: &mut Tls) -> bool {
+    let mut byte = [0u8; 1];
+    let mut buf = ReadBuf::new(&mut byte);
+    // One poll of a read: pending means open and quiet.
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *tls).poll_read(cx, &mut buf).is_ready()))
+        .await
 }
 
 /// `VmRSS` of `pid` in KiB; 0 once it is gone.

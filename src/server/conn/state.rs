@@ -61,6 +61,14 @@ const NONE: u64 = u64::MAX;
 /// apiserver's; within it, an answer is never lost to eviction.
 pub(crate) const ANSWER_GRACE: Duration = Duration::from_secs(1);
 
+/// How recently a connection must have fallen idle to count as in use.
+/// Go's transport reuses its most recently idle connection first, and a
+/// close that crosses a request on the wire fails it (Go does not retry a
+/// POST it has written); the window is as long as the server's own
+/// scheduling delay, so on a loaded machine a connection in use is evicted
+/// only when no other may go.
+pub(crate) const REUSE_GRACE: Duration = Duration::from_secs(1);
+
 /// How long a new connection that has sent no request yet may keep the
 /// server waiting on it (for its hello, its side of the handshake, its
 /// first head) before it ranks ahead of the idle ones: a client that means
@@ -228,6 +236,9 @@ impl ConnState {
     /// - Then connections whose next head is arriving, oldest head first:
     ///   the apiserver sends a head in one piece, so only a client that
     ///   trickles its head stays there.
+    /// - Last, connections that fell idle within [`REUSE_GRACE`]: a client
+    ///   that sends its reviews one after another is about to write on
+    ///   them.
     ///
     /// [`ConnState::may_close_now`] has the last word on the one chosen.
     pub fn rank(&self) -> Option<Rank> {
@@ -241,6 +252,9 @@ impl ConnState {
             (_, REQUEST | ANSWER) => return None,
             (false, _) if self.waited_on_client(now) >= self.grace() => (0, self.accepted),
             (false, _) => (2, self.accepted),
+            (true, IDLE) if now.saturating_duration_since(self.since()) < REUSE_GRACE => {
+                (4, self.since())
+            }
             (true, IDLE) => (1, self.since()),
             (true, _) => (3, self.since()),
         };
@@ -403,18 +417,30 @@ mod tests {
         assert!(s.may_close_now(), "whatever waits in its socket");
     }
 
+    /// A connection that carried a request and fell idle `ago`.
+    fn idle_since(ago: Duration) -> Arc<ConnState> {
+        let s = ConnState {
+            accepted: Instant::now().checked_sub(10 * REUSE_GRACE).unwrap(),
+            ..Arc::into_inner(ConnState::new()).unwrap()
+        };
+        s.request_began();
+        s.idle();
+        let ago = u64::try_from(ago.as_millis()).unwrap();
+        s.since_ms.fetch_sub(ago, Ordering::AcqRel);
+        Arc::new(s)
+    }
+
     #[test]
-    fn eviction_takes_silent_new_connections_then_the_longest_idle_then_trickled_heads() {
-        let pause = || std::thread::sleep(Duration::from_millis(5));
-        let (idle_long, idle_short, trickling) =
-            (ConnState::new(), ConnState::new(), ConnState::new());
-        for s in [&idle_long, &idle_short, &trickling] {
-            s.request_began();
-        }
-        idle_long.idle();
+    fn eviction_takes_silent_new_connections_then_the_longest_idle_then_trickled_heads_then_those_in_use()
+     {
+        let idle_long = idle_since(3 * REUSE_GRACE);
+        let idle_short = idle_since(2 * REUSE_GRACE);
+        // Its answer just taken: its client is about to write on it.
+        let in_use = idle_since(Duration::ZERO);
+        let trickling = ConnState::new();
+        trickling.request_began();
         trickling.idle();
         trickling.bytes_read();
-        pause();
         let stranger = ConnState::new();
         // A connection that has sent nothing for longer than the grace (a
         // hello that never finishes, accepted earlier).
@@ -423,19 +449,30 @@ mod tests {
             ..Arc::into_inner(ConnState::new()).unwrap()
         };
         let silent = Arc::new(silent);
-        pause();
-        idle_short.idle();
         let in_flight = ConnState::new();
         in_flight.request_began();
         assert_eq!(in_flight.rank(), None);
-        let mut ranked = [&trickling, &idle_short, &stranger, &idle_long, &silent];
+        let mut ranked = [
+            &in_use,
+            &trickling,
+            &idle_short,
+            &stranger,
+            &idle_long,
+            &silent,
+        ];
         ranked.sort_by_key(|s| s.rank());
         let order: Vec<*const ConnState> = ranked.iter().map(|s| Arc::as_ptr(s)).collect();
-        let expected: Vec<*const ConnState> =
-            [&silent, &idle_long, &idle_short, &stranger, &trickling]
-                .iter()
-                .map(|s| Arc::as_ptr(s))
-                .collect();
+        let expected: Vec<*const ConnState> = [
+            &silent,
+            &idle_long,
+            &idle_short,
+            &stranger,
+            &trickling,
+            &in_use,
+        ]
+        .iter()
+        .map(|s| Arc::as_ptr(s))
+        .collect();
         assert_eq!(order, expected);
     }
 
