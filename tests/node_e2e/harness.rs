@@ -16,6 +16,7 @@ pub use crate::common::cluster::wait_for;
 use crate::common::cluster::{ScenarioNamespaces, run};
 use crate::common::pods::SandboxPod;
 pub use crate::common::processes::{Cluster, Result, Vars, check, repo};
+use crate::owners::OwnerTurns;
 
 /// The release, as a platform team would name it.
 pub const RELEASE: &str = "sandbox-webhook";
@@ -30,6 +31,8 @@ pub struct Env {
     pub vars: Vars,
     /// The project's image, as the chart names it.
     pub image: String,
+    /// When scenarios c and d of `owners` may change `ownerActions`.
+    pub owners: OwnerTurns,
 }
 
 /// Builds the project's image, imports it into the real node and installs
@@ -47,6 +50,7 @@ pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
         dir: cluster.dir().to_owned(),
         vars: cluster.vars()?,
         image: out.trim().to_owned(),
+        owners: OwnerTurns::default(),
     };
     println!(
         "  the image {} built (podman) and imported into the node in {:.1}s",

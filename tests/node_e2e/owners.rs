@@ -12,8 +12,11 @@
 //!   Sandbox with `Ready=False`, reason `SandboxExpired`;
 //! - d (`suspend`, set by `helm upgrade` and set back after): the Sandbox
 //!   gets `spec.operatingMode: Suspended`; the pod goes, the Sandbox stays
-//!   with its `Suspended` condition.
+//!   with its `Suspended` condition. Its Sandbox asks for 90 s and is
+//!   applied first: run beside c ([`OwnerTurns`]), the setting changes once
+//!   c is over, before d's pod expires, so the two waits overlap.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -32,13 +35,68 @@ use crate::harness::{Env, P, RELEASE, RELEASE_NS, Result, check, logged, wait_fo
 /// The pod must be gone this soon after its `expires-at`.
 const GONE_WITHIN: TimeDelta = TimeDelta::seconds(2);
 
-/// Applies Sandbox `name` (a network policy, `P/timeout: 60s`) and waits
-/// until its pod runs, injected; the pod and its `expires-at`.
-async fn expiring_sandbox(env: &Env, ns: &str, name: &str) -> Result<(Pod, DateTime<Utc>)> {
+/// The lifetime of scenario d's Sandbox: c's 60 s, then a `helm upgrade`
+/// (a new controller leads within 15 s here) with room to spare.
+const PAUSED_LIFETIME: i64 = 90;
+
+/// Scenarios c and d each need the controller's `ownerActions` to
+/// themselves at their pod's expiry, and only then. Run as lanes at once
+/// (main.rs), d applies its Sandbox at the start and waits for c to be over
+/// before it changes the setting.
+pub(crate) struct OwnerTurns {
+    together: AtomicBool,
+    shut_down_over: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for OwnerTurns {
+    fn default() -> Self {
+        OwnerTurns {
+            together: AtomicBool::new(false),
+            shut_down_over: tokio::sync::watch::Sender::new(false),
+        }
+    }
+}
+
+impl OwnerTurns {
+    /// c and d run at once from now on.
+    pub(crate) fn run_together(&self) {
+        self.together.store(true, Ordering::Release);
+    }
+
+    /// Until c is over, however it ends, when they run at once.
+    async fn shut_down_over(&self) -> Result<()> {
+        if !self.together.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut over = self.shut_down_over.subscribe();
+        tokio::time::timeout(Duration::from_secs(300), over.wait_for(|o| *o))
+            .await
+            .map_err(|_| "scenario c did not end within 300 s")??;
+        Ok(())
+    }
+}
+
+/// Tells d that c is over when dropped, however c ended.
+struct ShutDownOver<'a>(&'a OwnerTurns);
+
+impl Drop for ShutDownOver<'_> {
+    fn drop(&mut self) {
+        self.0.shut_down_over.send_replace(true);
+    }
+}
+
+/// Applies Sandbox `name` (a network policy, `P/timeout: {lifetime}s`) and
+/// waits until its pod runs, injected; the pod and its `expires-at`.
+async fn expiring_sandbox(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    lifetime: i64,
+) -> Result<(Pod, DateTime<Utc>)> {
     let template = pod_template(
         env,
         &json!({format!("{P}/id"): name}),
-        &json!({format!("{P}/timeout"): "60s", format!("{P}/network-policy"): POLICY}),
+        &json!({format!("{P}/timeout"): format!("{lifetime}s"), format!("{P}/network-policy"): POLICY}),
         REPORT,
     )?;
     create(
@@ -66,13 +124,13 @@ async fn expiring_sandbox(env: &Env, ns: &str, name: &str) -> Result<(Pod, DateT
         .as_ref()
         .map(|t| t.0.as_second())
         .ok_or("the pod has no creationTimestamp")?;
-    let lifetime = expires.timestamp() - created;
+    let lived = expires.timestamp() - created;
     check(
-        (59..=61).contains(&lifetime),
-        format!("expires-at {written} is {lifetime}s after the pod's creation, not 60s"),
+        (lifetime - 1..=lifetime + 1).contains(&lived),
+        format!("expires-at {written} is {lived}s after the pod's creation, not {lifetime}s"),
     )?;
     println!(
-        "    Sandbox {name}: its pod injected (installer, egress sidecar, bootstrap.sh) and Running; expires-at {written} (P/timeout 60s)"
+        "    Sandbox {name}: its pod injected (installer, egress sidecar, bootstrap.sh) and Running; expires-at {written} (P/timeout {lifetime}s)"
     );
     Ok((p, expires))
 }
@@ -169,10 +227,11 @@ fn shutdown_owner() -> [(&'static str, &'static str); 1] {
 
 /// Scenario c. contract: controller.expiry-owner-actions
 pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> Result<()> {
+    let _over = ShutDownOver(&env.owners);
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let expired_total = "sandbox_webhook_expired_total";
     let before = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
-    let (_, expires) = expiring_sandbox(env, &ns, "retained").await?;
+    let (_, expires) = expiring_sandbox(env, &ns, "retained", 60).await?;
     let sandboxes = api(env, &ns, "Sandbox");
     check(
         sandboxes.get("retained").await?.data["spec"]
@@ -224,20 +283,29 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
 
 /// Scenario d. contract: controller.expiry-owner-actions
 pub(crate) async fn stack_expired_sandbox_is_suspended(env: &Env, id: &str) -> Result<()> {
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
+    let (_, expires) = expiring_sandbox(env, &ns, "paused", PAUSED_LIFETIME).await?;
+    env.owners.shut_down_over().await?;
     set_sandbox_action(env, "suspend").await?;
-    let result = suspended(env, id).await;
+    let result = suspended(env, &ns, expires).await;
     let restored = set_sandbox_action(env, "shutdown").await;
     result.and(restored)
 }
 
-async fn suspended(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[PRIVILEGED]).await?;
+async fn suspended(env: &Env, ns: &str, expires: DateTime<Utc>) -> Result<()> {
+    let left = expires - Utc::now();
+    check(
+        left > TimeDelta::seconds(2),
+        format!(
+            "the controller of the new setting led only {:.1}s before the paused pod's expiry: raise PAUSED_LIFETIME",
+            seconds(left)
+        ),
+    )?;
     let labels = [("action", "suspended-owner")];
     let before =
         release_metric(env, "controller", "sandbox_webhook_expired_total", &labels).await?;
-    let (_, expires) = expiring_sandbox(env, &ns, "paused").await?;
-    let delay = gone_after(env, &ns, "paused", expires, GONE_WITHIN).await?;
-    let sandboxes = api(env, &ns, "Sandbox");
+    let delay = gone_after(env, ns, "paused", expires, GONE_WITHIN).await?;
+    let sandboxes = api(env, ns, "Sandbox");
     kept(
         &sandboxes,
         "paused",
@@ -266,7 +334,7 @@ async fn suspended(env: &Env, id: &str) -> Result<()> {
     )?;
     expired_event(
         env,
-        &ns,
+        ns,
         "paused",
         "set spec.operatingMode of its owner Sandbox paused to Suspended",
         expires,
