@@ -140,6 +140,12 @@ pub enum Denial {
     TokenCopied { place: String, token_key: String },
 
     #[error(
+        "annotation {token_key}, the egress token, is a part of '{}', which the webhook writes into the sandbox's containers, where code in the sandbox could read it and change its own egress policy; choose another token (or leave the annotation out to have one generated).",
+        clip(.written)
+    )]
+    TokenWritten { written: String, token_key: String },
+
+    #[error(
         "annotation {key} sets OPENSANDBOX_EGRESS_POLICY_FILE to '{}', {why}, so code in the sandbox could write the policy the egress sidecar loads; point it at a path of the sidecar's own filesystem or leave it out.",
         clip(.path)
     )]
@@ -296,6 +302,7 @@ impl Denial {
             | Denial::PtraceWithSharedProcesses { .. }
             | Denial::TokenByDownwardApi { .. }
             | Denial::TokenCopied { .. }
+            | Denial::TokenWritten { .. }
             | Denial::PolicyFileWritable { .. }
             | Denial::NameserversWithNft { .. }
             | Denial::InjectedImageChanged { .. }

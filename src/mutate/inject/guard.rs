@@ -25,10 +25,14 @@ use super::drops::{self, Levels, NetDrops};
 use super::egress::check_container;
 use super::layout::Layout;
 use super::owned::{At, EGRESS, List, Owned};
+use super::sandbox::EXECD_PATH;
 use crate::config::{Config, EgressMode, Keys};
 use crate::mutate::denial::Denial;
 use crate::mutate::intent::{Intent, decode_string};
 use crate::mutate::patch::PatchBuilder;
+use crate::mutate::read::k8s::{
+    BIN_MOUNT, BIN_VOLUME, BOOTSTRAP, ISOLATION_MOUNT, ISOLATION_VOLUME, KnownEnv,
+};
 use crate::mutate::read::lists::reads_metadata_maps;
 use crate::mutate::read::pod::{ContainerView, PodView, SpecView};
 use crate::mutate::read::raw::Named;
@@ -86,7 +90,42 @@ pub(crate) fn check(
     {
         return Err(Denial::NameserversWithNft { key: key.clone() });
     }
+    if let Some(token) = intent.egress_token.as_deref()
+        && let Some(written) = written_by_webhook(intent, config)
+            .into_iter()
+            .find(|w| holds(w, token))
+    {
+        return Err(Denial::TokenWritten {
+            written: written.to_owned(),
+            token_key: keys.egress_auth_token.clone(),
+        });
+    }
     check_token(pod, owned, intent.egress_token.as_deref(), keys)
+}
+
+/// The strings the webhook itself may write into the sandbox's containers
+/// (the sidecar's and the installer's aside): its env entries, the
+/// bootstrap command, its mounts and the capabilities it drops. Code in the
+/// sandbox reads them; and a token held by one would be found in the
+/// admitted pod when it is admitted again, so it is refused at once, and
+/// both admissions agree.
+fn written_by_webhook<'a>(intent: &'a Intent, config: &Config) -> Vec<&'a str> {
+    let mut written: Vec<&'a str> = vec![
+        EXECD_PATH,
+        BOOTSTRAP,
+        BIN_VOLUME,
+        BIN_MOUNT,
+        ISOLATION_VOLUME,
+        ISOLATION_MOUNT,
+        "NET_ADMIN",
+        "NET_RAW",
+        &intent.sandbox_id,
+    ];
+    written.extend(KnownEnv::ALL.map(KnownEnv::name));
+    written.extend(config.execd.run_as_init.then_some("1"));
+    written.extend(intent.lifecycle.as_deref());
+    written.extend(intent.mitm());
+    written
 }
 
 const EPHEMERAL: &str = "ephemeral container";
@@ -326,7 +365,11 @@ fn holds(text: &str, token: &str) -> bool {
 }
 
 /// The path, in JSON's notation from the container, of the first string
-/// that holds `token` (keys included).
+/// value that holds `token`. Keys are not read: a container's keys are the
+/// names its schema fixes, and those of its resource maps are resource
+/// names, none of which code in the sandbox can read; and the webhook
+/// writes keys of its own (`securityContext.capabilities`), which a token
+/// may well be a part of.
 fn find_token(value: &Value, token: &str, at: String) -> Option<String> {
     match value {
         Value::String(s) => holds(s, token).then_some(at),
@@ -340,9 +383,6 @@ fn find_token(value: &Value, token: &str, at: String) -> Option<String> {
             } else {
                 format!("{at}.{k}")
             };
-            if holds(k, token) {
-                return Some(at);
-            }
             find_token(v, token, at)
         }),
         _ => None,

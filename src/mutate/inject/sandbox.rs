@@ -20,7 +20,7 @@ use crate::mutate::read::k8s::{
 use crate::mutate::read::lists::{CapabilitiesView, Command, ProfileView};
 use crate::mutate::read::pod::{ContainerView, PodView};
 
-const EXECD_PATH: &str = "/opt/opensandbox/execd";
+pub(crate) const EXECD_PATH: &str = "/opt/opensandbox/execd";
 const SYS_ADMIN: &str = "SYS_ADMIN";
 const UNCONFINED: Profile = Profile { kind: "Unconfined" };
 
