@@ -91,9 +91,7 @@ pub(crate) fn check(
         return Err(Denial::NameserversWithNft { key: key.clone() });
     }
     if let Some(token) = intent.egress_token.as_deref()
-        && let Some(written) = written_by_webhook(intent, config)
-            .into_iter()
-            .find(|w| holds(w, token))
+        && let Some(written) = written_by_webhook(intent, config, token)
     {
         return Err(Denial::TokenWritten {
             written: written.to_owned(),
@@ -103,14 +101,16 @@ pub(crate) fn check(
     check_token(pod, owned, intent.egress_token.as_deref(), keys)
 }
 
-/// The strings the webhook itself may write into the sandbox's containers
-/// (the sidecar's and the installer's aside): its env entries, the
-/// bootstrap command, its mounts and the capabilities it drops. Code in the
-/// sandbox reads them; and a token held by one would be found in the
-/// admitted pod when it is admitted again, so it is refused at once, and
-/// both admissions agree.
-fn written_by_webhook<'a>(intent: &'a Intent, config: &Config) -> Vec<&'a str> {
-    let mut written: Vec<&'a str> = vec![
+/// The first of the strings the webhook itself may write into the
+/// sandbox's containers (the sidecar's and the installer's aside) that
+/// holds `token`: its env entries, the bootstrap command, its mounts and
+/// the capabilities it drops. Code in the sandbox reads them; and a token
+/// held by one would be found in the admitted pod when it is admitted
+/// again, so it is refused at once, and both admissions agree. Runs for
+/// every pod with a token (each reinvocation of one with a policy), so it
+/// allocates nothing.
+fn written_by_webhook<'a>(intent: &'a Intent, config: &Config, token: &str) -> Option<&'a str> {
+    const FIXED: [&str; 8] = [
         EXECD_PATH,
         BOOTSTRAP,
         BIN_VOLUME,
@@ -119,13 +119,19 @@ fn written_by_webhook<'a>(intent: &'a Intent, config: &Config) -> Vec<&'a str> {
         ISOLATION_MOUNT,
         "NET_ADMIN",
         "NET_RAW",
-        &intent.sandbox_id,
     ];
-    written.extend(KnownEnv::ALL.map(KnownEnv::name));
-    written.extend(config.execd.run_as_init.then_some("1"));
-    written.extend(intent.lifecycle.as_deref());
-    written.extend(intent.mitm());
-    written
+    let init = config.execd.run_as_init.then_some("1");
+    let from_pod = [
+        Some(intent.sandbox_id.as_str()),
+        intent.lifecycle.as_deref(),
+        intent.mitm(),
+    ];
+    FIXED
+        .into_iter()
+        .chain(KnownEnv::ALL.map(KnownEnv::name))
+        .chain(init)
+        .find(|w| holds(w, token))
+        .or_else(|| from_pod.into_iter().flatten().find(|w| holds(w, token)))
 }
 
 const EPHEMERAL: &str = "ephemeral container";
