@@ -42,6 +42,38 @@ step_done() {
 # step KEY DESCRIPTION: KEY names the step in the cost summary at the end.
 step() { step_done; step_key="$1" step_name="$2" step_start=$SECONDS; printf '\n== %s\n' "$2"; }
 
+# lane KEY DESCRIPTION CMD...: run CMD in the background, in a process group
+# of its own, its output kept until `lane_join KEY` prints it whole and fails
+# when CMD failed. A run that stops early stops its lanes too.
+declare -A lane_pid=() lane_log=() lane_start=()
+lane() {
+    local key="$1" what="$2"; shift 2
+    lane_log[$key]="$(mktemp)" lane_start[$key]=$SECONDS
+    setsid "$@" >"${lane_log[$key]}" 2>&1 &
+    lane_pid[$key]=$!
+    printf '\n== %s: started as a lane beside the steps below\n' "$what"
+}
+lane_join() {
+    local key="$1" rc=0
+    wait "${lane_pid[$key]}" || rc=$?
+    cat "${lane_log[$key]}"
+    rm -f "${lane_log[$key]}"
+    unset "lane_pid[$key]"
+    printf '== the lane took %ds in all (exit %d)\n' "$((SECONDS - lane_start[$key]))" "$rc"
+    return "$rc"
+}
+stop_lanes() {
+    local key
+    for key in "${!lane_pid[@]}"; do
+        kill -TERM -- "-${lane_pid[$key]}" 2>/dev/null || true
+        echo "test.sh: stopped the lane $key; its output:" >&2
+        cat "${lane_log[$key]}" >&2 || true
+        rm -f "${lane_log[$key]}"
+    done
+}
+node_log=""
+trap 'stop_lanes; rm -f "$node_log"' EXIT
+
 step fmt "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
@@ -96,8 +128,19 @@ tests/e2e/cluster.sh build-agent-sandbox >/dev/null
 step venv "OpenSandbox's server: opensandbox-server 1.1.1 and its pinned dependencies in a virtualenv, from PyPI (cached)"
 tests/upstream/server-venv.sh >/dev/null
 
-step test-e2e "cargo test: the attack tests, the differential suite against OpenSandbox's server, the e2e suites (webhook, controller, the whole cluster)"
-cargo test --locked "${DEFAULT_TARGETS[@]}"
+step build-tests "cargo test --no-run: the default tier's test binaries (node_e2e's too)"
+cargo test --locked --no-run "${DEFAULT_TARGETS[@]}" --test node_e2e
+
+step attacks "cargo test: the attack tests, alone (each measures its own attack under load)"
+cargo test --locked --test attacks
+
+# The whole-cluster suite runs as a lane beside the steps up to the image:
+# like them, it spends nearly all its time waiting on a control plane (a
+# tenth of the two cores), on its own plane, node bridge and ports.
+lane cluster-e2e "cargo test: the whole cluster (cluster_e2e)" cargo test --locked --test cluster_e2e
+
+step test-e2e "cargo test: the benchmarks in test mode, the differential suite against OpenSandbox's server, the e2e suites (webhook, controller)"
+cargo test --locked --bench mutation --test upstream --test e2e --test controller_e2e
 
 step chart "Helm chart: lint, template, schema, hadolint, shellcheck"
 tests/chart/run.sh
@@ -106,12 +149,14 @@ tests/chart/dryrun.sh
 step install "Helm chart: out-of-cluster install pointing at the local binary"
 tests/chart/install.sh
 
+step cluster-e2e "the whole cluster (cluster_e2e): waiting for its lane, then its output"
+lane_join cluster-e2e
+
 step image "Image: podman build of the shipped binary (the benchmark's), run as the chart runs it"
 CARGO_TARGET_DIR=target tests/image/run.sh
 
 step node "The product on a real node: helm install of the image, sandboxes running, expiry, rollout and rotation, and the real stack (agent-sandbox, OpenSandbox's server) (cargo test --test node_e2e)"
 node_log="$(mktemp)"
-trap 'rm -f "$node_log"' EXIT
 CARGO_TARGET_DIR=target cargo test --locked --test node_e2e 2>&1 | tee "$node_log"
 
 # What the real node costs: its build (containerd, stand-ins, images; the

@@ -182,7 +182,8 @@ pid_is_ours() {
     grep -qF -- "$d" <<<"$cmdline"
 }
 
-# stop_pids DIR PID...: TERM, wait up to 15s, then KILL; only our own processes.
+# stop_pids DIR PID...: TERM, wait up to STOP_GRACE seconds (15 unless set),
+# then KILL; only our own processes.
 stop_pids() {
     local d="$1"; shift
     local pid live=() i
@@ -190,7 +191,7 @@ stop_pids() {
         if pid_is_ours "$pid" "$d"; then live+=("$pid"); kill -TERM "$pid" 2>/dev/null || true; fi
     done
     (( ${#live[@]} )) || return 0
-    for i in $(seq 1 150); do
+    for i in $(seq 1 $(( ${STOP_GRACE:-15} * 10 ))); do
         local still=()
         for pid in "${live[@]}"; do kill -0 "$pid" 2>/dev/null && still+=("$pid"); done
         (( ${#still[@]} )) || return 0
@@ -198,7 +199,7 @@ stop_pids() {
     done
     for pid in "${live[@]}"; do
         if kill -0 "$pid" 2>/dev/null; then
-            log "pid $pid did not exit on TERM; sending KILL"
+            log "pid $pid ($(ps -o comm= -p "$pid" 2>/dev/null || echo '?')) did not exit on TERM in ${STOP_GRACE:-15}s; sending KILL"
             kill -KILL "$pid" 2>/dev/null || true
         fi
     done
@@ -216,11 +217,18 @@ cmd_stop() {
     stop_agent_sandbox "$d"
     node_drain "$d"
     if [[ -f "$d/pids" ]]; then
-        # Reverse order: the kubelet and containerd first, then the
-        # apiserver, etcd last.
-        local pids=()
-        mapfile -t pids < <(awk '{print $2}' "$d/pids" | tac)
-        stop_pids "$d" "${pids[@]}"
+        # Kubernetes' own processes first, in reverse order of start, with
+        # 3 s each: kube-apiserver's graceful shutdown waits about 60 s for
+        # a client that still watches (a test's or a user's kubectl), and a
+        # throwaway plane has nothing to drain. Then, with the usual 15 s,
+        # the webhook and the controller (whose own drain is the product's),
+        # containerd and etcd, which stops after the apiserver so that the
+        # apiserver never retries against it while it shuts down.
+        local kube=() rest=()
+        mapfile -t kube < <(awk '$1 ~ /^(kube-|kubelet$|kwok$|agent-sandbox)/ {print $2}' "$d/pids" | tac)
+        mapfile -t rest < <(awk '$1 !~ /^(kube-|kubelet$|kwok$|agent-sandbox)/ {print $2}' "$d/pids" | tac)
+        STOP_GRACE=3 stop_pids "$d" "${kube[@]}"
+        stop_pids "$d" "${rest[@]}"
         rm -f "$d/pids"
         log "stopped control plane in $d"
     else
