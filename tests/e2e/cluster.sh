@@ -217,13 +217,10 @@ cmd_stop() {
     stop_agent_sandbox "$d"
     node_drain "$d"
     if [[ -f "$d/pids" ]]; then
-        # Kubernetes' own processes first, in reverse order of start, with
-        # 3 s each: kube-apiserver's graceful shutdown waits about 60 s for
-        # a client that still watches (a test's or a user's kubectl), and a
-        # throwaway plane has nothing to drain. Then, with the usual 15 s,
-        # the webhook and the controller (whose own drain is the product's),
-        # containerd and etcd, which stops after the apiserver so that the
-        # apiserver never retries against it while it shuts down.
+        # Kubernetes' own processes first (reverse order of start) with 3 s:
+        # kube-apiserver waits ~60 s for a client still watching, and a
+        # throwaway plane has nothing to drain. Then, with 15 s, the webhook
+        # and controller (their drain is the product's), containerd, etcd.
         local kube=() rest=()
         mapfile -t kube < <(awk '$1 ~ /^(kube-|kubelet$|kwok$|agent-sandbox)/ {print $2}' "$d/pids" | tac)
         mapfile -t rest < <(awk '$1 !~ /^(kube-|kubelet$|kwok$|agent-sandbox)/ {print $2}' "$d/pids" | tac)
