@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 
 use super::drift::Drift;
-use super::expiry::{self, ExpiryAction, Removal};
+use super::expiry::{self, ExpiryAction, ExpiryPlan, Removal};
 use super::facts::PodFacts;
 use super::plan::{PlatformAction, plan};
 use crate::config::Config;
@@ -146,52 +146,120 @@ pub fn decide<'a>(
             };
         }
     }
-    let expiry = plan.expiry;
-    let action = match (expiry.action, expiry.removal, expiry.at) {
-        (ExpiryAction::Invalid, _, _) => {
-            let value = expiry.expires_at.unwrap_or_default();
+    let action = match due_of(plan.expiry, config, siblings) {
+        Due::Never => Action::Idle,
+        Due::Invalid { value } => {
             if history.invalid.as_ref() == Some(&value) {
                 Action::Idle
             } else {
                 Action::Start(Job::InvalidExpiry { value })
             }
         }
-        (_, Some(removal), Some(at)) => {
-            let value = expiry.expires_at.unwrap_or_default();
-            // An action on the owner reaches all its pods.
-            let due = if removal.acted_on_owner().is_some() {
-                last_expiry(siblings, config, at, now)
-            } else {
-                at
-            };
-            if !expiry.expired || due > now {
-                Action::WakeAt(due)
+        Due::At {
+            removal, value, at, ..
+        } => {
+            if at > now {
+                Action::WakeAt(at)
             } else if history.expired.as_ref() == Some(&value) {
                 Action::Idle
             } else {
                 Action::Start(Job::Expire { removal, at: value })
             }
         }
-        _ => Action::Idle,
     };
     Decision { action, reported }
 }
 
+/// When and how the controller carries out a pod's expiry, the other pods
+/// of its owner considered: what [`decide`] acts on once the platform is
+/// seen to, and what `diagnose` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Due {
+    /// Never removed: no `expires-at`, manual cleanup, not a watched pod,
+    /// or being deleted already.
+    Never,
+    /// `expires-at` is no time: a warning Event, nothing removed.
+    Invalid { value: String },
+    /// Removed by `removal` at `at`: its own `expires-at` (`value`), or,
+    /// when the removal acts on the owner (which reaches all its pods), the
+    /// later expiry of another pod of it, the `held_by`-th of the
+    /// siblings given.
+    At {
+        removal: Removal,
+        value: String,
+        at: DateTime<Utc>,
+        held_by: Option<usize>,
+    },
+}
+
+/// [`Due`] for `pod` at `now`, given the other cached pods of its
+/// controller owner (`siblings`).
+#[must_use]
+pub fn due<'a>(
+    pod: &PodFacts,
+    config: &Config,
+    own_namespace: Option<&str>,
+    siblings: impl Iterator<Item = &'a PodFacts>,
+    now: DateTime<Utc>,
+) -> Due {
+    if pod.deleting {
+        return Due::Never;
+    }
+    due_of(
+        plan(pod, config, own_namespace, now).expiry,
+        config,
+        siblings,
+    )
+}
+
+fn due_of<'a>(
+    expiry: ExpiryPlan,
+    config: &Config,
+    siblings: impl Iterator<Item = &'a PodFacts>,
+) -> Due {
+    match (expiry.action, expiry.removal, expiry.at) {
+        (ExpiryAction::Invalid, _, _) => Due::Invalid {
+            value: expiry.expires_at.unwrap_or_default(),
+        },
+        (_, Some(removal), Some(at)) => {
+            let (at, held_by) = if removal.acted_on_owner().is_some() {
+                last_expiry(siblings, config, at)
+            } else {
+                (at, None)
+            };
+            Due::At {
+                removal,
+                value: expiry.expires_at.unwrap_or_default(),
+                at,
+                held_by,
+            }
+        }
+        _ => Due::Never,
+    }
+}
+
 /// The latest of `at` and the expiries of `siblings` that will be removed
-/// at an expiry of their own.
+/// at an expiry of their own, and which sibling's it is when not `at`.
 fn last_expiry<'a>(
     siblings: impl Iterator<Item = &'a PodFacts>,
     config: &Config,
     at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> DateTime<Utc> {
+) -> (DateTime<Utc>, Option<usize>) {
     siblings
-        .filter(|s| !s.deleting)
-        .filter_map(|s| {
-            let plan = expiry::plan(s, config, now);
-            plan.removal.and(plan.at)
+        .enumerate()
+        .filter(|(_, s)| !s.deleting)
+        .filter_map(|(i, s)| {
+            // `now` plays no part in when a pod is due.
+            let plan = expiry::plan(s, config, at);
+            Some((plan.removal.and(plan.at)?, i))
         })
-        .fold(at, DateTime::max)
+        .fold((at, None), |(latest, held_by), (t, i)| {
+            if t > latest {
+                (t, Some(i))
+            } else {
+                (latest, held_by)
+            }
+        })
 }
 
 #[cfg(test)]

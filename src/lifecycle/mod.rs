@@ -14,13 +14,17 @@ pub(crate) mod platform;
 mod pod;
 mod unschedulable;
 
-pub use decide::{Action, Decision, History, Job, Mark, decide};
-pub use diagnose::{Diagnosis, ExpiryReport, InjectionReport, PlatformReport, diagnose};
+pub use decide::{Action, Decision, Due, History, Job, Mark, decide, due};
+pub use diagnose::{
+    Diagnosis, ExpiryReport, InjectionReport, PlatformReport, diagnose, diagnose_all,
+};
 pub use drift::{Drift, DriftState};
 pub use expiry::{ExpiryAction, ExpiryPlan, Removal};
 pub use facts::{Intern, Owner, PodFacts};
 pub use ids::{ExpiresAt, Uid, Version};
-pub use plan::{Plan, PlatformAction, is_audited, is_watched, plan};
+pub use plan::{
+    Plan, PlatformAction, Unwatched, is_audited, is_cached, is_watched, plan, unwatched,
+};
 pub use platform::{PlatformReading, condition_type};
 pub use pod::{RawJson, SandboxPod, SpecFields, StatusFields};
 
