@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::fleet::{Done, Fleet, Start};
-use super::jobs::{Shared, execute};
+use super::writes::{Shared, execute};
 use crate::config::Config;
 use crate::lifecycle::{DriftState, SandboxPod};
 
@@ -136,8 +136,8 @@ pub(super) async fn queued(
     let permit = permits.acquire_owned().await.ok();
     tokio::spawn(async move {
         let _permit = permit;
-        let Start { key, pod, job } = start;
-        let (mark, ok) = execute(&shared, &pod, job).await;
+        let Start { key, pod, write } = start;
+        let (mark, ok) = execute(&shared, &pod, write).await;
         let _ = done.send(Done {
             key,
             uid: pod.uid,
@@ -154,8 +154,8 @@ mod tests {
 
     use super::*;
     use crate::controller::cache::PodKey;
-    use crate::controller::jobs::execute;
-    use crate::controller::jobs::tests::{POD, expire, pod, shared};
+    use crate::controller::writes::execute;
+    use crate::controller::writes::tests::{POD, expire, pod, shared};
 
     /// One watch, on the sandbox label, that leaves out the excluded
     /// namespaces and the controller's own (nothing when there are none),
@@ -213,7 +213,7 @@ mod tests {
                 name: "p".into(),
             },
             pod: pod(),
-            job: expire(),
+            write: expire(),
         };
         let permits = Arc::new(tokio::sync::Semaphore::new(1));
         let queued = size_of_val(&queued(Arc::clone(&shared), permits, done, start));

@@ -6,54 +6,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::drift::Drift;
 use super::expiry::{self, ExpiryAction, ExpiryPlan, Removal};
 use super::facts::PodFacts;
 use super::plan::{PlatformAction, plan};
+use super::write::{Mark, Write};
 use crate::config::Config;
-
-/// One write (or series of writes) for one pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Job {
-    /// Remove the expired pod; `at` is the `expires-at` value carried out.
-    Expire { removal: Removal, at: String },
-    /// Set the platform condition and record the warning Event.
-    Report { message: String },
-    /// Remove a reported platform-unschedulable pod
-    /// (`controller.platform.deleteUnschedulable`).
-    RemoveUnschedulable { removal: Removal },
-    /// Record the warning Event for an `expires-at` that is no time.
-    InvalidExpiry { value: String },
-    /// Record the warning Event for a sandbox that was not injected or is
-    /// stale (contract: drift.events); the loop starts these apart from
-    /// the others, a few at a time.
-    DriftEvent { drift: Drift },
-}
-
-impl Job {
-    /// What this job, once done, must not do again for the same pod.
-    #[must_use]
-    pub fn mark(&self) -> Mark {
-        match self {
-            Job::Expire { at, .. } => Mark::Expired(at.clone()),
-            Job::Report { .. } => Mark::Reported,
-            Job::RemoveUnschedulable { .. } => Mark::RemovedUnschedulable,
-            Job::InvalidExpiry { value } => Mark::Invalid(value.clone()),
-            Job::DriftEvent { .. } => Mark::DriftReported,
-        }
-    }
-}
-
-/// What a job, once done, must not do again for the same pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mark {
-    Expired(String),
-    Reported,
-    RemovedUnschedulable,
-    Invalid(String),
-    /// The drift Event is recorded; the loop keeps this mark itself.
-    DriftReported,
-}
 
 /// What the controller has done for one pod already.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -67,7 +24,7 @@ pub struct History {
 }
 
 impl History {
-    /// Remembers a job done.
+    /// Remembers a write done.
     pub fn record(&mut self, mark: Mark) {
         match mark {
             Mark::Expired(v) => self.expired = Some(v),
@@ -83,7 +40,7 @@ impl History {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Start this write; the pod is decided again when it ends.
-    Start(Job),
+    Start(Write),
     /// Decide again at this time (wall clock).
     WakeAt(DateTime<Utc>),
     /// Nothing until the pod, or one of its owner's pods, changes.
@@ -134,14 +91,14 @@ pub fn decide<'a>(
     if let PlatformAction::Report | PlatformAction::ReportAndRemove(_) = &plan.on_unschedulable {
         if !(history.reported || pod.reported) {
             let message = plan.platform.message.unwrap_or_default();
-            return Decision::now(Action::Start(Job::Report { message }));
+            return Decision::now(Action::Start(Write::report(message)));
         }
         reported = true;
         if let PlatformAction::ReportAndRemove(removal) = plan.on_unschedulable
             && !history.removed_unschedulable
         {
             return Decision {
-                action: Action::Start(Job::RemoveUnschedulable { removal }),
+                action: Action::Start(Write::remove_unschedulable(removal, now)),
                 reported,
             };
         }
@@ -152,7 +109,7 @@ pub fn decide<'a>(
             if history.invalid.as_ref() == Some(&value) {
                 Action::Idle
             } else {
-                Action::Start(Job::InvalidExpiry { value })
+                Action::Start(Write::invalid_expiry(value, config))
             }
         }
         Due::At {
@@ -163,7 +120,7 @@ pub fn decide<'a>(
             } else if history.expired.as_ref() == Some(&value) {
                 Action::Idle
             } else {
-                Action::Start(Job::Expire { removal, at: value })
+                Action::Start(Write::expire(removal, value, config, now))
             }
         }
     };

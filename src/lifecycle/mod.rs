@@ -13,8 +13,9 @@ mod plan;
 pub(crate) mod platform;
 mod pod;
 mod unschedulable;
+mod write;
 
-pub use decide::{Action, Decision, Due, History, Job, Mark, decide, due};
+pub use decide::{Action, Decision, Due, History, decide, due};
 pub use diagnose::{
     Diagnosis, ExpiryReport, InjectionReport, PlatformReport, diagnose, diagnose_all,
 };
@@ -27,6 +28,7 @@ pub use plan::{
 };
 pub use platform::{PlatformReading, condition_type};
 pub use pod::{RawJson, SandboxPod, SpecFields, StatusFields};
+pub use write::{Event, EventType, Mark, Recheck, RemovalEvent, Steps, Write, whole_seconds_up};
 
 #[cfg(test)]
 mod tests;

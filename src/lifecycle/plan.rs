@@ -123,7 +123,7 @@ pub fn plan(
     let mut platform = pod.platform();
     if !watched {
         // Nothing is removed outside the watched namespaces, whatever the
-        // annotation says: without a removal `decide` starts no job.
+        // annotation says: without a removal `decide` starts no write.
         expiry.action = ExpiryAction::None;
         expiry.removal = None;
         platform.unschedulable = false;

@@ -12,7 +12,7 @@ use std::path::Path;
 use chrono::{DateTime, TimeDelta, Utc};
 use common::cli::{run_with_input, temp_file};
 use sandbox_webhook::config::Config;
-use sandbox_webhook::lifecycle::{Action, ExpiresAt, History, Job, PodFacts, SandboxPod, decide};
+use sandbox_webhook::lifecycle::{Action, ExpiresAt, History, PodFacts, SandboxPod, Write, decide};
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-01-02T03:04:05Z";
@@ -108,12 +108,12 @@ fn controller(
     for _ in 0..16 {
         let decision = decide(pod, config, None, &history, siblings.iter().copied(), t);
         match decision.action {
-            Action::Start(Job::Expire { removal, .. }) => {
+            Action::Start(Write::Expire { removal, .. }) => {
                 return Ok((removal.action().as_str(), t));
             }
-            Action::Start(job) => {
-                invalid |= matches!(job, Job::InvalidExpiry { .. });
-                history.record(job.mark());
+            Action::Start(write) => {
+                invalid |= matches!(write, Write::InvalidExpiry { .. });
+                history.record(write.mark());
             }
             Action::WakeAt(at) => {
                 assert!(at > t, "a wake-up in the past: {at} at {t}");
