@@ -228,6 +228,7 @@ fn one(
     // `on_unschedulable`; the rest says why it does nothing.
     let platform_reason = match (ignored.as_ref().or(deleting.as_ref()), &plan.on_unschedulable) {
         (Some(why), _) => why.clone(),
+        (None, PlatformAction::ReportAndRemove(Removal::LeaveOwned(o))) => format!("Pending, and the scheduler says no node takes its platform: the controller reports it, but leaves it (controller.platform.deleteUnschedulable): its controller owner {}/{} is not of a kind in controller.expiry.ownerActions", o.kind, o.name),
         (None, PlatformAction::ReportAndRemove(_)) => "Pending, and the scheduler says no node takes its platform: the controller reports it and removes it (controller.platform.deleteUnschedulable)".to_owned(),
         (None, PlatformAction::Report) => "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event".to_owned(),
         (None, PlatformAction::None) if !reading.has_platform => "no kubernetes.io/os or kubernetes.io/arch in its nodeSelector or required node affinity, so no scheduling failure is about its platform".to_owned(),
