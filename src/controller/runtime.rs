@@ -197,6 +197,49 @@ mod tests {
         );
     }
 
+    /// The pods the watch's selectors bring are the ones
+    /// `lifecycle::is_cached` names, which `diagnose` reads as the siblings
+    /// the controller holds an owner's removal for.
+    /// contract: diagnose.siblings
+    #[test]
+    fn the_watch_brings_what_diagnose_counts_as_cached() {
+        use crate::lifecycle::{PodFacts, SandboxPod, is_cached};
+        for revision in ["", "revision: canary\n"] {
+            let config =
+                Config::from_yaml(&format!("{revision}excludedNamespaces: [kube-system]")).unwrap();
+            let watch = watch_config(&config, Some("sandbox-system"), false);
+            let labels = watch.label_selector.unwrap();
+            let fields = watch.field_selector.unwrap();
+            for ns in ["team", "kube-system", "sandbox-system"] {
+                for pod_labels in [
+                    serde_json::json!({}),
+                    serde_json::json!({"opensandbox.io/id": "s"}),
+                    serde_json::json!({"opensandbox.io/id": "s", "opensandbox.io/rev": "canary"}),
+                    serde_json::json!({"opensandbox.io/id": "s", "opensandbox.io/rev": "other"}),
+                ] {
+                    let pod: SandboxPod = serde_json::from_value(serde_json::json!({
+                        "metadata": {"name": "s", "namespace": ns, "labels": pod_labels}}))
+                    .unwrap();
+                    // Equality selectors and existence, as the apiserver reads them.
+                    let has = |l: &str| match l.split_once('=') {
+                        Some((k, v)) => pod_labels[k] == v,
+                        None => pod_labels.get(l).is_some(),
+                    };
+                    let selected = labels.split(',').all(has)
+                        && fields
+                            .split(',')
+                            .all(|f| f.strip_prefix("metadata.namespace!=") != Some(ns));
+                    let facts = PodFacts::of(&pod, &config);
+                    assert_eq!(
+                        is_cached(&facts, &config, Some("sandbox-system")),
+                        selected,
+                        "{revision:?} {ns} {pod_labels}"
+                    );
+                }
+            }
+        }
+    }
+
     /// A write waiting for its permit is a small task: the write's own
     /// state (its API calls', kilobytes) is allocated only once it holds
     /// one, so a wave of expiries queued behind a slow apiserver does not
