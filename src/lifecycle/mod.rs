@@ -1,7 +1,9 @@
 //! The lifecycle controller's decisions (contract: diagnose.same-plan): a pod,
-//! the configuration and the clock in; what to do with it out. Nothing here
-//! does I/O: `crate::controller` is the thin Kubernetes layer around these
-//! functions, and `sandbox-webhook diagnose` prints the same decisions.
+//! the configuration and the clock in; what to do with it out, a write as
+//! data (what it writes, what it reads again first, the Event it records).
+//! Nothing here does I/O: `crate::controller` is the thin Kubernetes layer
+//! that carries these out, and `sandbox-webhook diagnose` prints the same
+//! decisions.
 
 mod decide;
 mod diagnose;
