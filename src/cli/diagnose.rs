@@ -2,7 +2,8 @@
 //! and why, through the same functions it calls
 //! (`crate::lifecycle::diagnose`). A lone Pod gives one JSON object; a
 //! `List` (`kubectl get pods -o yaml`), several documents or several files
-//! give a JSON array of one object per pod.
+//! give a JSON array of one object per pod, the pods of one owner among
+//! them read as each other's siblings, as the controller's cache has them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,8 +48,10 @@ Output: one JSON object per pod (a JSON array of them unless the input is one Po
                                        leave-owned (an owner of a kind not in controller.expiry.ownerActions: a
                                        warning Event), invalid (expiresAt is not RFC 3339: a warning Event,
                                        nothing deleted)
-  expiry.at                            when the action is due (expiresAt in UTC; at or before now when expired,
-                                       and then the controller acts at once); null when nothing is ever done
+  expiry.at                            when the action is due (expiresAt in UTC, or the later one of another pod
+                                       of the same owner in the input when the owner is acted on; at or before
+                                       now when due, and then the controller acts at once); null when nothing is
+                                       ever done (as for a pod being deleted, whose action is none)
   expiry.reason                        why, in words (e.g. namespace excluded, manual cleanup, expires-at passed)
   platform.hasPlatformConstraints      kubernetes.io/os or kubernetes.io/arch in the pod's nodeSelector or
                                        required node affinity (what the seed reads; not the annotation)
@@ -128,9 +131,7 @@ fn diagnoses(
     args: &DiagnoseArgs,
 ) -> Vec<lifecycle::Diagnosis> {
     let now = args.now.unwrap_or_else(Utc::now);
-    pods.iter()
-        .map(|pod| lifecycle::diagnose(pod, config, args.namespace.as_deref(), now))
-        .collect()
+    lifecycle::diagnose_all(pods, config, args.namespace.as_deref(), now)
 }
 
 fn render(value: &impl serde::Serialize) -> Result<String, String> {

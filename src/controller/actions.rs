@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -21,7 +21,7 @@ use kube::{Client, discovery};
 use serde_json::json;
 use thiserror::Error;
 
-use crate::lifecycle::{Owner, SandboxPod, Uid, Version};
+use crate::lifecycle::{self, Owner, SandboxPod, Uid, Version, whole_seconds_up};
 
 /// The pod a write is for: the object (its UID, which every write is
 /// conditioned on) and the version its decision was made on.
@@ -86,12 +86,6 @@ fn outcome<T>(result: Result<T, kube::Error>) -> Result<Outcome, kube::Error> {
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Stale),
         Err(e) => Err(e),
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
 }
 
 pub struct Actions {
@@ -303,14 +297,13 @@ impl Actions {
     ///
     /// # Errors
     /// The apiserver's error, whatever it is.
-    pub async fn event(
-        &self,
-        pod: &PodRef,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) -> Result<(), kube::Error> {
+    pub async fn event(&self, pod: &PodRef, event: &lifecycle::Event) -> Result<(), kube::Error> {
+        let lifecycle::Event {
+            type_,
+            reason,
+            action,
+            note,
+        } = event;
         let now = Timestamp::now();
         let name = &*pod.name;
         let event = Event {
@@ -320,8 +313,8 @@ impl Actions {
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
-            action: Some(action.to_owned()),
-            reason: Some(reason.to_owned()),
+            action: Some((*action).to_owned()),
+            reason: Some((*reason).to_owned()),
             note: Some(truncate(note, MAX_NOTE_BYTES).to_owned()),
             regarding: Some(ObjectReference {
                 api_version: Some("v1".into()),
@@ -335,8 +328,8 @@ impl Actions {
             reporting_instance: Some(truncate(&self.instance, 128).to_owned()),
             type_: Some(
                 match type_ {
-                    EventType::Normal => "Normal",
-                    EventType::Warning => "Warning",
+                    lifecycle::EventType::Normal => "Normal",
+                    lifecycle::EventType::Warning => "Warning",
                 }
                 .to_owned(),
             ),
@@ -354,20 +347,6 @@ pub enum Shutdown {
     Set,
     /// Left: it was this time, at or before the pod's expiry, already.
     Kept(String),
-}
-
-/// `at` as a `metav1.Time` (whole seconds), rounded up: a shutdown is
-/// never asked for before the expiry.
-#[must_use]
-pub fn whole_seconds_up(at: DateTime<Utc>) -> String {
-    let up = if at.timestamp_subsec_nanos() > 0 {
-        at + chrono::TimeDelta::seconds(1)
-    } else {
-        at
-    };
-    DateTime::from_timestamp(up.timestamp(), 0)
-        .unwrap_or(up)
-        .to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// At most `max` bytes, cut at a character boundary.

@@ -21,7 +21,7 @@ use super::cache::{Cache, Cached, PodKey, key_of};
 use super::timers::Timers;
 use crate::config::Config;
 use crate::lifecycle::{self, Action, DriftState, History, PodFacts, SandboxPod, Uid, Version};
-pub use crate::lifecycle::{Job, Mark};
+pub use crate::lifecycle::{Mark, Write};
 
 /// A failed write is retried after this, doubling up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -86,7 +86,7 @@ struct Handled {
 pub struct Start {
     pub key: PodKey,
     pub pod: PodRef,
-    pub job: Job,
+    pub write: Write,
 }
 
 /// What a finished write reports back.
@@ -196,7 +196,7 @@ impl Fleet {
             }
             if warns {
                 self.drift_writing += 1;
-                self.push_start(&key, Job::DriftEvent { drift });
+                self.push_start(&key, Write::drift(drift, &self.rules.config));
             }
         }
     }
@@ -334,16 +334,16 @@ impl Fleet {
         self.timers.arm(key.clone(), at);
     }
 
-    fn start(&mut self, key: &PodKey, job: Job) {
+    fn start(&mut self, key: &PodKey, write: Write) {
         let Some(cached) = self.cache.get(key) else {
             return;
         };
         self.in_flight.insert(cached.uid.clone());
-        self.push_start(key, job);
+        self.push_start(key, write);
     }
 
     /// The write for the cached pod `key`, to be started.
-    fn push_start(&mut self, key: &PodKey, job: Job) {
+    fn push_start(&mut self, key: &PodKey, write: Write) {
         let Some(cached) = self.cache.get(key) else {
             return;
         };
@@ -356,7 +356,7 @@ impl Fleet {
         self.started.push(Start {
             key: key.clone(),
             pod,
-            job,
+            write,
         });
     }
 
@@ -390,9 +390,9 @@ impl Fleet {
             cached.work.handled.get_or_insert_default().history.reported = true;
         }
         match decision.action {
-            Action::Start(job) => {
+            Action::Start(write) => {
                 self.cancel(key);
-                self.start(key, job);
+                self.start(key, write);
             }
             Action::WakeAt(at) => self.schedule(key, at),
             Action::Idle => self.cancel(key),

@@ -62,7 +62,7 @@ fn started(fleet: &mut Fleet) -> Vec<(String, String)> {
     fleet
         .take_started()
         .into_iter()
-        .map(|s| (s.key.name.to_string(), format!("{:?}", s.job)))
+        .map(|s| (s.key.name.to_string(), format!("{:?}", s.write)))
         .collect()
 }
 
@@ -70,7 +70,7 @@ fn done(start: &Start, ok: bool) -> Done {
     Done {
         key: start.key.clone(),
         uid: start.pod.uid.clone(),
-        mark: start.job.mark(),
+        mark: start.write.mark(),
         ok,
         version: start.pod.resource_version.clone(),
     }
@@ -87,7 +87,9 @@ async fn a_due_pod_is_removed_once_and_a_future_one_waits() {
     assert_eq!(starts.len(), 1, "only the due pod");
     let start = starts.remove(0);
     assert_eq!(&*start.key.name, "due");
-    assert!(matches!(&start.job, Job::Expire { removal: Removal::DeletePod, at } if *at == past));
+    assert!(
+        matches!(&start.write, Write::Expire { removal: Removal::DeletePod, at, .. } if *at == past)
+    );
     assert_eq!(start.pod.uid.to_string(), "u1");
     assert_eq!(
         (f.cached(), f.timers()),
@@ -180,7 +182,7 @@ async fn an_owner_goes_with_its_last_pod() {
     let starts = f.take_started();
     assert_eq!(starts.len(), 1);
     assert!(
-        matches!(&starts[0].job, Job::Expire { removal: Removal::DeleteOwner(o), .. } if o.uid == *"j1")
+        matches!(&starts[0].write, Write::Expire { removal: Removal::DeleteOwner(o), .. } if o.uid == *"j1")
     );
 }
 
@@ -230,7 +232,9 @@ async fn an_unschedulable_pod_is_reported_once() {
     .unwrap();
     f.on_event(Event::Apply(p.clone()));
     let start = f.take_started().remove(0);
-    assert!(matches!(&start.job, Job::Report { message } if message.starts_with("0/3 nodes")));
+    assert!(
+        matches!(&start.write, Write::Report { message, .. } if message.starts_with("0/3 nodes"))
+    );
     f.finished(done(&start, true));
     f.on_event(Event::Apply(p));
     assert!(started(&mut f).is_empty());
@@ -271,7 +275,7 @@ fn escaped(name: &str, uid: &str) -> SandboxPod {
 fn drift_events(starts: &[Start]) -> usize {
     starts
         .iter()
-        .filter(|s| matches!(s.job, Job::DriftEvent { .. }))
+        .filter(|s| matches!(s.write, Write::DriftEvent { .. }))
         .count()
 }
 

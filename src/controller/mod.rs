@@ -13,12 +13,12 @@ mod admin;
 pub mod cache;
 pub mod fleet;
 pub mod initial_list;
-pub mod jobs;
 mod memory;
 pub(crate) mod metrics;
 mod resource;
 pub(crate) mod runtime;
 mod timers;
+pub mod writes;
 
 #[cfg(test)]
 mod owner_tests;
@@ -143,7 +143,7 @@ pub async fn run(
     let (mut leader, lease_task) = manager.watch().await;
 
     let streaming = streaming_list(&client, settings.initial_list).await;
-    let shared = Arc::new(jobs::Shared {
+    let shared = Arc::new(writes::Shared {
         streaming_list: streaming,
         rules: Arc::new(fleet::Rules::new(config, settings.own_namespace.clone())),
         actions: actions::Actions::new(client.clone(), lease.identity.clone()),

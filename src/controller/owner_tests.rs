@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::jobs::tests::{Route, pod, shared_with};
-use super::jobs::{Shared, execute};
+use super::writes::tests::{Route, pod, shared_with};
+use super::writes::{Shared, execute};
 use crate::admin::metrics::Exposition;
-use crate::lifecycle::{Job, Owner, Removal};
+use crate::config::Config;
+use crate::lifecycle::{Owner, Removal, Write};
 
 const EXPIRES_AT: &str = "2026-01-01T00:00:00Z";
 const SANDBOXES: &str = "/apis/agents.x-k8s.io/v1beta1/namespaces/team/sandboxes/owner";
@@ -67,11 +68,13 @@ fn owner() -> Arc<Owner> {
     })
 }
 
-fn expire(removal: Removal) -> Job {
-    Job::Expire {
+fn expire(removal: Removal) -> Write {
+    Write::expire(
         removal,
-        at: EXPIRES_AT.into(),
-    }
+        EXPIRES_AT.into(),
+        &Config::default(),
+        chrono::Utc::now(),
+    )
 }
 
 /// The bodies of the patches sent to the Sandbox, parsed.

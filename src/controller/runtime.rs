@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::fleet::{Done, Fleet, Start};
-use super::jobs::{Shared, execute};
+use super::writes::{Shared, execute};
 use crate::config::Config;
 use crate::lifecycle::{DriftState, SandboxPod};
 
@@ -136,8 +136,8 @@ pub(super) async fn queued(
     let permit = permits.acquire_owned().await.ok();
     tokio::spawn(async move {
         let _permit = permit;
-        let Start { key, pod, job } = start;
-        let (mark, ok) = execute(&shared, &pod, job).await;
+        let Start { key, pod, write } = start;
+        let (mark, ok) = execute(&shared, &pod, write).await;
         let _ = done.send(Done {
             key,
             uid: pod.uid,
@@ -154,8 +154,8 @@ mod tests {
 
     use super::*;
     use crate::controller::cache::PodKey;
-    use crate::controller::jobs::execute;
-    use crate::controller::jobs::tests::{POD, expire, pod, shared};
+    use crate::controller::writes::execute;
+    use crate::controller::writes::tests::{POD, expire, pod, shared};
 
     /// One watch, on the sandbox label, that leaves out the excluded
     /// namespaces and the controller's own (nothing when there are none),
@@ -197,6 +197,49 @@ mod tests {
         );
     }
 
+    /// The pods the watch's selectors bring are the ones
+    /// `lifecycle::is_cached` names, which `diagnose` reads as the siblings
+    /// the controller holds an owner's removal for.
+    /// contract: diagnose.siblings
+    #[test]
+    fn the_watch_brings_what_diagnose_counts_as_cached() {
+        use crate::lifecycle::{PodFacts, SandboxPod, is_cached};
+        for revision in ["", "revision: canary\n"] {
+            let config =
+                Config::from_yaml(&format!("{revision}excludedNamespaces: [kube-system]")).unwrap();
+            let watch = watch_config(&config, Some("sandbox-system"), false);
+            let labels = watch.label_selector.unwrap();
+            let fields = watch.field_selector.unwrap();
+            for ns in ["team", "kube-system", "sandbox-system"] {
+                for pod_labels in [
+                    serde_json::json!({}),
+                    serde_json::json!({"opensandbox.io/id": "s"}),
+                    serde_json::json!({"opensandbox.io/id": "s", "opensandbox.io/rev": "canary"}),
+                    serde_json::json!({"opensandbox.io/id": "s", "opensandbox.io/rev": "other"}),
+                ] {
+                    let pod: SandboxPod = serde_json::from_value(serde_json::json!({
+                        "metadata": {"name": "s", "namespace": ns, "labels": pod_labels}}))
+                    .unwrap();
+                    // Equality selectors and existence, as the apiserver reads them.
+                    let has = |l: &str| match l.split_once('=') {
+                        Some((k, v)) => pod_labels[k] == v,
+                        None => pod_labels.get(l).is_some(),
+                    };
+                    let selected = labels.split(',').all(has)
+                        && fields
+                            .split(',')
+                            .all(|f| f.strip_prefix("metadata.namespace!=") != Some(ns));
+                    let facts = PodFacts::of(&pod, &config);
+                    assert_eq!(
+                        is_cached(&facts, &config, Some("sandbox-system")),
+                        selected,
+                        "{revision:?} {ns} {pod_labels}"
+                    );
+                }
+            }
+        }
+    }
+
     /// A write waiting for its permit is a small task: the write's own
     /// state (its API calls', kilobytes) is allocated only once it holds
     /// one, so a wave of expiries queued behind a slow apiserver does not
@@ -213,7 +256,7 @@ mod tests {
                 name: "p".into(),
             },
             pod: pod(),
-            job: expire(),
+            write: expire(),
         };
         let permits = Arc::new(tokio::sync::Semaphore::new(1));
         let queued = size_of_val(&queued(Arc::clone(&shared), permits, done, start));

@@ -6,54 +6,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::drift::Drift;
-use super::expiry::{self, ExpiryAction, Removal};
+use super::expiry::{self, ExpiryAction, ExpiryPlan, Removal};
 use super::facts::PodFacts;
 use super::plan::{PlatformAction, plan};
+use super::write::{Mark, Write};
 use crate::config::Config;
-
-/// One write (or series of writes) for one pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Job {
-    /// Remove the expired pod; `at` is the `expires-at` value carried out.
-    Expire { removal: Removal, at: String },
-    /// Set the platform condition and record the warning Event.
-    Report { message: String },
-    /// Remove a reported platform-unschedulable pod
-    /// (`controller.platform.deleteUnschedulable`).
-    RemoveUnschedulable { removal: Removal },
-    /// Record the warning Event for an `expires-at` that is no time.
-    InvalidExpiry { value: String },
-    /// Record the warning Event for a sandbox that was not injected or is
-    /// stale (contract: drift.events); the loop starts these apart from
-    /// the others, a few at a time.
-    DriftEvent { drift: Drift },
-}
-
-impl Job {
-    /// What this job, once done, must not do again for the same pod.
-    #[must_use]
-    pub fn mark(&self) -> Mark {
-        match self {
-            Job::Expire { at, .. } => Mark::Expired(at.clone()),
-            Job::Report { .. } => Mark::Reported,
-            Job::RemoveUnschedulable { .. } => Mark::RemovedUnschedulable,
-            Job::InvalidExpiry { value } => Mark::Invalid(value.clone()),
-            Job::DriftEvent { .. } => Mark::DriftReported,
-        }
-    }
-}
-
-/// What a job, once done, must not do again for the same pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mark {
-    Expired(String),
-    Reported,
-    RemovedUnschedulable,
-    Invalid(String),
-    /// The drift Event is recorded; the loop keeps this mark itself.
-    DriftReported,
-}
 
 /// What the controller has done for one pod already.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -67,7 +24,7 @@ pub struct History {
 }
 
 impl History {
-    /// Remembers a job done.
+    /// Remembers a write done.
     pub fn record(&mut self, mark: Mark) {
         match mark {
             Mark::Expired(v) => self.expired = Some(v),
@@ -83,7 +40,7 @@ impl History {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Start this write; the pod is decided again when it ends.
-    Start(Job),
+    Start(Write),
     /// Decide again at this time (wall clock).
     WakeAt(DateTime<Utc>),
     /// Nothing until the pod, or one of its owner's pods, changes.
@@ -134,64 +91,132 @@ pub fn decide<'a>(
     if let PlatformAction::Report | PlatformAction::ReportAndRemove(_) = &plan.on_unschedulable {
         if !(history.reported || pod.reported) {
             let message = plan.platform.message.unwrap_or_default();
-            return Decision::now(Action::Start(Job::Report { message }));
+            return Decision::now(Action::Start(Write::report(message)));
         }
         reported = true;
         if let PlatformAction::ReportAndRemove(removal) = plan.on_unschedulable
             && !history.removed_unschedulable
         {
             return Decision {
-                action: Action::Start(Job::RemoveUnschedulable { removal }),
+                action: Action::Start(Write::remove_unschedulable(removal, now)),
                 reported,
             };
         }
     }
-    let expiry = plan.expiry;
-    let action = match (expiry.action, expiry.removal, expiry.at) {
-        (ExpiryAction::Invalid, _, _) => {
-            let value = expiry.expires_at.unwrap_or_default();
+    let action = match due_of(plan.expiry, config, siblings) {
+        Due::Never => Action::Idle,
+        Due::Invalid { value } => {
             if history.invalid.as_ref() == Some(&value) {
                 Action::Idle
             } else {
-                Action::Start(Job::InvalidExpiry { value })
+                Action::Start(Write::invalid_expiry(value, config))
             }
         }
-        (_, Some(removal), Some(at)) => {
-            let value = expiry.expires_at.unwrap_or_default();
-            // An action on the owner reaches all its pods.
-            let due = if removal.acted_on_owner().is_some() {
-                last_expiry(siblings, config, at, now)
-            } else {
-                at
-            };
-            if !expiry.expired || due > now {
-                Action::WakeAt(due)
+        Due::At {
+            removal, value, at, ..
+        } => {
+            if at > now {
+                Action::WakeAt(at)
             } else if history.expired.as_ref() == Some(&value) {
                 Action::Idle
             } else {
-                Action::Start(Job::Expire { removal, at: value })
+                Action::Start(Write::expire(removal, value, config, now))
             }
         }
-        _ => Action::Idle,
     };
     Decision { action, reported }
 }
 
+/// When and how the controller carries out a pod's expiry, the other pods
+/// of its owner considered: what [`decide`] acts on once the platform is
+/// seen to, and what `diagnose` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Due {
+    /// Never removed: no `expires-at`, manual cleanup, not a watched pod,
+    /// or being deleted already.
+    Never,
+    /// `expires-at` is no time: a warning Event, nothing removed.
+    Invalid { value: String },
+    /// Removed by `removal` at `at`: its own `expires-at` (`value`), or,
+    /// when the removal acts on the owner (which reaches all its pods), the
+    /// later expiry of another pod of it, the `held_by`-th of the
+    /// siblings given.
+    At {
+        removal: Removal,
+        value: String,
+        at: DateTime<Utc>,
+        held_by: Option<usize>,
+    },
+}
+
+/// [`Due`] for `pod` at `now`, given the other cached pods of its
+/// controller owner (`siblings`).
+#[must_use]
+pub fn due<'a>(
+    pod: &PodFacts,
+    config: &Config,
+    own_namespace: Option<&str>,
+    siblings: impl Iterator<Item = &'a PodFacts>,
+    now: DateTime<Utc>,
+) -> Due {
+    if pod.deleting {
+        return Due::Never;
+    }
+    due_of(
+        plan(pod, config, own_namespace, now).expiry,
+        config,
+        siblings,
+    )
+}
+
+fn due_of<'a>(
+    expiry: ExpiryPlan,
+    config: &Config,
+    siblings: impl Iterator<Item = &'a PodFacts>,
+) -> Due {
+    match (expiry.action, expiry.removal, expiry.at) {
+        (ExpiryAction::Invalid, _, _) => Due::Invalid {
+            value: expiry.expires_at.unwrap_or_default(),
+        },
+        (_, Some(removal), Some(at)) => {
+            let (at, held_by) = if removal.acted_on_owner().is_some() {
+                last_expiry(siblings, config, at)
+            } else {
+                (at, None)
+            };
+            Due::At {
+                removal,
+                value: expiry.expires_at.unwrap_or_default(),
+                at,
+                held_by,
+            }
+        }
+        _ => Due::Never,
+    }
+}
+
 /// The latest of `at` and the expiries of `siblings` that will be removed
-/// at an expiry of their own.
+/// at an expiry of their own, and which sibling's it is when not `at`.
 fn last_expiry<'a>(
     siblings: impl Iterator<Item = &'a PodFacts>,
     config: &Config,
     at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> DateTime<Utc> {
+) -> (DateTime<Utc>, Option<usize>) {
     siblings
-        .filter(|s| !s.deleting)
-        .filter_map(|s| {
-            let plan = expiry::plan(s, config, now);
-            plan.removal.and(plan.at)
+        .enumerate()
+        .filter(|(_, s)| !s.deleting)
+        .filter_map(|(i, s)| {
+            // `now` plays no part in when a pod is due.
+            let plan = expiry::plan(s, config, at);
+            Some((plan.removal.and(plan.at)?, i))
         })
-        .fold(at, DateTime::max)
+        .fold((at, None), |(latest, held_by), (t, i)| {
+            if t > latest {
+                (t, Some(i))
+            } else {
+                (latest, held_by)
+            }
+        })
 }
 
 #[cfg(test)]

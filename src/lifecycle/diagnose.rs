@@ -1,5 +1,7 @@
 //! `diagnose`'s JSON: what the controller does with one pod, when and why,
-//! from the same [`super::plan()`] the controller acts on.
+//! from the same [`super::due()`] that [`super::decide()`] acts on, with
+//! the other pods of its owner given as its siblings, and the readings of
+//! [`super::plan()`] it starts from.
 //!
 //! The contract (diagnose.json) fixes `expiry.{expiresAt, expired, action}` and
 //! `platform.{hasPlatform, hasNonPlatform, unschedulable, message}`; scripts
@@ -14,10 +16,11 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use super::decide::{Due, due};
 use super::drift::{self, DriftState};
 use super::expiry::{ExpiryAction, Removal};
 use super::facts::PodFacts;
-use super::plan::{PlatformAction, is_audited, plan};
+use super::plan::{PlatformAction, Unwatched, is_audited, is_cached, plan, unwatched};
 use super::pod::SandboxPod;
 use crate::config::Config;
 
@@ -94,7 +97,8 @@ pub struct PlatformReport {
     pub reason: String,
 }
 
-/// What the controller does with `pod` at `now`.
+/// What the controller does with `pod` at `now`, the pod alone (no other
+/// pod of its owner holds it back).
 #[must_use]
 pub fn diagnose(
     pod: &SandboxPod,
@@ -103,9 +107,87 @@ pub fn diagnose(
     now: DateTime<Utc>,
 ) -> Diagnosis {
     let facts = PodFacts::of(pod, config);
-    let plan = plan(&facts, config, own_namespace, now);
+    let due = due(&facts, config, own_namespace, std::iter::empty(), now);
+    one(pod, &facts, &due, None, config, own_namespace, now)
+}
+
+/// What the controller does with each of `pods` at `now`, in order (contract:
+/// diagnose.siblings): the pods of one controller owner among them are each
+/// other's siblings, as the controller's cache holds them, so a pod whose
+/// owner is acted on is due when the last of them is.
+#[must_use]
+pub fn diagnose_all(
+    pods: &[SandboxPod],
+    config: &Config,
+    own_namespace: Option<&str>,
+    now: DateTime<Utc>,
+) -> Vec<Diagnosis> {
+    let facts: Vec<PodFacts> = pods.iter().map(|p| PodFacts::of(p, config)).collect();
+    let names: Vec<String> = pods.iter().map(full_name).collect();
+    (0..pods.len())
+        .map(|i| {
+            // The cache keys pods by name: one of the same name is this one.
+            let siblings: Vec<usize> = (0..pods.len())
+                .filter(|&j| names[j] != names[i])
+                .filter(|&j| {
+                    let owner = |k: usize| facts[k].owner.as_ref().map(|o| &o.uid);
+                    owner(i).is_some() && owner(j) == owner(i)
+                })
+                .filter(|&j| is_cached(&facts[j], config, own_namespace))
+                .collect();
+            let due = due(
+                &facts[i],
+                config,
+                own_namespace,
+                siblings.iter().map(|&j| &facts[j]),
+                now,
+            );
+            let held_by = match &due {
+                Due::At {
+                    held_by: Some(k), ..
+                } => siblings.get(*k).map(|&j| names[j].as_str()),
+                _ => None,
+            };
+            one(
+                &pods[i],
+                &facts[i],
+                &due,
+                held_by,
+                config,
+                own_namespace,
+                now,
+            )
+        })
+        .collect()
+}
+
+fn full_name(pod: &SandboxPod) -> String {
+    format!(
+        "{}/{}",
+        pod.namespace(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// One pod's diagnosis, given when it is [`Due`] and the sibling that
+/// holds it (`held_by`).
+fn one(
+    pod: &SandboxPod,
+    facts: &PodFacts,
+    due: &Due,
+    held_by: Option<&str>,
+    config: &Config,
+    own_namespace: Option<&str>,
+    now: DateTime<Utc>,
+) -> Diagnosis {
+    let plan = plan(facts, config, own_namespace, now);
     let keys = config.keys();
-    let ignored = not_watched(&facts, config, own_namespace);
+    let ignored =
+        unwatched(facts, config, own_namespace).map(|why| not_watched(why, facts, config));
+    let deleting = facts.deleting.then(|| {
+        "being deleted (metadata.deletionTimestamp is set), so the controller leaves it alone"
+            .to_owned()
+    });
     let expiry = &plan.expiry;
     let timing = if expiry.expired {
         "expires-at passed"
@@ -113,50 +195,54 @@ pub fn diagnose(
         "at expires-at"
     };
     let manual = facts.manual_cleanup;
-    let expiry_reason = match (&ignored, expiry.action, &expiry.removal) {
-        (Some(why), _, _) => why.clone(),
-        (None, _, Some(removal)) => format!("{timing}; {}", how(removal)),
-        (None, ExpiryAction::Invalid, _) => format!(
-            "{} is '{}', not an RFC 3339 time: the controller records a warning Event InvalidExpiry and deletes nothing",
+    let expiry_reason = match (ignored.as_ref().or(deleting.as_ref()), due) {
+        (Some(why), _) => why.clone(),
+        (None, Due::At { removal, at, .. }) => match held_by {
+            Some(sibling) => format!(
+                "{timing}; waits for {sibling}, the last pod of its owner to be due ({}); {}",
+                rfc3339(*at),
+                how(removal)
+            ),
+            None => format!("{timing}; {}", how(removal)),
+        },
+        (None, Due::Invalid { value }) => format!(
+            "{} is '{value}', not an RFC 3339 time: the controller records a warning Event InvalidExpiry and deletes nothing",
             keys.expires_at,
-            expiry.expires_at.as_deref().unwrap_or_default()
         ),
-        (None, _, None) if manual => format!(
+        (None, Due::Never) if manual => format!(
             "manual cleanup: label {} is \"true\", so the pod is never removed",
             keys.manual_cleanup
         ),
-        (None, _, None) => format!(
+        (None, Due::Never) => format!(
             "no {} annotation, so the pod is never removed",
             keys.expires_at
         ),
     };
-    let at = expiry
-        .at
-        .filter(|_| expiry.removal.is_some() && ignored.is_none())
-        .map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true));
+    let (action, at) = match due {
+        Due::Never => (ExpiryAction::None, None),
+        Due::Invalid { .. } => (ExpiryAction::Invalid, None),
+        Due::At { removal, at, .. } => (removal.action(), Some(rfc3339(*at))),
+    };
     let reading = &plan.platform;
     // What the controller would do about the platform is the plan's own
     // `on_unschedulable`; the rest says why it does nothing.
-    let platform_reason = match (&ignored, &plan.on_unschedulable) {
+    let platform_reason = match (ignored.as_ref().or(deleting.as_ref()), &plan.on_unschedulable) {
         (Some(why), _) => why.clone(),
+        (None, PlatformAction::ReportAndRemove(Removal::LeaveOwned(o))) => format!("Pending, and the scheduler says no node takes its platform: the controller reports it, but leaves it (controller.platform.deleteUnschedulable): its controller owner {}/{} is not of a kind in controller.expiry.ownerActions", o.kind, o.name),
         (None, PlatformAction::ReportAndRemove(_)) => "Pending, and the scheduler says no node takes its platform: the controller reports it and removes it (controller.platform.deleteUnschedulable)".to_owned(),
         (None, PlatformAction::Report) => "Pending, and the scheduler says no node takes its platform: the controller sets the condition and records a warning Event".to_owned(),
         (None, PlatformAction::None) if !reading.has_platform => "no kubernetes.io/os or kubernetes.io/arch in its nodeSelector or required node affinity, so no scheduling failure is about its platform".to_owned(),
         (None, PlatformAction::None) if !facts.pending => "not Pending: it was scheduled".to_owned(),
         (None, PlatformAction::None) => "Pending, but nothing the scheduler says is about its platform".to_owned(),
     };
-    let injection = injection(pod, &facts, config, own_namespace, ignored.as_ref());
+    let injection = injection(pod, facts, config, own_namespace, ignored.as_ref());
     Diagnosis {
         injection,
-        pod: format!(
-            "{}/{}",
-            pod.namespace(),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        ),
+        pod: full_name(pod),
         expiry: ExpiryReport {
             expires_at: expiry.expires_at.clone(),
             expired: expiry.expired,
-            action: expiry.action,
+            action,
             at,
             reason: expiry_reason,
         },
@@ -171,6 +257,10 @@ pub fn diagnose(
             reason: platform_reason,
         },
     }
+}
+
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 fn injection(
@@ -220,34 +310,28 @@ fn injection(
     }
 }
 
-/// Why the controller does not look at the pod at all, if it does not (the
-/// order of `super::is_watched`).
-fn not_watched(pod: &PodFacts, config: &Config, own_namespace: Option<&str>) -> Option<String> {
+/// Why the controller does not look at the pod at all, in words.
+fn not_watched(why: Unwatched, pod: &PodFacts, config: &Config) -> String {
     let ns = &*pod.namespace;
-    if !pod.sandbox {
-        Some(format!(
+    match why {
+        Unwatched::NotSandbox => format!(
             "not a sandbox: no {} label, so the controller does not watch it",
             config.keys().id
-        ))
-    } else if pod.other_revision {
-        Some(format!(
+        ),
+        Unwatched::OtherRevision => format!(
             "another release's: its {} label is not this release's revision ({}), so that release's controller looks after it",
             config.keys().rev,
             config
                 .revision
                 .as_deref()
                 .unwrap_or("none, the default release")
-        ))
-    } else if config.excluded_namespaces.iter().any(|e| e == ns) {
-        Some(format!(
+        ),
+        Unwatched::ExcludedNamespace => format!(
             "namespace excluded: {ns} is in excludedNamespaces, so the controller does not watch it"
-        ))
-    } else if own_namespace == Some(ns) {
-        Some(format!(
+        ),
+        Unwatched::OwnNamespace => format!(
             "namespace excluded: {ns} is the controller's own namespace, so the controller does not watch it"
-        ))
-    } else {
-        None
+        ),
     }
 }
 

@@ -66,7 +66,7 @@ fn record_drift_events(fleet: &mut Fleet) -> usize {
             fleet.finished(Done {
                 key: start.key,
                 uid: start.pod.uid,
-                mark: start.job.mark(),
+                mark: start.write.mark(),
                 ok: true,
                 version: start.pod.resource_version,
             });

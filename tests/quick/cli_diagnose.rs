@@ -417,3 +417,67 @@ fn every_field_is_documented() {
         assert!(help.contains(last), "{field} is not in diagnose --help");
     }
 }
+
+/// The reasons say what holds a pod back and what the controller leaves:
+/// the sibling whose later expiry an owner waits for, a pod being
+/// deleted, and a platform-unschedulable pod whose owner the controller
+/// does not act on (reported, not removed).
+/// contract: diagnose.siblings, diagnose.reason, controller.platform-delete
+#[test]
+fn reasons_name_the_sibling_and_what_is_left() {
+    let pod = |name: &str, at: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: team\n  labels: {{opensandbox.io/id: {name}}}\n  annotations: {{opensandbox.io/expires-at: '{at}'}}\n  ownerReferences: [{{apiVersion: batch/v1, kind: Job, name: j, uid: ju, controller: true}}]\n{extra}spec: {{containers: [{{name: c, image: i}}]}}\nstatus: {{phase: Running}}\n"
+        )
+    };
+    let due = pod("a", "2026-01-02T03:00:00Z", "");
+    let later = pod("b", "2026-01-02T04:00:00Z", "");
+    let gone = pod(
+        "c",
+        "2026-01-02T05:00:00Z",
+        "  deletionTimestamp: '2026-01-02T02:00:00Z'\n",
+    );
+    let out = json_of(&diagnose(
+        &[due.as_str(), &later, &gone].join("---\n"),
+        &["--now", "2026-01-02T03:30:00Z"],
+    ));
+    let a = &out[0]["expiry"];
+    assert_eq!(
+        (&a["action"], &a["at"]),
+        (&json!("delete-owner"), &json!("2026-01-02T04:00:00Z")),
+        "{out:#}"
+    );
+    let reason = a["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("expires-at passed; waits for team/b, the last pod of its owner to be due (2026-01-02T04:00:00Z); its controller owner Job/j"),
+        "{reason}"
+    );
+    let c = &out[2];
+    assert_eq!(
+        (&c["expiry"]["action"], &c["expiry"]["at"]),
+        (&json!("none"), &json!(null))
+    );
+    for field in ["expiry", "platform"] {
+        assert!(
+            c[field]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("being deleted (metadata.deletionTimestamp is set)"),
+            "{c:#}"
+        );
+    }
+
+    let (_dir, config) = temp_file(
+        "config.yaml",
+        "controller: {platform: {deleteUnschedulable: true}}\n",
+    );
+    let left = UNSCHEDULABLE_POD
+        .replace("MESSAGE", SCHEDULER_MESSAGE)
+        .replace("batch/v1, kind: Job", "example.com/v1, kind: Pool");
+    let out = json_of(&diagnose(&left, &["--config", config.to_str().unwrap()]));
+    let reason = out["platform"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("reports it, but leaves it") && reason.contains("Pool/j"),
+        "{reason}"
+    );
+}

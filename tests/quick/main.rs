@@ -22,6 +22,7 @@ mod cli_inject;
 mod cli_manifests;
 mod cli_security;
 mod contract;
+mod diagnose_agrees;
 mod doc_references;
 mod golden;
 mod harness_processes;

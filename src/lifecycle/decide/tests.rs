@@ -60,17 +60,10 @@ fn an_unschedulable_pod_is_reported_once_then_left() {
     let d = decide_alone(&pod, &config, &History::default());
     assert_eq!(
         d.action,
-        Action::Start(Job::Report {
-            message: SCHEDULER_MESSAGE.into()
-        })
+        Action::Start(Write::report(SCHEDULER_MESSAGE.into()))
     );
     let mut history = History::default();
-    history.record(
-        Job::Report {
-            message: String::new(),
-        }
-        .mark(),
-    );
+    history.record(Write::report(String::new()).mark());
     let d = decide_alone(&pod, &config, &history);
     assert_eq!((d.action, d.reported), (Action::Idle, true));
 }
@@ -96,14 +89,12 @@ fn delete_unschedulable_removes_once_after_the_report() {
     let mut history = History::default();
     assert!(matches!(
         decide_alone(&pod, &config, &history).action,
-        Action::Start(Job::Report { .. })
+        Action::Start(Write::Report { .. })
     ));
     history.record(Mark::Reported);
     assert_eq!(
         decide_alone(&pod, &config, &history).action,
-        Action::Start(Job::RemoveUnschedulable {
-            removal: Removal::DeletePod
-        })
+        Action::Start(Write::remove_unschedulable(Removal::DeletePod, now()))
     );
     history.record(Mark::RemovedUnschedulable);
     assert_eq!(decide_alone(&pod, &config, &history).action, Action::Idle);
@@ -136,7 +127,7 @@ fn an_owner_waits_for_its_last_due_pod() {
     let go = decide_among(&due, &config, &History::default(), &[&deleting, &never]);
     assert!(matches!(
         go.action,
-        Action::Start(Job::Expire {
+        Action::Start(Write::Expire {
             removal: Removal::DeleteOwner(_),
             ..
         })
@@ -151,7 +142,7 @@ fn a_pod_without_an_owner_does_not_wait() {
     let d = decide_among(&due, &config, &History::default(), &[&other]);
     assert!(matches!(
         d.action,
-        Action::Start(Job::Expire {
+        Action::Start(Write::Expire {
             removal: Removal::DeletePod,
             ..
         })
@@ -194,12 +185,7 @@ fn an_invalid_expiry_is_warned_about_once() {
     let Action::Start(job) = d.action else {
         panic!("a warning Event: {d:?}");
     };
-    assert_eq!(
-        job,
-        Job::InvalidExpiry {
-            value: "tomorrow".into()
-        }
-    );
+    assert_eq!(job, Write::invalid_expiry("tomorrow".into(), &config));
     let mut history = History::default();
     history.record(job.mark());
     assert_eq!(decide_alone(&pod, &config, &history).action, Action::Idle);

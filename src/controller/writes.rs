@@ -1,18 +1,21 @@
-//! The writes the loop of [`super::runtime`] spawns, one task each: a
-//! removal by the owner rules, the platform condition, the Events (contract:
+//! Carries out the writes the loop of [`super::runtime`] spawns, one task
+//! each, as `crate::lifecycle::decide` gave them: a removal by the owner
+//! rules, the platform condition, the Events (contract:
 //! controller.expiry-delete-pod, controller.expiry-delete-owner,
 //! controller.expiry-owner-actions, controller.expiry-left-owned,
-//! controller.platform-condition, controller.expiry-events).
+//! controller.platform-condition, controller.expiry-events). Every rule
+//! and every word of an Event is the write's own data
+//! (`crate::lifecycle::Write`); this file makes the calls, logs and counts.
 //! Each reports whether it is done or must be retried.
 
 use chrono::Utc;
 
 use std::sync::Arc;
 
-use super::actions::{Actions, EventType, Outcome, PodRef, Shutdown, whole_seconds_up};
-use super::fleet::{Job, Mark, Rules};
+use super::actions::{Actions, Outcome, PodRef, Shutdown};
+use super::fleet::Rules;
 use super::metrics::ControllerMetrics;
-use crate::lifecycle::{self, PodFacts, Removal};
+use crate::lifecycle::{self, Event, Mark, Removal, Steps, Write};
 
 /// What the loop shares with the tasks it spawns.
 pub struct Shared {
@@ -23,19 +26,19 @@ pub struct Shared {
     pub metrics: Arc<ControllerMetrics>,
 }
 
-/// Runs one job; `(mark, true)` when it is done (or moot), `false` to retry.
-pub(super) async fn execute(shared: &Shared, pod: &PodRef, job: Job) -> (Mark, bool) {
+/// Runs one write; `(mark, true)` when it is done (or moot), `false` to
+/// retry.
+pub(super) async fn execute(shared: &Shared, pod: &PodRef, write: Write) -> (Mark, bool) {
     let (ns, name) = (&*pod.namespace, &*pod.name);
-    match job {
-        Job::Expire { removal, at } => {
-            let ok = remove(shared, pod, &removal, Why::Expired(&at)).await;
-            (Mark::Expired(at), ok)
+    let mark = write.mark();
+    let ok = match write {
+        Write::Expire {
+            removal, at, steps, ..
+        } => remove(shared, pod, &removal, *steps, Some(&at)).await,
+        Write::RemoveUnschedulable { removal, steps } => {
+            remove(shared, pod, &removal, *steps, None).await
         }
-        Job::RemoveUnschedulable { removal } => {
-            let ok = remove(shared, pod, &removal, Why::Unschedulable).await;
-            (Mark::RemovedUnschedulable, ok)
-        }
-        Job::Report { message } => {
+        Write::Report { message, event } => {
             match shared
                 .actions
                 .set_condition(pod, &shared.rules.condition_type, &message)
@@ -44,93 +47,68 @@ pub(super) async fn execute(shared: &Shared, pod: &PodRef, job: Job) -> (Mark, b
                 Ok(Outcome::Done) => {
                     tracing::info!(namespace = ns, pod = name, message = %message, "platform unschedulable");
                     shared.metrics.unschedulable();
-                    record(
-                        shared,
-                        pod,
-                        EventType::Warning,
-                        "PlatformUnschedulable",
-                        "Report",
-                        &message,
-                    )
-                    .await;
-                    (Mark::Reported, true)
+                    record(shared, pod, &event).await;
+                    true
                 }
-                Ok(_) => (Mark::Reported, true),
+                Ok(_) => true,
                 Err(e) => {
                     tracing::warn!(namespace = ns, pod = name, error = %e, "cannot set the platform condition; retrying");
                     shared.metrics.api_error("patch-status");
-                    (Mark::Reported, false)
+                    false
                 }
             }
         }
-        Job::DriftEvent { drift } => {
-            let (reason, note) = lifecycle::drift::event(drift, &shared.rules.config);
+        Write::DriftEvent { drift, event } => {
             tracing::warn!(
                 namespace = ns,
                 pod = name,
                 state = drift.state.as_str(),
                 "sandbox drift"
             );
-            let ok = shared
+            shared
                 .actions
-                .event(pod, EventType::Warning, reason, "Audit", &note)
+                .event(pod, &event)
                 .await
                 .inspect_err(|e| {
                     tracing::warn!(error = %e, "cannot record an Event; recorded at the pod's next change");
                     shared.metrics.api_error("create-event");
                 })
-                .is_ok();
-            (Mark::DriftReported, ok)
+                .is_ok()
         }
-        Job::InvalidExpiry { value } => {
-            let key = &shared.rules.config.keys().expires_at;
-            let note = format!(
-                "annotation {key} is '{value}', which is not an RFC 3339 time, so the sandbox never expires; set it to a time such as 2026-01-02T03:04:05Z"
-            );
+        Write::InvalidExpiry { value, event } => {
             tracing::warn!(namespace = ns, pod = name, value = %value.escape_debug(), "invalid expires-at");
-            let ok = shared
+            shared
                 .actions
-                .event(pod, EventType::Warning, "InvalidExpiry", "Expire", &note)
+                .event(pod, &event)
                 .await
                 .inspect_err(|e| {
                     tracing::warn!(error = %e, "cannot record an Event; retrying");
                     shared.metrics.api_error("create-event");
                 })
-                .is_ok();
-            (Mark::Invalid(value), ok)
+                .is_ok()
         }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Why<'a> {
-    Expired(&'a str),
-    Unschedulable,
+    };
+    (mark, ok)
 }
 
 /// Removes the pod by the owner rules (contract:
 /// controller.expiry-delete-pod, controller.expiry-delete-owner,
-/// controller.expiry-left-owned); `false` when a write failed.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one match over the removal's kinds, each a write and its Event and metric"
-)]
-async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) -> bool {
+/// controller.expiry-left-owned) as `steps` say, for the expiry `expired`
+/// (`None`: removed as unschedulable); `false` when a write failed.
+async fn remove(
+    shared: &Shared,
+    pod: &PodRef,
+    removal: &Removal,
+    steps: Steps,
+    expired: Option<&str>,
+) -> bool {
     let (ns, name) = (&*pod.namespace, &*pod.name);
-    let (reason, cause) = match why {
-        Why::Expired(at) => ("SandboxExpired", format!("Sandbox expired at {at}")),
-        Why::Unschedulable => (
-            "SandboxRemoved",
-            "Sandbox cannot be scheduled on its platform (controller.platform.deleteUnschedulable)"
-                .to_owned(),
-        ),
-    };
-    if let (Some(_), Why::Expired(_)) = (removal.acted_on_owner(), why) {
-        match still_expired(shared, pod).await {
-            Ok(true) => {}
+    if let Some(recheck) = &steps.recheck {
+        match shared.actions.current_pod(pod).await {
+            Ok(current) if recheck.holds(current.as_ref(), &pod.uid, Utc::now()) => {}
             // Renewed since the cache saw it: the watch brings the renewal
             // and the loop decides again.
-            Ok(false) => return false,
+            Ok(_) => return false,
             Err(error) => {
                 tracing::warn!(namespace = ns, pod = name, %error, "cannot read the pod; retrying");
                 shared.metrics.api_error("get-pod");
@@ -138,12 +116,6 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
             }
         }
     }
-    // The time a shutdown asks for: the expiry, or now for a pod removed
-    // as unschedulable.
-    let shutdown_at = match why {
-        Why::Expired(at) => lifecycle::expiry::parse_expires_at(at).unwrap_or_else(Utc::now),
-        Why::Unschedulable => Utc::now(),
-    };
     let mut kept = None;
     let result = match removal {
         Removal::DeletePod => shared
@@ -158,7 +130,7 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
             .map_err(|e| (e.to_string(), "delete-owner")),
         Removal::ShutdownOwner(owner) => shared
             .actions
-            .shutdown_owner(pod, owner, shutdown_at)
+            .shutdown_owner(pod, owner, steps.shutdown_at)
             .await
             .map(|(outcome, shutdown)| {
                 if let Shutdown::Kept(time) = shutdown {
@@ -199,54 +171,7 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
         tracing::info!(namespace = ns, pod = name, ?outcome, "removal moot");
         return true;
     }
-    let (type_, note) = match removal {
-        Removal::DeletePod => (EventType::Normal, format!("{cause}; deleted the pod.")),
-        Removal::DeleteOwner(o) => (
-            EventType::Normal,
-            format!(
-                "{cause}; deleted its owner {} {} (propagation Background).",
-                o.kind, o.name
-            ),
-        ),
-        Removal::ShutdownOwner(o) => (
-            EventType::Normal,
-            match &kept {
-                None => format!(
-                    "{cause}; set spec.shutdownTime of its owner {} {} to {}: agent-sandbox removes the pod and applies the Sandbox's shutdownPolicy.",
-                    o.kind,
-                    o.name,
-                    whole_seconds_up(shutdown_at)
-                ),
-                Some(time) => format!(
-                    "{cause}; its owner {} {} already shuts down at {time} (spec.shutdownTime), which agent-sandbox carries out.",
-                    o.kind, o.name
-                ),
-            },
-        ),
-        Removal::SuspendOwner(o) => (
-            EventType::Normal,
-            format!(
-                "{cause}; set spec.operatingMode of its owner {} {} to Suspended: agent-sandbox removes the pod and keeps the Sandbox and its volumes (set it to Running to resume).",
-                o.kind, o.name
-            ),
-        ),
-        Removal::LeaveOwned(o) => {
-            if matches!(why, Why::Unschedulable) {
-                return true;
-            }
-            (
-                EventType::Warning,
-                format!(
-                    "{cause}, but its owner {} {} is not a kind the controller acts on, so the pod is left running: delete the {} yourself, or give {} an action in controller.expiry.ownerActions.",
-                    o.kind,
-                    o.name,
-                    o.kind,
-                    o.kind_group()
-                ),
-            )
-        }
-    };
-    if let Why::Expired(at) = why {
+    if let Some(at) = expired {
         let delay_ms = lifecycle::expiry::parse_expires_at(at)
             .map(|t| (Utc::now() - t).num_milliseconds())
             .unwrap_or_default();
@@ -260,45 +185,17 @@ async fn remove(shared: &Shared, pod: &PodRef, removal: &Removal, why: Why<'_>) 
         );
         shared.metrics.expired(removal.metric_label());
     }
-    record(shared, pod, type_, reason, "Delete", &note).await;
-    true
-}
-
-/// Whether the pod, as the apiserver has it now, is the same pod and still
-/// expired by this controller's clock; a pod already gone counts as
-/// expired (deleting its owner is then what is left to do). Deleting an
-/// owner has no precondition on the pod, so this read stands in for one.
-async fn still_expired(shared: &Shared, pod: &PodRef) -> Result<bool, kube::Error> {
-    let Some(current) = shared.actions.current_pod(pod).await? else {
-        return Ok(true);
-    };
-    if current
-        .metadata
-        .uid
-        .as_deref()
-        .is_none_or(|uid| pod.uid != *uid)
-    {
-        return Ok(true);
+    if let Some(event) = steps.event {
+        record(shared, pod, &event.recorded(kept.as_deref())).await;
     }
-    let config = &shared.rules.config;
-    let facts = PodFacts::read(&current, config, &shared.rules.condition_type, &mut |s| {
-        s.into()
-    });
-    Ok(lifecycle::expiry::plan(&facts, config, Utc::now()).expired)
+    true
 }
 
 /// An Event that cannot be recorded is logged and counted, not retried: the
 /// removal it describes has happened.
-async fn record(
-    shared: &Shared,
-    pod: &PodRef,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: &str,
-) {
-    if let Err(e) = shared.actions.event(pod, type_, reason, action, note).await {
-        tracing::warn!(error = %e, reason, "cannot record an Event");
+async fn record(shared: &Shared, pod: &PodRef, event: &Event) {
+    if let Err(e) = shared.actions.event(pod, event).await {
+        tracing::warn!(error = %e, reason = event.reason, "cannot record an Event");
         shared.metrics.api_error("create-event");
     }
 }
@@ -413,11 +310,13 @@ pub(super) mod tests {
             .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
     }
 
-    pub(crate) fn expire() -> Job {
-        Job::Expire {
-            removal: Removal::DeletePod,
-            at: "2026-01-01T00:00:00Z".into(),
-        }
+    pub(crate) fn expire() -> Write {
+        Write::expire(
+            Removal::DeletePod,
+            "2026-01-01T00:00:00Z".into(),
+            &Config::default(),
+            Utc::now(),
+        )
     }
 
     /// A write that fails is counted by operation and reported for a
