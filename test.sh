@@ -48,6 +48,8 @@ step() { step_done; step_key="$1" step_name="$2" step_start=$SECONDS; printf '\n
 declare -A lane_pid=() lane_log=() lane_start=()
 lane() {
     local key="$1" what="$2"; shift 2
+    step_done
+    step_name=""
     lane_log[$key]="$(mktemp)" lane_start[$key]=$SECONDS
     setsid "$@" >"${lane_log[$key]}" 2>&1 &
     lane_pid[$key]=$!
