@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::cluster::wait_for_pod;
 use crate::harness::{
     Env, P, Result, admissions, check, check_at, running_on, sandbox_pod, wait_for,
 };
+use common::cluster::wait_for_pod;
 
 fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     p.status

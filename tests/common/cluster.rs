@@ -10,7 +10,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Map, Value, json};
 
-use super::processes::{Result, check};
+use crate::processes::{Result, check};
 
 /// Runs `command` with `stdin` piped in; its stdout, or an error with its
 /// stderr when it fails.

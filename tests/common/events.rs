@@ -4,7 +4,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
-use super::processes::Result;
+use crate::processes::Result;
 
 /// The Events in `ns` about object `name` with `reason`.
 pub async fn about(client: &Client, ns: &str, name: &str, reason: &str) -> Result<Vec<Event>> {

@@ -14,9 +14,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::events;
 use crate::harness::{Env, P, Result, check, wait_for};
 use crate::node::{container_id, tasks};
+use common::events;
 
 /// How long the sandbox lives once it was seen running.
 const LIFETIME: i64 = 4;

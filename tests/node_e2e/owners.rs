@@ -29,8 +29,8 @@ use crate::agent::{
     POLICY, PRIVILEGED, REPORT, annotation, api, check_injected, condition, conditions, create,
     pod_template, ready_pod, release_metric, wait_condition,
 };
-use crate::common::events;
 use crate::harness::{Env, P, RELEASE, RELEASE_NS, Result, check, logged, wait_for};
+use common::events;
 
 /// The pod must be gone this soon after its `expires-at`.
 const GONE_WITHIN: TimeDelta = TimeDelta::seconds(2);
