@@ -109,22 +109,12 @@ impl Env {
 
     /// Events in `ns` about object `name` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Result<Vec<Event>> {
-        common::events::about(&self.client, ns, name, reason).await
+        common::cluster::events_about(&self.client, ns, name, reason).await
     }
 
     /// The one Event about `name` with `reason`, waiting up to 10 s for it.
     pub async fn event(&self, ns: &str, name: &str, reason: &str) -> Result<Event> {
-        let what = format!("a {reason} Event about {name}");
-        let mut found = wait_for(&what, Duration::from_secs(10), async || {
-            let found = self.events(ns, name, reason).await?;
-            Ok((!found.is_empty()).then_some(found))
-        })
-        .await?;
-        check(
-            found.len() == 1,
-            format!("{} {reason} Events about {name}, expected 1", found.len()),
-        )?;
-        Ok(found.remove(0))
+        common::cluster::the_event(&self.client, ns, name, reason, Duration::from_secs(10)).await
     }
 }
 

@@ -23,7 +23,6 @@ pub mod clock;
 pub mod cluster;
 pub mod context;
 pub mod crds;
-pub mod events;
 pub mod fleet;
 pub mod https;
 pub mod inprocess;

@@ -208,7 +208,7 @@ pub async fn events(
 ) -> Result<Vec<Event>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let found = common::events::about(client, ns, pod, reason).await?;
+        let found = common::cluster::events_about(client, ns, pod, reason).await?;
         if found.len() >= min || Instant::now() > deadline {
             return Ok(found);
         }

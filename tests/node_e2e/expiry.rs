@@ -16,7 +16,6 @@ use serde_json::json;
 
 use crate::harness::{Env, P, Result, check, wait_for};
 use crate::node::{container_id, tasks};
-use common::events;
 
 /// How long the sandbox lives once it was seen running.
 const LIFETIME: i64 = 4;
@@ -69,7 +68,8 @@ pub(crate) async fn expired_sandbox_is_stopped(env: &Env, id: &str) -> Result<()
                 .is_ok_and(|c| !c.starts_with("sleep")),
         format!("the main container's process {pid} still runs"),
     )?;
-    let recorded = events::about(&env.client, &ns, "expiring", "SandboxExpired").await?;
+    let recorded =
+        common::cluster::events_about(&env.client, &ns, "expiring", "SandboxExpired").await?;
     check(
         !recorded.is_empty(),
         "no SandboxExpired Event about the sandbox",
