@@ -25,7 +25,7 @@ esac
 # The test targets of each tier (Cargo.toml's [[test]]s). quick holds what
 # needs no control plane and no timing bounds; the attack tests measure
 # latency under load, so they run in the default tier, after quick.
-QUICK_TARGETS=(--lib --bins --examples --test quick --test controller_memory)
+QUICK_TARGETS=(--lib --bins --test quick --test controller_memory)
 DEFAULT_TARGETS=(--bench mutation --test attacks --test upstream --test e2e --test controller_e2e --test cluster_e2e)
 
 # Each step prints what the one before it took, so a run says what each part costs.

@@ -22,13 +22,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-#[path = "../tests/common/stats.rs"]
-mod stats;
-use stats::percentile;
+use common::stats::percentile;
 
-#[path = "support/cluster.rs"]
-mod support;
-use support::{Result, client};
+use common::bench::cluster::{Result, client};
 
 /// Creates per mode before the measured ones: connections, caches, the
 /// webhook servers' first TLS handshakes.

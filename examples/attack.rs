@@ -17,19 +17,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use wire::{
+use common::wire::{
     Error, Load, Tls, client_config, keep_alive_client, post, read_response, rss_kib,
     tls_connect as connect,
 };
-
-#[allow(
-    dead_code,
-    reason = "the raw HTTP helpers of the server tests; this example uses part of them"
-)]
-#[path = "../tests/common/wire.rs"]
-mod wire;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 const ATTACK_SECONDS: u64 = 8;
 const BODY: usize = 7 * 1024 * 1024;

@@ -26,15 +26,12 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 // The percentile the e2e latency check uses.
-#[path = "../tests/common/stats.rs"]
-mod stats;
-use stats::percentile;
+use common::stats::percentile;
 
-#[path = "support/removals.rs"]
-mod removals;
-#[path = "support/cluster.rs"]
-mod support;
-use support::{Result, admin_metric as controller_metric, client, mib, request_totals, rss_kib};
+use common::bench::cluster::{
+    Result, admin_metric as controller_metric, client, mib, request_totals, rss_kib,
+};
+use common::bench::removals;
 
 const NS: &str = "bench";
 const CONCURRENCY: usize = 16;

@@ -444,5 +444,4 @@ impl Fleet {
 }
 
 #[cfg(test)]
-#[path = "fleet_tests.rs"]
 mod tests;

@@ -20,9 +20,6 @@ pub(crate) mod runtime;
 mod timers;
 pub mod writes;
 
-#[cfg(test)]
-mod owner_tests;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -202,6 +202,9 @@ async fn record(shared: &Shared, pod: &PodRef, event: &Event) {
 
 #[cfg(test)]
 pub(super) mod tests {
+    // The writes to a `Sandbox` owner, with this module's stand-in apiserver.
+    mod owners;
+
     use serde_json::json;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;

@@ -228,11 +228,9 @@ fn null_envelope(body: &[u8]) -> Result<(TypeMeta, RequestIn<'_, IgnoredAny>), R
 }
 
 #[cfg(test)]
-#[path = "tests/audit.rs"]
-mod audit_tests;
-
-#[cfg(test)]
 mod tests {
+    mod audit;
+
     use super::*;
     use crate::config::Config;
     use crate::mutate::FixedToken;

@@ -9,8 +9,6 @@
 //! admin port now evicts as the admission port does, idle connections
 //! first and never one with a request on its way.
 
-use crate::common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

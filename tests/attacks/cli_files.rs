@@ -12,8 +12,6 @@
 //! - YAML nested 100,000 deep: a parse of minutes, quadratic; now refused
 //!   at once, in `inject` and `config validate` alike.
 
-use crate::common;
-
 use std::path::Path;
 use std::time::Duration;
 

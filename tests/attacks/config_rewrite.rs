@@ -6,8 +6,6 @@
 //! A change is applied only once two polls in a row read it, so every
 //! answer is one version or the other.
 
-use crate::common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -15,8 +15,6 @@
 //! `ConfigMap` holds), or before its nesting costs anything, and counted as
 //! a failed reload; the server keeps what it had and goes on polling.
 
-use crate::common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 

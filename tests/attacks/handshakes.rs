@@ -29,8 +29,6 @@
 //!
 //! `SANDBOX_WEBHOOK_UNDER_TEST` runs them against another build.
 
-use crate::common;
-
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

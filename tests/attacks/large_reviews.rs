@@ -16,8 +16,6 @@
 //! control plus one large review alone, measured in the same run.
 //! `SANDBOX_WEBHOOK_UNDER_TEST` runs it against another build.
 
-use crate::common;
-
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -4,9 +4,6 @@
 //! they run one at a time and each measures its own attack only
 //! (`cargo test --test attacks`; `-- stalls` runs one module's).
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod admin_churn;
 mod cli_files;
 mod config_rewrite;

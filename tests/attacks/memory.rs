@@ -12,8 +12,6 @@
 //! - clients that send large reviews back to back (they run off the async
 //!   workers, which keep answering small reviews within 50 ms at p99).
 
-use crate::common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,8 +4,6 @@
 //! pod to admit. It was allowed unmutated; it is denied with code 400 and a
 //! sentence, by the real server on loopback and by `review`.
 
-use crate::common;
-
 use common::cli::run;
 use common::https::post_review;
 use serde_json::{Value, json};

@@ -6,8 +6,6 @@
 //! sentence naming it, by the real server on loopback. A URL or `host:port`
 //! is still admitted, with today's warning.
 
-use crate::common;
-
 use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
 use common::server::{Running, review_body};

@@ -4,8 +4,6 @@
 //! test fails without the defence it attacks: idle connections that hold
 //! every slot, and bodies that hold the body budget without sending it.
 
-use crate::common;
-
 use std::time::Duration;
 
 use common::attack::{

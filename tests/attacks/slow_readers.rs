@@ -9,8 +9,6 @@
 //! at once (as the apiserver's Go client does), some 150 KB long, lose no
 //! review they were answered, however much eviction goes on around them.
 
-use crate::common;
-
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;

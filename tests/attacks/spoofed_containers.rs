@@ -8,8 +8,6 @@
 //! changed between two passes (another webhook, on reinvocation) reaches
 //! the sidecar.
 
-use crate::common;
-
 use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
 use common::server::{Running, review_body};

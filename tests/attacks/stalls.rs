@@ -6,8 +6,6 @@
 //!   deadline together: answering them all at once must not hold the
 //!   reviews of a good client (p99 50 ms).
 
-use crate::common;
-
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::Arc;

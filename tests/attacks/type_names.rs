@@ -6,8 +6,6 @@
 //! loopback (`/mutate` and `/validate`) and by the CLI (`review`, `inject`,
 //! `diagnose`).
 
-use crate::common;
-
 use std::path::Path;
 
 use common::cli::run;

@@ -10,8 +10,6 @@
 //! the sidecar or the sidecar's token while the pod runs. `tests/node_e2e`
 //! (`policy.rs`) shows the same attacks on a real node.
 
-use crate::common;
-
 use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
 use common::server::{Running, review_body};
@@ -427,5 +425,4 @@ async fn ptrace_nameservers_and_windows_cannot_widen_the_policy() {
 }
 
 // Item 9, after admission: UPDATEs and ephemeral containers.
-#[path = "undo_after_admission.rs"]
 mod after_admission;

@@ -6,8 +6,6 @@
 //! 256 KiB is denied before it is read (no API server admits it), so the
 //! attack here is the most keys that fit under that limit.
 
-use crate::common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::audit;
 use crate::harness::{Env, P, Result, check, init_names, sandbox_pod, wait_for};
 use crate::releases::Release;
+use common::audit;
 
 const DRIFT: &str = "sandbox_webhook_drift_pods";
 
@@ -40,7 +40,7 @@ pub(crate) async fn escaped_and_stale_sandboxes_are_reported(env: &Env, id: &str
 }
 
 async fn reported(env: &Env, ns: &str, older: &mut Release) -> Result<()> {
-    let count = |m: &crate::common::metrics::Metrics, s: &str| m.sum(DRIFT, &[("state", s)]);
+    let count = |m: &common::metrics::Metrics, s: &str| m.sum(DRIFT, &[("state", s)]);
     let before = env.controller_metrics()?;
     let pods = env.pods(ns);
     let pp = kube::api::PostParams::default();

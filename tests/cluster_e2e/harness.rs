@@ -14,13 +14,13 @@ use kube::Client;
 use kube::api::Api;
 use serde_json::{Value, json};
 
-pub use crate::common::P;
-pub use crate::common::cluster::wait_for;
-use crate::common::cluster::{ScenarioNamespaces, run};
-use crate::common::metrics::Metrics;
-pub use crate::common::pods::{annotation, has_env, init_names, mounts_at, volumes_named};
-pub use crate::common::processes::{BIN, Cluster, Result, Vars, check, check_at, repo};
-use crate::common::wire;
+pub use common::P;
+pub use common::cluster::wait_for;
+use common::cluster::{ScenarioNamespaces, run};
+use common::metrics::Metrics;
+pub use common::pods::{annotation, has_env, init_names, mounts_at, volumes_named};
+pub use common::processes::{Cluster, Result, Vars, bin_path, check, check_at, repo};
+use common::wire;
 
 pub struct Env {
     pub client: Client,
@@ -96,7 +96,7 @@ impl Env {
         ));
         std::fs::write(&file, serde_json::to_vec(pod)?)?;
         let out = run(
-            Command::new(BIN)
+            Command::new(bin_path())
                 .args(["diagnose", "-f"])
                 .arg(&file)
                 .args(["--now", &rfc3339(now)])
@@ -109,22 +109,12 @@ impl Env {
 
     /// Events in `ns` about object `name` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Result<Vec<Event>> {
-        crate::common::events::about(&self.client, ns, name, reason).await
+        common::cluster::events_about(&self.client, ns, name, reason).await
     }
 
     /// The one Event about `name` with `reason`, waiting up to 10 s for it.
     pub async fn event(&self, ns: &str, name: &str, reason: &str) -> Result<Event> {
-        let what = format!("a {reason} Event about {name}");
-        let mut found = wait_for(&what, Duration::from_secs(10), async || {
-            let found = self.events(ns, name, reason).await?;
-            Ok((!found.is_empty()).then_some(found))
-        })
-        .await?;
-        check(
-            found.len() == 1,
-            format!("{} {reason} Events about {name}, expected 1", found.len()),
-        )?;
-        Ok(found.remove(0))
+        common::cluster::the_event(&self.client, ns, name, reason, Duration::from_secs(10)).await
     }
 }
 

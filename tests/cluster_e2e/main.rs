@@ -12,8 +12,6 @@
 //! for) after it, so they pass in any order (`tests/common/suite.rs`: name
 //! filters, `E2E_ORDER`); it prints `N passed, M failed`.
 
-#[path = "../common/mod.rs"]
-mod common;
 mod drift;
 mod expiry;
 mod harness;

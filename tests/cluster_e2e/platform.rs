@@ -6,23 +6,14 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::cluster::wait_for_pod;
 use crate::harness::{
     Env, P, Result, admissions, check, check_at, running_on, sandbox_pod, wait_for,
 };
-
-fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
+use common::cluster::{condition, wait_for_pod};
 
 /// The scheduler's own `PodScheduled=False` message, once it wrote one.
 fn scheduler_message(p: &Pod) -> Option<String> {

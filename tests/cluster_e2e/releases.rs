@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::Value;
 
-use crate::common::metrics::Metrics;
-use crate::common::processes::{Daemon, free_port};
 use crate::harness::{Env, P, Result, annotation, sandbox_pod, wait_for};
+use common::metrics::Metrics;
+use common::processes::{Daemon, free_port};
 
 pub struct Release {
     pub webhook: Daemon,
@@ -159,8 +159,8 @@ impl Release {
 }
 
 pub fn metrics(admin: &str) -> Result<Metrics> {
-    let (code, body) = crate::common::wire::get(admin, "/metrics")?;
-    crate::common::processes::check(code == 200, format!("{admin}/metrics answered {code}"))?;
+    let (code, body) = common::wire::get(admin, "/metrics")?;
+    common::processes::check(code == 200, format!("{admin}/metrics answered {code}"))?;
     Ok(Metrics::parse(&body))
 }
 

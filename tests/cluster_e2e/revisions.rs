@@ -16,9 +16,9 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use crate::common::audit;
 use crate::harness::{Env, P, Result, check, init_names, sandbox_pod};
 use crate::releases::{Release, record, wait_injected_by};
+use common::audit;
 
 const CANARY_IMAGE: &str = "opensandbox/execd:canary";
 const WEBHOOK: &str = "sandbox-webhook.opensandbox.io";

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::common::load::Load;
-use crate::common::processes::{Daemon, free_port};
-use crate::common::proxy::{Backend, Proxy};
 use crate::harness::{Env, Result, admissions, check, sandbox_pod, wait_for};
+use common::load::Load;
+use common::processes::{Daemon, free_port};
+use common::proxy::{Backend, Proxy};
 
 /// The label that brings a namespace under the rollout's webhook only.
 const LABEL: &str = "sandbox-webhook-e2e/rollout";
@@ -65,8 +65,8 @@ impl Replica {
     }
 
     fn mutated(&self) -> Result<u64> {
-        let (_, body) = crate::common::wire::get(&self.backend.admin, "/metrics")?;
-        Ok(admissions(&crate::common::metrics::Metrics::parse(&body), "CREATE")["mutated"])
+        let (_, body) = common::wire::get(&self.backend.admin, "/metrics")?;
+        Ok(admissions(&common::metrics::Metrics::parse(&body), "CREATE")["mutated"])
     }
 }
 

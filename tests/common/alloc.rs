@@ -26,7 +26,7 @@ thread_local! {
 
 /// The bytes malloc takes for a request of `size` bytes.
 #[must_use]
-pub fn malloc_size(size: usize) -> usize {
+fn malloc_size(size: usize) -> usize {
     if size >= MMAP_THRESHOLD {
         (size + 16).div_ceil(PAGE) * PAGE
     } else {

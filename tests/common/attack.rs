@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
 
-use super::https::client;
-use super::pods::SandboxPod;
-use super::server::{Pki, Running, review_body, start_tuned, start_with_config, timed_review};
-use super::stats::percentile;
-use super::wire::{Tls, read_response, tls_connect};
+use crate::https::client;
+use crate::pods::SandboxPod;
+use crate::server::{Pki, Running, review_body, start_tuned, start_with_config, timed_review};
+use crate::stats::percentile;
+use crate::wire::{Tls, read_response, tls_connect};
 
 /// How long a good client may wait for one answer, and its 99th
 /// percentile (contract: limits.good-client: under 1 s, p99 50 ms or less),

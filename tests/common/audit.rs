@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::processes::Result;
+use crate::processes::Result;
 
 /// One audit event of a create, as the log has it (stage
 /// `ResponseComplete`).

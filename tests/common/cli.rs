@@ -4,7 +4,7 @@ use std::process::Command;
 
 /// A command for the `sandbox-webhook` binary cargo built for the tests.
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sandbox-webhook"))
+    Command::new(crate::processes::bin_path())
 }
 
 /// Runs `command`, fails the test (showing stderr) unless it exits 0, and
@@ -52,7 +52,7 @@ pub fn run_with_input(args: &[&str], dir: &std::path::Path, input: &[u8]) -> Run
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = super::children::spawn(command).expect("the binary runs");
+    let mut child = crate::children::spawn(command).expect("the binary runs");
     let mut stdin = child.stdin.take().expect("a piped stdin");
     // A command that refuses its arguments exits without reading stdin:
     // the pipe then breaks, and its exit status and stderr say why.
@@ -148,7 +148,7 @@ pub fn run_bounded(
         .stdout(std::fs::File::create(&stdout).unwrap())
         .stderr(std::fs::File::create(&stderr).unwrap());
     let started = std::time::Instant::now();
-    let child = super::children::spawn(command).expect("the binary runs");
+    let child = crate::children::spawn(command).expect("the binary runs");
     let pid = i32::try_from(child.id()).unwrap();
     let done = std::sync::Arc::new(AtomicBool::new(false));
     let watchdog = {

@@ -1,16 +1,18 @@
-//! What the suites on a whole cluster share: running the cluster's own
-//! tools (kubectl, helm, ctr), waiting on what its controllers do, and one
-//! namespace per scenario, waited for at both ends.
+//! The Kubernetes helpers of the end-to-end suites: running the cluster's
+//! own tools (kubectl, helm, ctr), waiting on what its controllers do, a
+//! pod's conditions, the Events about an object, and one namespace per
+//! scenario, waited for at both ends.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodCondition, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Map, Value, json};
 
-use super::processes::{Result, check};
+use crate::processes::{Result, check};
 
 /// Runs `command` with `stdin` piped in; its stdout, or an error with its
 /// stderr when it fails.
@@ -68,6 +70,58 @@ pub async fn wait_for_pod<T>(
         Ok(seen(&p).map(|found| (p, found)))
     })
     .await
+}
+
+/// Condition `type_` of pod `p`'s status, when it has one.
+pub fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// The Events in `ns` about object `name` with `reason`.
+pub async fn events_about(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+) -> Result<Vec<Event>> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect())
+}
+
+/// The one Event in `ns` about `name` with `reason`, waiting up to
+/// `timeout` for it; an error when there is none or more than one.
+pub async fn the_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    timeout: Duration,
+) -> Result<Event> {
+    let what = format!("a {reason} Event about {name}");
+    let mut found = wait_for(&what, timeout, async || {
+        let found = events_about(client, ns, name, reason).await?;
+        Ok((!found.is_empty()).then_some(found))
+    })
+    .await?;
+    check(
+        found.len() == 1,
+        format!("{} {reason} Events about {name}, expected 1", found.len()),
+    )?;
+    Ok(found.remove(0))
 }
 
 /// Namespaces of the whole-cluster suites carry this label, with the

@@ -27,7 +27,7 @@ impl TestContext {
     pub fn new() -> Self {
         TestContext {
             config: Config::default(),
-            now: super::clock::now(),
+            now: crate::clock::now(),
             own_namespace: None,
             tokens: Box::new(FixedToken(TOKEN.into())),
         }
@@ -50,10 +50,6 @@ impl TestContext {
     pub fn tokens(mut self, tokens: impl TokenSource + 'static) -> Self {
         self.tokens = Box::new(tokens);
         self
-    }
-
-    pub fn config_ref(&self) -> &Config {
-        &self.config
     }
 
     pub fn get(&self) -> Context<'_> {

@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use super::processes::{Result, check};
+use crate::processes::{Result, check};
 
 /// A namespaced CRD serving `kind` (plural `plural`) at `version` only, with
 /// `schema` as its `openAPIV3Schema`.

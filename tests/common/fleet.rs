@@ -15,7 +15,7 @@ const TEMPLATE: &str = include_str!("../fixtures/controller/running-sandbox.json
 /// A UUID made from `n` and `salt`, lowercase and hyphenated as the
 /// apiserver writes UIDs; distinct for distinct `(n, salt)`.
 #[must_use]
-pub fn uuid(n: usize, salt: u16) -> String {
+fn uuid(n: usize, salt: u16) -> String {
     let n = n as u64;
     format!(
         "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::server::Pki;
+use crate::server::Pki;
 
 /// A client builder that trusts `pki`'s CA and keeps the peer certificate of
 /// every response ([`peer_cert`]).

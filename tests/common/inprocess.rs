@@ -2,7 +2,7 @@
 //! (`tower::ServiceExt::oneshot`), for tests of what one request is answered:
 //! status, headers, JSON body, metrics. What needs a connection (TLS,
 //! timeouts, keep-alive, draining, limits on the bytes as they arrive) is
-//! tested on a real server ([`super::server::Running`]).
+//! tested on a real server ([`crate::server::Running`]).
 
 use std::path::PathBuf;
 
@@ -13,9 +13,9 @@ use sandbox_webhook::server::{Admission, ServerSettings};
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::https::assert_error_parts;
-use super::metrics::Metrics;
-use super::server::{Pki, Response};
+use crate::https::assert_error_parts;
+use crate::metrics::Metrics;
+use crate::server::{Pki, Response};
 
 /// The admission router of a server built from test settings, and the PKI
 /// (and directory) those settings name.

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use tokio::sync::Mutex;
 
-use super::processes::Result;
+use crate::processes::Result;
 
 /// What the load saw.
 #[derive(Debug, Default)]
@@ -27,7 +27,7 @@ impl Tally {
 
     /// `Err` with the count and the first refusal unless none was refused.
     pub fn none_refused(&self) -> Result<()> {
-        super::processes::check(
+        crate::processes::check(
             self.refused.is_empty(),
             format!(
                 "{} creates refused, first: {:?}",

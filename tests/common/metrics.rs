@@ -79,10 +79,3 @@ fn whole(sample: &Sample, text: &str) -> u64 {
     );
     v as u64
 }
-
-/// Asserts that `name{labels}` (exactly those labels) is `expected`.
-#[track_caller]
-pub fn assert_metric(text: &str, name: &str, labels: &[(&str, &str)], expected: u64) {
-    let got = Metrics::parse(text).value(name, labels);
-    assert_eq!(got, expected, "{name}{labels:?}");
-}

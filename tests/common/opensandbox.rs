@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::children;
-use super::processes::{Result, check, free_port, repo};
+use crate::children;
+use crate::processes::{Result, check, free_port, repo};
 
 /// The header the server reads its API key from (`middleware/auth.py`).
 const API_KEY_HEADER: &str = "OPEN-SANDBOX-API-KEY";

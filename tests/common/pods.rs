@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::P;
+use crate::P;
 
 #[derive(Clone, Debug)]
 pub struct SandboxPod {

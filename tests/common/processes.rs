@@ -2,36 +2,61 @@
 //! `tests/e2e/cluster.sh` and daemons of the binary under test (a webhook, a
 //! controller) that answer `/readyz` on an admin port. Each is stopped on
 //! drop, whatever happened, and with this process if it is killed
-//! ([`super::children`]).
+//! ([`crate::children`]).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use super::children::{self, Janitor};
-use super::wire;
+use crate::children::{self, Janitor};
+use crate::wire;
 
 pub type Result<T, E = wire::Error> = std::result::Result<T, E>;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
+/// The `sandbox-webhook` binary cargo built beside the running test or
+/// example. This crate is not the package whose binary it is, so cargo's
+/// `CARGO_BIN_EXE_sandbox-webhook` is not set when it compiles; a test
+/// binary runs from `target/PROFILE/deps/` and an example from
+/// `target/PROFILE/examples/`, and the binary is in `target/PROFILE/`
+/// (cargo builds it before any integration test).
+pub fn bin_path() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the running executable's path");
+        let profile = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("run from target/PROFILE/deps or target/PROFILE/examples");
+        profile
+            .join(format!("sandbox-webhook{}", std::env::consts::EXE_SUFFIX))
+            .to_str()
+            .expect("a UTF-8 target path")
+            .to_owned()
+    })
+}
 
-/// The binary the daemons run: [`BIN`], or the one
+/// The binary the daemons run: [`bin_path`], or the one
 /// `SANDBOX_WEBHOOK_UNDER_TEST` names, to show that a test fails against
 /// another build (an older commit's, say). Only daemons take it; the
-/// suites' own tools keep [`BIN`].
+/// suites' own tools keep [`bin_path`].
 pub fn under_test() -> String {
     std::env::var("SANDBOX_WEBHOOK_UNDER_TEST")
         .ok()
         .filter(|bin| !bin.is_empty())
-        .unwrap_or_else(|| BIN.to_owned())
+        .unwrap_or_else(|| bin_path().to_owned())
 }
 
+/// The repository's root (this crate is its `tests/common/`).
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/common is two folders below the root")
 }
 
 /// `Err(what)` unless `cond`.
@@ -82,7 +107,9 @@ pub enum Plane {
 /// process is killed.
 pub struct Cluster {
     dir: PathBuf,
-    janitor: Janitor,
+    // Held, never read: dropping it (with this, or when the process dies)
+    // runs `cluster.sh stop DIR`.
+    _janitor: Janitor,
 }
 
 impl Cluster {
@@ -93,12 +120,15 @@ impl Cluster {
         let mut command = Command::new(repo().join("tests/e2e/cluster.sh"));
         match plane {
             Plane::Bare => command.args(["start", "--bare"]),
-            Plane::Up => command.arg("up").env("SANDBOX_WEBHOOK", BIN),
+            Plane::Up => command.arg("up").env("SANDBOX_WEBHOOK", bin_path()),
             Plane::Node => command.args(["start", "--node"]),
         };
         let status = command.arg(&dir).stdout(Stdio::null()).status()?;
         // Constructed before the check so a half-started plane is stopped too.
-        let cluster = Cluster { dir, janitor };
+        let cluster = Cluster {
+            dir,
+            _janitor: janitor,
+        };
         check(
             status.success(),
             format!("cluster.sh {plane:?} failed: {status}"),

@@ -19,8 +19,8 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use super::processes::Result;
-use super::wire;
+use crate::processes::Result;
+use crate::wire;
 
 /// A backend: where it serves and where it answers `/readyz`.
 #[derive(Clone, Debug, PartialEq, Eq)]

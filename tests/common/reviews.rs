@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::workloads::resource;
+use crate::workloads::resource;
 
 /// The `AdmissionReview` of `operation` on `object` in `namespace` (`old` for
 /// an UPDATE). The request's kind and resource are the object's: a workload

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::processes::{Daemon, free_port};
-use super::server::Pki;
-pub use super::wire::rss_kib;
+use crate::processes::{Daemon, free_port};
+use crate::server::Pki;
+pub use crate::wire::rss_kib;
 
 /// `sandbox-webhook serve` on 127.0.0.1 with a fresh serving pair, killed
 /// on drop.

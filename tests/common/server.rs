@@ -16,15 +16,21 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::metrics::Metrics;
-use super::pods::SandboxPod;
-use super::wire::client_config;
-pub use super::wire::{Response, post, read_response, tls_connect};
+use crate::metrics::Metrics;
+use crate::pods::SandboxPod;
+use crate::wire::client_config;
+pub use crate::wire::{Response, post, read_response, tls_connect};
 
 /// A CA plus a directory to put files in.
 pub struct Pki {
     pub ca: Ca,
     pub dir: tempfile::TempDir,
+}
+
+impl Default for Pki {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Pki {
@@ -105,7 +111,7 @@ pub fn test_settings(files: TlsFiles) -> ServerSettings {
     s.admin_addr = "127.0.0.1:0".parse().unwrap();
     s.tuning.reload_interval = RELOAD;
     s.tuning.shutdown_delay = Duration::ZERO;
-    s.clock = super::clock::now;
+    s.clock = crate::clock::now;
     s
 }
 
@@ -270,7 +276,7 @@ pub async fn timed_review(
 
 /// An `AdmissionReview` (Pod CREATE) of `pod`, as the apiserver sends it.
 pub fn review_body(uid: &str, pod: &Value) -> Vec<u8> {
-    super::reviews::review(uid, "team-a", "CREATE", pod, None)
+    crate::reviews::review(uid, "team-a", "CREATE", pod, None)
 }
 
 /// A review of a sandbox pod with an egress policy, so the webhook adds the

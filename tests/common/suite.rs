@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use futures_util::FutureExt;
 
-use super::processes::{Cluster, Plane, Result};
+use crate::processes::{Cluster, Plane, Result};
 
 /// `scenarios![Env; module::function, ...]` defines `SCENARIOS` (the names,
 /// in declared order) and `run_scenario(env, name)`. Each function is
@@ -24,7 +24,7 @@ use super::processes::{Cluster, Plane, Result};
 /// name.
 /// With `shared Env;` first, `run_scenario` takes `&Env`, so that
 /// scenarios can run side by side ([`lanes`]).
-#[allow(unused_macros, reason = "only the end-to-end suites use it")]
+#[macro_export]
 macro_rules! scenarios {
     (shared $env:ty; $($module:ident :: $function:ident),* $(,)?) => {
         const SCENARIOS: &[&str] = &[$(stringify!($function)),*];
@@ -47,8 +47,7 @@ macro_rules! scenarios {
         }
     };
 }
-#[allow(unused_imports, reason = "only the end-to-end suites use it")]
-pub(crate) use scenarios;
+pub use crate::scenarios;
 
 /// The scenarios to run: those whose name contains one of the command-line
 /// filters (all without filters), in the order `E2E_ORDER` asks for.

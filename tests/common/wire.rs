@@ -1,7 +1,7 @@
 //! HTTP/1.1 as bytes on the wire, without a client stack: a TLS connection
 //! that trusts a CA, a request, one response read back, a keep-alive client
-//! at full speed, and a blocking GET for admin ports. No `unwrap` and nothing from the rest of `common`, so
-//! the examples share it too (`#[path = "../tests/common/wire.rs"]`).
+//! at full speed, and a blocking GET for admin ports. No `unwrap`: the
+//! examples (`examples/attack.rs`, the cluster benchmarks) use it too.
 
 use std::net::SocketAddr;
 use std::pin::Pin;

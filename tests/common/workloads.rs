@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::pods::SandboxPod;
+use crate::pods::SandboxPod;
 
 /// `apiVersion` and plural resource of each workload kind, a row
 /// per version (the first of a kind is the one [`workload`] writes).
@@ -97,5 +97,5 @@ pub fn workload_at(api_version: &str, kind: &str, name: &str, pod: &SandboxPod) 
 /// The `AdmissionReview` of `operation` on `object` in namespace `team-a`
 /// (`old` for an UPDATE), as the apiserver sends it.
 pub fn workload_review(uid: &str, operation: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
-    super::reviews::review(uid, "team-a", operation, object, old)
+    crate::reviews::review(uid, "team-a", operation, object, old)
 }

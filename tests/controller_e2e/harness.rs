@@ -13,11 +13,11 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-pub use crate::common::P;
-use crate::common::metrics::Metrics;
-pub use crate::common::processes::{BIN, Cluster, Result, check, check_at, repo};
-use crate::common::processes::{Daemon, free_port};
-use crate::common::wire;
+pub use common::P;
+use common::metrics::Metrics;
+pub use common::processes::{Cluster, Result, bin_path, check, check_at, repo};
+use common::processes::{Daemon, free_port};
+use common::wire;
 
 /// The controllers' own namespace, where their Lease lives.
 pub const HOME: &str = "e2e-ctl-home";
@@ -208,7 +208,7 @@ pub async fn events(
 ) -> Result<Vec<Event>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let found = crate::common::events::about(client, ns, pod, reason).await?;
+        let found = common::cluster::events_about(client, ns, pod, reason).await?;
         if found.len() >= min || Instant::now() > deadline {
             return Ok(found);
         }
@@ -223,7 +223,7 @@ pub fn diagnose(pod: &Pod, now: DateTime<Utc>, config: &Path, work: &Path) -> Re
         pod.metadata.name.as_deref().unwrap_or("pod")
     ));
     std::fs::write(&file, serde_json::to_vec(pod)?)?;
-    let out = Command::new(BIN)
+    let out = Command::new(bin_path())
         .args(["diagnose", "-f"])
         .arg(&file)
         .args(["--now", &rfc3339(now), "--namespace", HOME])

@@ -11,8 +11,6 @@
 //! (`tests/common/suite.rs`: name filters, `E2E_ORDER`); it prints
 //! `N passed, M failed`.
 
-#[path = "../common/mod.rs"]
-mod common;
 mod expiry;
 mod harness;
 mod leadership;

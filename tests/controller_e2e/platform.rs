@@ -7,22 +7,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use common::cluster::condition;
+
 use crate::harness::{
     LEASE_SECONDS, P, Result, check, check_at, events, pp, rfc3339, sandbox, wait_gone,
 };
 use crate::{CAPACITY_MESSAGE, Env, SCHEDULER_MESSAGE};
-
-pub(crate) fn condition<'a>(
-    pod: &'a Pod,
-    type_: &str,
-) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
 
 pub(crate) async fn schedule_failure(pods: &Api<Pod>, name: &str, message: &str) -> Result<()> {
     let status = json!({"status": {"conditions": [{

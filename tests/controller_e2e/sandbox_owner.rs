@@ -15,12 +15,12 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::Env;
-use crate::common::cluster::wait_for;
-use crate::common::crds;
 use crate::expiry::owner_is_deleted_at;
 use crate::harness::{
     LEASE_SECONDS, Result, check, check_at, expires_at, in_seconds, pp, rfc3339, sandbox,
 };
+use common::cluster::wait_for;
+use common::crds;
 
 const API_VERSION: &str = "agents.x-k8s.io/v1beta1";
 

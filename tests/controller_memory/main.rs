@@ -16,10 +16,7 @@
 //! strings) held 6,828 bytes a pod of the same fleet and fails this test
 //! (run against it on branch `i33-controller-old-slope`).
 
-#[path = "../common/alloc.rs"]
-mod alloc;
-#[path = "../common/fleet.rs"]
-mod fleet;
+use common::{alloc, fleet};
 
 use std::sync::Arc;
 

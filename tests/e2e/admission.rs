@@ -5,9 +5,9 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::Result;
-use crate::common::P;
-use crate::common::pods::{SandboxPod, has_env};
 use crate::env::{Env, annotation, check, has_init, init_names};
+use common::P;
+use common::pods::{SandboxPod, has_env};
 
 /// contract: answer.patch, execd.installer, execd.command-wrap
 pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {

@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::common::pods::SandboxPod;
 use crate::env::{Env, check};
+use common::pods::SandboxPod;
 
 const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;

@@ -9,11 +9,11 @@ use kube::api::PostParams;
 use serde_json::Value;
 
 use crate::Result;
-use crate::common::P;
-use crate::common::audit;
-use crate::common::pods::SandboxPod;
-use crate::common::processes::repo;
 use crate::env::{Env, Scope, check, init_names};
+use common::P;
+use common::audit;
+use common::pods::SandboxPod;
+use common::processes::repo;
 
 /// The chart's webhook name, under which the apiserver keys the
 /// webhook's audit annotations.

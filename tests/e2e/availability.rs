@@ -4,8 +4,8 @@
 use kube::api::PostParams;
 
 use crate::Result;
-use crate::common::pods::SandboxPod;
 use crate::env::{Env, Scope, check, has_init};
+use common::pods::SandboxPod;
 
 pub async fn webhook_down_blocks_only_sandboxes(env: &Env, id: &str) -> Result<()> {
     // Its own webhook process, so stopping it affects no other scenario.

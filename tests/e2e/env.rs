@@ -17,10 +17,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::common::P;
-use crate::common::pods::SandboxPod;
-pub use crate::common::processes::check;
 use crate::processes::{OWN_NAMESPACE, Webhook};
+use common::P;
+use common::pods::SandboxPod;
+pub use common::processes::check;
 
 /// Namespaces and webhook configurations of a scenario carry this label,
 /// with the scenario's name as the value.
@@ -320,4 +320,4 @@ pub fn has_init(p: &Pod, name: &str) -> bool {
     init_names(p).iter().any(|n| n == name)
 }
 
-pub use crate::common::pods::annotation;
+pub use common::pods::annotation;

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use kube::api::PostParams;
 
 use crate::Result;
-use crate::common::pods::SandboxPod;
-use crate::common::stats::percentile;
 use crate::env::{Env, Scope, check, has_init};
+use common::pods::SandboxPod;
+use common::stats::percentile;
 
 async fn timed_creates(scope: &Scope<'_>, prefix: &str, n: usize) -> Result<Vec<Duration>> {
     let mut out = Vec::with_capacity(n);

@@ -23,8 +23,6 @@ mod admission;
 mod after_admission;
 mod audit;
 mod availability;
-#[path = "../common/mod.rs"]
-mod common;
 mod env;
 mod latency;
 mod pod_security;

@@ -10,8 +10,8 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::Result;
-use crate::common::pods::SandboxPod;
 use crate::env::{Env, Scope, check, init_names};
+use common::pods::SandboxPod;
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 const POLICY: &str =

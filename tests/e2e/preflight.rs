@@ -14,12 +14,12 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::common::pods::SandboxPod;
-use crate::common::processes::repo;
-use crate::common::workloads::{resource, template_path, workload, workload_at};
-use crate::common::{P, crds};
 use crate::env::{Env, SCOPE_LABEL, Scope, check};
 use crate::processes::Webhook;
+use common::pods::SandboxPod;
+use common::processes::repo;
+use common::workloads::{resource, template_path, workload, workload_at};
+use common::{P, crds};
 
 /// The kinds the scenarios apply (`apiVersion`, `kind`): a built-in of each
 /// group the pod webhook's users meet first, and the two custom resources.

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::Result;
-use crate::common::metrics::Metrics;
-use crate::common::processes::{Daemon, free_port};
-use crate::common::wire;
+use common::metrics::Metrics;
+use common::processes::{Daemon, free_port};
+use common::wire;
 
 /// The `--namespace` of every webhook the tests start: always excluded.
 pub const OWN_NAMESPACE: &str = "e2e-webhook-home";

@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::common::P;
-use crate::common::pods::{SandboxPod, volumes_named};
 use crate::env::{Env, Scope, WebhookEntry, check, init_names};
+use common::P;
+use common::pods::{SandboxPod, volumes_named};
 
 const ANSWERS: &str = "sandbox_webhook_admission_requests_total";
 /// The label that sends a pod to the second webhook too.

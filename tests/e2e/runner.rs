@@ -5,14 +5,14 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use crate::Result;
-use crate::common::processes::{BIN, Cluster, Plane};
-use crate::common::suite;
 use crate::env::{Env, check};
 use crate::processes::Webhook;
+use common::processes::{Cluster, Plane, bin_path};
+use common::suite;
 
 async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
     let certs = work.join("certs");
-    let status = Command::new(BIN)
+    let status = Command::new(bin_path())
         .args(["certs", "--dns", "localhost", "--ip", "127.0.0.1", "--out"])
         .arg(&certs)
         .status()?;

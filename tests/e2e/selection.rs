@@ -8,9 +8,9 @@ use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::Result;
-use crate::common::pods::SandboxPod;
 use crate::env::{Env, SCOPE_LABEL, Scope, check, init_names};
 use crate::processes::OWN_NAMESPACE;
+use common::pods::SandboxPod;
 
 const EXCLUDED_SKIPS: (&str, &[(&str, &str)]) = (
     "sandbox_webhook_admission_skips_total",

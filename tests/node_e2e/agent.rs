@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::metrics::Metrics;
 use crate::harness::{Env, P, Result, check, is_ready, wait_for};
 use crate::node::{http_get, pod_ip};
+use common::metrics::Metrics;
 
 /// What a sandbox's main command reports once, then it sleeps.
 pub const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
@@ -146,7 +146,7 @@ pub fn controller_owner(p: &Pod) -> Option<(&str, &str)> {
 /// under bootstrap.sh, `OPENSANDBOX_ID` = `id`, no API token.
 pub fn check_injected(p: &Pod, id: &str, with_policy: bool) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
-    let inits = crate::common::pods::init_names(p);
+    let inits = common::pods::init_names(p);
     let want: &[&str] = if with_policy {
         &["execd-installer", "egress"]
     } else {
@@ -207,9 +207,7 @@ pub fn check_no_token(p: &Pod) -> Result<()> {
         .iter()
         .flatten()
         .chain(&spec.containers)
-        .filter(|c| {
-            crate::common::pods::mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount")
-        })
+        .filter(|c| common::pods::mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount"))
         .map(|c| c.name.as_str())
         .collect();
     check(
@@ -220,7 +218,7 @@ pub fn check_no_token(p: &Pod) -> Result<()> {
 
 /// The annotation `P/<key>` of `p`.
 pub fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    crate::common::pods::annotation(p, &format!("{P}/{key}"))
+    common::pods::annotation(p, &format!("{P}/{key}"))
 }
 
 /// The sum over the release's `component` pods (`webhook`, `controller`)

@@ -17,10 +17,10 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::common::load::{Load, Tally};
-use crate::common::pods::SandboxPod;
 use crate::harness::{Env, RELEASE, RELEASE_NS, Result, check, run_command, wait_for};
 use crate::node::{pod_ip, served_serial};
+use common::load::{Load, Tally};
+use common::pods::SandboxPod;
 
 const ROLLOUT_RATE: u32 = 20;
 const ROTATION_RATE: u32 = 10;
@@ -250,7 +250,7 @@ fn issue(env: &Env, ca_crt: &str, ca_key: &str) -> Result<(String, String, Strin
     ])?;
     let crt = std::fs::read_to_string(dir.join("tls.crt"))?;
     let key = std::fs::read_to_string(dir.join("tls.key"))?;
-    let der = crate::common::https::der(&crt);
+    let der = common::https::der(&crt);
     let (_, parsed) = x509_parser::parse_x509_certificate(&der)
         .map_err(|e| format!("the issued certificate does not parse: {e}"))?;
     Ok((crt, key, parsed.raw_serial_as_string()))

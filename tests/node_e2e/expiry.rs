@@ -14,7 +14,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::events;
 use crate::harness::{Env, P, Result, check, wait_for};
 use crate::node::{container_id, tasks};
 
@@ -69,7 +68,8 @@ pub(crate) async fn expired_sandbox_is_stopped(env: &Env, id: &str) -> Result<()
                 .is_ok_and(|c| !c.starts_with("sleep")),
         format!("the main container's process {pid} still runs"),
     )?;
-    let recorded = events::about(&env.client, &ns, "expiring", "SandboxExpired").await?;
+    let recorded =
+        common::cluster::events_about(&env.client, &ns, "expiring", "SandboxExpired").await?;
     check(
         !recorded.is_empty(),
         "no SandboxExpired Event about the sandbox",

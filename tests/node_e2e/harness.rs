@@ -11,12 +11,12 @@ use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
-pub use crate::common::P;
-pub use crate::common::cluster::wait_for;
-use crate::common::cluster::{ScenarioNamespaces, run};
-use crate::common::pods::SandboxPod;
-pub use crate::common::processes::{Cluster, Result, Vars, check, repo};
 use crate::owners::OwnerTurns;
+pub use common::P;
+pub use common::cluster::wait_for;
+use common::cluster::{ScenarioNamespaces, run};
+use common::pods::SandboxPod;
+pub use common::processes::{Cluster, Result, Vars, check, repo};
 
 /// The release, as a platform team would name it.
 pub const RELEASE: &str = "sandbox-webhook";

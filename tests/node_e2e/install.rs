@@ -20,9 +20,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 
-use crate::common::metrics::Metrics;
 use crate::harness::{Env, RELEASE, RELEASE_NS, Result, check, is_ready, wait_for};
 use crate::node::{http_get, pid_of, pod_ip, root_mount, status_field};
+use common::metrics::Metrics;
 
 /// The chart's non-root user and group.
 const USER: &str = "65532";
@@ -134,7 +134,7 @@ async fn through_the_service(env: &Env, ns: &str) -> Result<()> {
     let before = mutated(&ips)?;
     let pod = env.sandbox("through-service", "sleep 1")?.pod();
     let stored = env.pods(ns).create(&PostParams::default(), &pod).await?;
-    let inits = crate::common::pods::init_names(&stored);
+    let inits = common::pods::init_names(&stored);
     check(
         inits.first() == Some(&"execd-installer"),
         format!("the stored pod's init containers are {inits:?}"),

@@ -13,8 +13,6 @@
 
 mod agent;
 mod availability;
-#[path = "../common/mod.rs"]
-mod common;
 mod expiry;
 mod harness;
 mod install;

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
-use crate::common::wire;
 use crate::harness::{Env, Result};
+use common::wire;
 
 /// The containerd id of `container` (an init container or not) of `p`.
 pub fn container_id(p: &Pod, container: &str) -> Option<String> {

@@ -29,7 +29,6 @@ use crate::agent::{
     POLICY, PRIVILEGED, REPORT, annotation, api, check_injected, condition, conditions, create,
     pod_template, ready_pod, release_metric, wait_condition,
 };
-use crate::common::events;
 use crate::harness::{Env, P, RELEASE, RELEASE_NS, Result, check, logged, wait_for};
 
 /// The pod must be gone this soon after its `expires-at`.
@@ -180,20 +179,14 @@ async fn expired_event(
     what: &str,
     expires: DateTime<Utc>,
 ) -> Result<String> {
-    let found = wait_for(
-        &format!("a SandboxExpired Event about {name}"),
+    let event = &common::cluster::the_event(
+        &env.client,
+        ns,
+        name,
+        "SandboxExpired",
         Duration::from_secs(10),
-        async || {
-            let found = events::about(&env.client, ns, name, "SandboxExpired").await?;
-            Ok((!found.is_empty()).then_some(found))
-        },
     )
     .await?;
-    check(
-        found.len() == 1,
-        format!("{} SandboxExpired Events about {name}", found.len()),
-    )?;
-    let event = &found[0];
     let note = event.note.clone().unwrap_or_default();
     check(
         note.contains(what),

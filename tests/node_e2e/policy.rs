@@ -26,9 +26,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::common::pods::SandboxPod;
 use crate::harness::{Env, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, NET_RAW, has_capability, pid_of, pod_ip};
+use common::pods::SandboxPod;
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 

@@ -265,7 +265,7 @@ pub(crate) async fn stack_pool_and_claimed_pods_are_injected(env: &Env, id: &str
 /// A pod the webhook never touched: no installer, the command as written.
 fn check_plain(p: &Pod) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
-    let inits = crate::common::pods::init_names(p);
+    let inits = common::pods::init_names(p);
     check(
         inits.is_empty(),
         format!("{name}: init containers {inits:?}"),

@@ -18,9 +18,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::common::pods::{SandboxPod, annotation};
 use crate::harness::{Env, P, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, NET_RAW, has_capability, http_get, pod_ip};
+use common::pods::{SandboxPod, annotation};
 
 /// What the sandbox's main command reports, once, then it sleeps.
 const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \

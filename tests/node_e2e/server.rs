@@ -17,9 +17,9 @@ use crate::agent::{
     PRIVILEGED, REPORT, annotation, api, check_no_token, conditions, controller_owner,
     release_metric,
 };
-use crate::common::opensandbox::{OpenSandboxServer, ServerSettings};
 use crate::harness::{Env, P, Result, check, is_ready, logged, wait_for};
 use crate::node::{http_get, pod_ip};
+use common::opensandbox::{OpenSandboxServer, ServerSettings};
 
 /// The policy the server is asked for, as its API spells it.
 fn policy() -> Value {

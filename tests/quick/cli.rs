@@ -1,7 +1,5 @@
 //! The `certs` subcommand writes a usable CA and serving certificate.
 
-use crate::common;
-
 use std::sync::Arc;
 
 use common::cli::{assert_prints, bin, run};

@@ -2,8 +2,6 @@
 //!
 //! `config validate` names every mistake of a file at once, so a platform team fixes them in one round, and says "tab" for a tab.
 
-use crate::common;
-
 use common::cli::{assert_exit, bin, run};
 
 #[test]

@@ -3,8 +3,6 @@
 //! when (`at`) and why (`reason`), the platform fields named for what they
 //! read, one result per pod of a List or stream, every field documented.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::Command;
 

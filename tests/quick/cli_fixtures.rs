@@ -1,8 +1,6 @@
 //! `sandbox-webhook test DIR`, run as a platform team would run it on their
 //! own fixtures.
 
-use crate::common;
-
 use std::fmt::Write as _;
 
 use common::cli::{assert_lines, run};

@@ -2,8 +2,6 @@
 //! input that is not a Kubernetes object refused with a sentence, inputs and
 //! outputs as kubectl users expect, and workload templates without a token.
 
-use crate::common;
-
 use std::path::Path;
 
 use common::cli::{Run, assert_exit, assert_prints, run, run_with_input};

@@ -1,8 +1,6 @@
 //! `inject` on real manifests: each shape a repository holds, its
 //! pod templates injected, everything else passed through as written.
 
-use crate::common;
-
 use common::cli::{Run, assert_exit, assert_prints, run};
 use serde_json::Value;
 

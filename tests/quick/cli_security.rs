@@ -4,8 +4,6 @@
 //! for themselves who they run as, so a pod-level user never breaks them,
 //! and a main container that drops ALL keeps its drop list as written.
 
-use crate::common;
-
 use common::cli::run;
 use serde_json::{Value, json};
 

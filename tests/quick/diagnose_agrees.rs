@@ -5,8 +5,6 @@
 //! are what the controller's own `lifecycle::decide`, run through time as
 //! its loop runs it, carries out and when.
 
-use crate::common;
-
 use std::path::Path;
 
 use chrono::{DateTime, TimeDelta, Utc};

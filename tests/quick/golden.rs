@@ -11,8 +11,6 @@
 //! `REFRESH_GOLDEN=1 cargo test --test quick -- golden` rewrites the expected files;
 //! review the diff before committing it.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 
 use base64::Engine;

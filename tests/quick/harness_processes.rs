@@ -4,8 +4,6 @@
 //! is killed with SIGKILL (no destructor runs): the child must die with it
 //! and the janitor must run its stop command.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

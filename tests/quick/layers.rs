@@ -8,11 +8,8 @@
 //! the longest prefix of the path, so `crate::mutate::Denial` is `mutate/mod.rs`
 //! (which re-exports it) and `crate::mutate::denial::Denial` is `denial.rs`.
 
-#[path = "layers/check.rs"]
 mod check;
-#[path = "layers/read.rs"]
 mod read;
-#[path = "layers/self_test.rs"]
 mod self_test;
 
 use std::path::Path;

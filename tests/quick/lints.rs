@@ -1,6 +1,7 @@
-//! The fuzz crate is linted as the crate is: its own workspace cannot
-//! inherit `Cargo.toml`'s `[lints]`, so it carries a copy, and this keeps
-//! the copy equal. (`./test.sh`'s clippy step runs both with `-D warnings`.)
+//! The fuzz crate and the test-support crate are linted as the crate is:
+//! neither inherits `Cargo.toml`'s `[lints]` (the fuzz crate is a workspace
+//! of its own), so each carries a copy, and this keeps the copies equal.
+//! (`./test.sh`'s clippy step runs them all with `-D warnings`.)
 
 /// The `[lints...]` tables of a manifest, comments and blank lines left out.
 fn lints(manifest: &str) -> Vec<String> {
@@ -30,5 +31,19 @@ fn the_fuzz_crate_has_the_crates_lints() {
     assert_eq!(
         fuzz, main,
         "fuzz/Cargo.toml's [lints] differ from Cargo.toml's: copy Cargo.toml's tables over"
+    );
+}
+
+/// The test-support crate (`tests/common/`, a workspace member) carries the
+/// same copy: `[lints]` is not inherited without a `[workspace.lints]`.
+#[test]
+fn the_test_support_crate_has_the_crates_lints() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let main = lints(&read("Cargo.toml"));
+    let support = lints(&read("tests/common/Cargo.toml"));
+    assert_eq!(
+        support, main,
+        "tests/common/Cargo.toml's [lints] differ from Cargo.toml's: copy Cargo.toml's tables over"
     );
 }

@@ -10,9 +10,6 @@
 //! every dependency again. `cargo test --test quick -- server_tls` runs one
 //! module's tests.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod cli;
 mod cli_config;
 mod cli_diagnose;

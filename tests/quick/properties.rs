@@ -2,8 +2,6 @@
 //! always applies to the raw pod, fields it does not know survive untouched,
 //! and admitting its own output again needs no patch.
 
-use crate::common;
-
 use common::P;
 use common::context::TestContext;
 use proptest::prelude::*;

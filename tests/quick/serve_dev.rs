@@ -11,8 +11,6 @@ use std::time::Duration;
 
 use common::children;
 
-use crate::common;
-
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
 const FILES: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
 

@@ -3,8 +3,6 @@
 //! in-process (`common::inprocess`); and a thousand reviews over 32
 //! keep-alive connections to the real server, over TLS on 127.0.0.1 port 0.
 
-use crate::common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;

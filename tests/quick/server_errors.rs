@@ -3,8 +3,6 @@
 //! as it arrives, a slow request and a panicking handler on the real server,
 //! over TLS on 127.0.0.1 port 0.
 
-use crate::common;
-
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,8 +3,6 @@
 //! keeps the old configuration), and shutdown answers every request on its
 //! way.
 
-use crate::common;
-
 use common::attack::sandbox_review;
 use common::https::{client, patch_of, post_review};
 use common::server::{

@@ -2,8 +2,6 @@
 //! client that must still be answered within a second while the attack runs
 //! (`well_behaved`). Each test fails without the bound it attacks.
 
-use crate::common;
-
 use std::time::{Duration, Instant};
 
 use common::https::{client_builder, try_post};

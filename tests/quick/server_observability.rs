@@ -4,8 +4,6 @@
 //! by reason, the certificate's expiry, the build, and whether the last
 //! configuration reload took; series no client can multiply; the log.
 
-use crate::common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;

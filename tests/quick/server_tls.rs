@@ -3,8 +3,6 @@
 //! is refused and the current one kept), a bad pair at start, and mTLS
 //! with a client CA.
 
-use crate::common;
-
 use std::path::Path;
 
 use common::https::{client, client_builder, der, fresh_client, peer_cert, post_review, try_post};

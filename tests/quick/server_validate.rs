@@ -2,8 +2,6 @@
 //! errors and metrics as `/mutate`, allowed or denied, never a patch. (The
 //! sockets, TLS and limits in front of the router are `/mutate`'s tests'.)
 
-use crate::common;
-
 use common::clock::now;
 use common::inprocess::InProcess;
 use common::pods::SandboxPod;

@@ -6,8 +6,6 @@
 //! files that hold them; every line it wrote is read back. `config
 //! validate` and a start-up on a broken file print neither.
 
-use crate::common;
-
 use common::cli::{run, temp_file};
 use common::https::{client, post_review};
 use common::metrics::Metrics;

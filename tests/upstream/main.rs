@@ -7,9 +7,6 @@
 //! Go-built binaries), so this fails loudly where it cannot be installed.
 //! `SANDBOX_WEBHOOK_UNDER_TEST` runs it against another build.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 use std::process::Command;
 use std::time::Instant;
 

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::{review, validate};
 use crate::config::{Config, short_sha256};
 use crate::mutate::{Context, FixedToken};
+use crate::review::{review, validate};
 
 fn answer(body: &Value, validating: bool) -> Value {
     let config = Config::default();
@@ -142,13 +142,14 @@ fn the_preflight_says_what_it_decided() {
 /// Pod CREATE, or an object over the limits) carries them too.
 #[test]
 fn answers_to_large_bodies_say_what_was_decided() {
-    let big = "x".repeat(super::LOOKED_AT_ABOVE);
+    let big = "x".repeat(crate::review::LOOKED_AT_ABOVE);
     let mut labelled = pod(Some("sbx-big"), &json!({}));
     labelled["metadata"]["annotations"]["filler"] = json!(big);
     assert_eq!(
         audit("DELETE", &labelled),
         json!({"decision": "skipped", "skip-reason": "not-pod-create"})
     );
-    labelled["metadata"]["annotations"]["filler"] = json!("x".repeat(super::MAX_ANNOTATION_BYTES));
+    labelled["metadata"]["annotations"]["filler"] =
+        json!("x".repeat(crate::review::MAX_ANNOTATION_BYTES));
     assert_eq!(audit("CREATE", &labelled), json!({"decision": "denied"}));
 }

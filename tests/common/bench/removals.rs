@@ -5,7 +5,6 @@
 //! its deletion was requested, and
 //! how often the watch failed or had to list again (a relist misses the
 //! DELETED events of the pods removed meanwhile, so it is reported).
-#![allow(dead_code, reason = "each benchmark example uses part of it")]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,16 +1,13 @@
 //! What the cluster benchmarks (`controller_bench`, `scale`) read besides
 //! the API: a process's memory, a counter on an admin port, the
 //! apiserver's own request counters, and a client from a kubeconfig.
-//! Each example uses part of it.
-#![allow(dead_code, reason = "each benchmark example uses part of it")]
 
 use std::collections::BTreeMap;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-#[path = "../../tests/common/wire.rs"]
-mod wire;
+use crate::wire;
 
 pub type Result<T, E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
 

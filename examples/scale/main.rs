@@ -37,18 +37,12 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-#[path = "../tests/common/stats.rs"]
-mod stats;
-use stats::percentile;
+use common::stats::percentile;
 
-#[path = "support/removals.rs"]
-mod removals;
-#[path = "support/watch_costs.rs"]
+use common::bench::removals;
 mod watch_costs;
+use common::bench::cluster::{Result, client, request_deltas, request_totals};
 use watch_costs::watch_costs;
-#[path = "support/cluster.rs"]
-mod support;
-use support::{Result, client, request_deltas, request_totals};
 
 const NAMESPACES: usize = 10;
 /// Creates in flight: enough to keep the apiserver's two cores busy.

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::writes::tests::{Route, pod, shared_with};
-use super::writes::{Shared, execute};
+use super::{Route, pod, shared_with};
 use crate::admin::metrics::Exposition;
 use crate::config::Config;
+use crate::controller::writes::{Shared, execute};
 use crate::lifecycle::{Owner, Removal, Write};
 
 const EXPIRES_AT: &str = "2026-01-01T00:00:00Z";
