@@ -80,7 +80,7 @@ step fmt "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
 step clippy "cargo clippy (pedantic: Cargo.toml's [lints]), the crate and the fuzz crate"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # node_e2e is not among --all-targets' tests (test = false: it has a step below).
 cargo clippy --test node_e2e --locked -- -D warnings
 # The fuzz crate is its own workspace (fuzz/Cargo.toml), linted the same.
