@@ -47,7 +47,7 @@ pub(super) async fn execute(shared: &Shared, pod: &PodRef, write: Write) -> (Mar
                 Ok(Outcome::Done) => {
                     tracing::info!(namespace = ns, pod = name, message = %message, "platform unschedulable");
                     shared.metrics.unschedulable();
-                    record(shared, pod, &event).await;
+                    record(shared, pod, &event, "not retried: the condition is set").await;
                     true
                 }
                 Ok(_) => true,
@@ -65,27 +65,11 @@ pub(super) async fn execute(shared: &Shared, pod: &PodRef, write: Write) -> (Mar
                 state = drift.state.as_str(),
                 "sandbox drift"
             );
-            shared
-                .actions
-                .event(pod, &event)
-                .await
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "cannot record an Event; recorded at the pod's next change");
-                    shared.metrics.api_error("create-event");
-                })
-                .is_ok()
+            record(shared, pod, &event, "recorded at the pod's next change").await
         }
         Write::InvalidExpiry { value, event } => {
             tracing::warn!(namespace = ns, pod = name, value = %value.escape_debug(), "invalid expires-at");
-            shared
-                .actions
-                .event(pod, &event)
-                .await
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "cannot record an Event; retrying");
-                    shared.metrics.api_error("create-event");
-                })
-                .is_ok()
+            record(shared, pod, &event, "retried").await
         }
     };
     (mark, ok)
@@ -186,18 +170,29 @@ async fn remove(
         shared.metrics.expired(removal.metric_label());
     }
     if let Some(event) = steps.event {
-        record(shared, pod, &event.recorded(kept.as_deref())).await;
+        record(
+            shared,
+            pod,
+            &event.recorded(kept.as_deref()),
+            "not retried: the removal happened",
+        )
+        .await;
     }
     true
 }
 
-/// An Event that cannot be recorded is logged and counted, not retried: the
-/// removal it describes has happened.
-async fn record(shared: &Shared, pod: &PodRef, event: &Event) {
-    if let Err(e) = shared.actions.event(pod, event).await {
-        tracing::warn!(error = %e, reason = event.reason, "cannot record an Event");
-        shared.metrics.api_error("create-event");
-    }
+/// Records `event`; one that cannot be is logged with what happens `then`,
+/// and counted. Whether it was recorded decides whether the write is done.
+async fn record(shared: &Shared, pod: &PodRef, event: &Event, then: &str) -> bool {
+    shared
+        .actions
+        .event(pod, event)
+        .await
+        .inspect_err(|e| {
+            tracing::warn!(error = %e, reason = event.reason, then, "cannot record an Event");
+            shared.metrics.api_error("create-event");
+        })
+        .is_ok()
 }
 
 #[cfg(test)]
