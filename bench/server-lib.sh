@@ -4,8 +4,13 @@
 # drive it with wrk.
 #
 # The caller sets WORK (a scratch folder holding certs/ from
-# `sandbox-webhook certs`), BIN (the binary), SERVER_CPU and LOAD_CPU (the
-# cores), and an array PIDS whose servers it kills on exit.
+# `sandbox-webhook certs`; see scratch_dir), BIN (the binary), and an array
+# PIDS whose servers it kills on exit. SERVER_CPU and LOAD_CPU (the cores)
+# and CONNECTIONS (the load's) are the environment's, or the defaults below.
+
+SERVER_CPU=${SERVER_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+CONNECTIONS=${CONNECTIONS:-32}
 
 # Where the kernel groups processes by session for the scheduler
 # (autogroup), a nice value orders processes only within their session, so

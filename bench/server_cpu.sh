@@ -35,11 +35,8 @@ command -v wrk >/dev/null || { echo "$0: wrk is required (apt-get install wrk)" 
 # shellcheck source-path=SCRIPTDIR source=server-lib.sh
 source bench/server-lib.sh
 priority_session "$0" "$@"
-SERVER_CPU=${SERVER_CPU:-0}
-LOAD_CPU=${LOAD_CPU:-1}
 ROUNDS=${ROUNDS:-5}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
-CONNECTIONS=${CONNECTIONS:-32}
 read -r -a SHAPES <<<"${SHAPES:-pod-8k pod-10k}"
 CLK_TCK=$(getconf CLK_TCK)
 scratch_dir

@@ -28,11 +28,8 @@ cd "$(dirname "$0")/.."
 
 (($# >= 1)) || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BIN=$1 BODY=${2:-bench/reviews/pod-10k.json}
-SERVER_CPU=${SERVER_CPU:-0}
-LOAD_CPU=${LOAD_CPU:-1}
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
-CONNECTIONS=${CONNECTIONS:-32}
 FREQ=${FREQ:-4999}
 TOP=${TOP:-30}
 # shellcheck source-path=SCRIPTDIR source=server-lib.sh

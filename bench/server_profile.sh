@@ -29,23 +29,15 @@ cd "$(dirname "$0")/.."
 
 (($# >= 2)) || { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BIN=$1 LOADGEN=$2 BODY=${3:-bench/reviews/pod-10k.json}
-SERVER_CPU=${SERVER_CPU:-0}
-LOAD_CPU=${LOAD_CPU:-1}
 FEW=${FEW:-400}
 MANY=${MANY:-4000}
-CONNECTIONS=${CONNECTIONS:-32}
 TOP=${TOP:-30}
+# shellcheck source-path=SCRIPTDIR source=server-lib.sh
+source bench/server-lib.sh
 command -v valgrind >/dev/null || { echo "$0: valgrind is not installed" >&2; exit 1; }
-WORK=$(mktemp -d)
+scratch_dir
 OUT=${OUT:-$WORK/out}
 mkdir -p "$OUT"
-PID=""
-cleanup() {
-  [[ -z $PID ]] || kill "$PID" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 log() { echo "[server-profile] $*" >&2; }
 
 "$BIN" certs --ip 127.0.0.1 --dns localhost --days 2 --out "$WORK/certs" >/dev/null 2>&1
@@ -60,11 +52,12 @@ profile() { # handler requests
     "$BIN" serve --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" \
     --addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --shutdown-delay 0s "${flags[@]}" \
     >"$log" 2>&1 &
-  PID=$!
+  local pid=$!
+  PIDS+=("$pid")
   for _ in $(seq 600); do
     port=$(sed -n 's/.*serving admission requests.*local_addr=[^ ]*:\([0-9]*\).*/\1/p' "$log")
     [[ -z $port ]] || break
-    kill -0 "$PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
     sleep 0.1
   done
   [[ -n $port ]] || { echo "$0: the server did not start" >&2; cat "$log" >&2; exit 1; }
@@ -75,9 +68,8 @@ profile() { # handler requests
     exit 1
   }
   log "$handler, $requests requests: $out"
-  kill "$PID"
-  wait "$PID" || true
-  PID=""
+  kill "$pid"
+  wait "$pid" || true
 }
 
 for handler in real null; do

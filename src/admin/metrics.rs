@@ -60,6 +60,21 @@ where
     }
 }
 
+/// Label sets whose values are fixed strings (so a client cannot mint
+/// series), each a struct whose fields name its labels.
+macro_rules! label_sets {
+    ($($(#[$doc:meta])* $name:ident { $($label:ident),+ })*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+            pub struct $name {
+                $(pub $label: &'static str,)+
+            }
+        )*
+    };
+}
+pub(crate) use label_sets;
+
 /// A metrics struct whose fields are its metrics, each declared once: its
 /// field, its name in the exposition (after `sandbox_webhook_`), its unit
 /// after `in`, and its help. `built` gives a metric that its `Default`

@@ -1,28 +1,18 @@
 //! The controller's Prometheus metrics (contract: controller.metrics), served
 //! on its admin port.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::memory;
-use crate::admin::metrics::{Exposition, create_series, encode, metric_fields};
+use crate::admin::metrics::{Exposition, create_series, encode, label_sets, metric_fields};
 use crate::lifecycle::DriftState;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ActionLabels {
-    pub action: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationLabels {
-    pub operation: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
-    pub state: &'static str,
+label_sets! {
+    ActionLabels { action }
+    OperationLabels { operation }
+    StateLabels { state }
 }
 
 /// Every `action` label of `sandbox_webhook_expired_total`.

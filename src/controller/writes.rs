@@ -75,6 +75,14 @@ pub(super) async fn execute(shared: &Shared, pod: &PodRef, write: Write) -> (Mar
     (mark, ok)
 }
 
+/// A failed write's error, in words, with the operation it is counted
+/// under.
+fn failed<E: std::fmt::Display>(
+    operation: &'static str,
+) -> impl FnOnce(E) -> (String, &'static str) {
+    move |e| (e.to_string(), operation)
+}
+
 /// Removes the pod by the owner rules (contract:
 /// controller.expiry-delete-pod, controller.expiry-delete-owner,
 /// controller.expiry-left-owned) as `steps` say, for the expiry `expired`
@@ -101,19 +109,14 @@ async fn remove(
         }
     }
     let mut kept = None;
+    let actions = &shared.actions;
     let result = match removal {
-        Removal::DeletePod => shared
-            .actions
-            .delete_pod(pod)
-            .await
-            .map_err(|e| (e.to_string(), "delete-pod")),
-        Removal::DeleteOwner(owner) => shared
-            .actions
-            .delete_owner(pod, owner)
-            .await
-            .map_err(|e| (e.to_string(), "delete-owner")),
-        Removal::ShutdownOwner(owner) => shared
-            .actions
+        Removal::DeletePod => actions.delete_pod(pod).await.map_err(failed("delete-pod")),
+        Removal::DeleteOwner(owner) => {
+            let deleted = actions.delete_owner(pod, owner).await;
+            deleted.map_err(failed("delete-owner"))
+        }
+        Removal::ShutdownOwner(owner) => actions
             .shutdown_owner(pod, owner, steps.shutdown_at)
             .await
             .map(|(outcome, shutdown)| {
@@ -122,12 +125,11 @@ async fn remove(
                 }
                 outcome
             })
-            .map_err(|e| (e.to_string(), "shutdown-owner")),
-        Removal::SuspendOwner(owner) => shared
-            .actions
-            .suspend_owner(pod, owner)
-            .await
-            .map_err(|e| (e.to_string(), "suspend-owner")),
+            .map_err(failed("shutdown-owner")),
+        Removal::SuspendOwner(owner) => {
+            let suspended = actions.suspend_owner(pod, owner).await;
+            suspended.map_err(failed("suspend-owner"))
+        }
         Removal::LeaveOwned(_) => Ok(Outcome::Done),
     };
     let outcome = match result {

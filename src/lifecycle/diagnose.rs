@@ -337,23 +337,26 @@ fn not_watched(why: Unwatched, pod: &PodFacts, config: &Config) -> String {
 
 /// How a removal is done, in words.
 fn how(removal: &Removal) -> String {
-    match removal {
-        Removal::DeletePod => "the pod has no controller owner, so it is deleted".to_owned(),
-        Removal::DeleteOwner(o) => format!(
-            "its controller owner {}/{} is of a kind whose controller.expiry.ownerActions is delete, so the owner is deleted (propagation Background), once no other pod of it is due later",
-            o.kind, o.name
+    let (owner, what) = match removal {
+        Removal::DeletePod => {
+            return "the pod has no controller owner, so it is deleted".to_owned();
+        }
+        Removal::DeleteOwner(o) => (
+            o,
+            "is of a kind whose controller.expiry.ownerActions is delete, so the owner is deleted (propagation Background), once no other pod of it is due later",
         ),
-        Removal::ShutdownOwner(o) => format!(
-            "its controller owner {}/{} is an agent-sandbox Sandbox whose controller.expiry.ownerActions is shutdown, so its spec.shutdownTime is set to expiresAt (unless it is earlier already): agent-sandbox removes the pod and applies the Sandbox's shutdownPolicy",
-            o.kind, o.name
+        Removal::ShutdownOwner(o) => (
+            o,
+            "is an agent-sandbox Sandbox whose controller.expiry.ownerActions is shutdown, so its spec.shutdownTime is set to expiresAt (unless it is earlier already): agent-sandbox removes the pod and applies the Sandbox's shutdownPolicy",
         ),
-        Removal::SuspendOwner(o) => format!(
-            "its controller owner {}/{} is an agent-sandbox Sandbox whose controller.expiry.ownerActions is suspend, so its spec.operatingMode is set to Suspended: agent-sandbox removes the pod and keeps the Sandbox and its volumes",
-            o.kind, o.name
+        Removal::SuspendOwner(o) => (
+            o,
+            "is an agent-sandbox Sandbox whose controller.expiry.ownerActions is suspend, so its spec.operatingMode is set to Suspended: agent-sandbox removes the pod and keeps the Sandbox and its volumes",
         ),
-        Removal::LeaveOwned(o) => format!(
-            "its controller owner {}/{} is not of a kind in controller.expiry.ownerActions, so the pod is left, with a warning Event",
-            o.kind, o.name
+        Removal::LeaveOwned(o) => (
+            o,
+            "is not of a kind in controller.expiry.ownerActions, so the pod is left, with a warning Event",
         ),
-    }
+    };
+    format!("its controller owner {}/{} {what}", owner.kind, owner.name)
 }

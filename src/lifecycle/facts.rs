@@ -100,20 +100,14 @@ impl PodFacts {
         intern: Intern<'_>,
     ) -> Self {
         let keys = config.keys();
-        let owner = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))
-            .map(|r| {
-                Arc::new(Owner {
-                    api_version: intern(&r.api_version),
-                    kind: intern(&r.kind),
-                    name: r.name.as_str().into(),
-                    uid: Uid::new(&r.uid),
-                })
-            });
+        let owner = pod.controller_reference().map(|r| {
+            Arc::new(Owner {
+                api_version: intern(&r.api_version),
+                kind: intern(&r.kind),
+                name: r.name.as_str().into(),
+                uid: Uid::new(&r.uid),
+            })
+        });
         let reading = platform::read(pod);
         PodFacts {
             namespace: intern(pod.namespace()),

@@ -108,6 +108,13 @@ impl SandboxPod {
             .map(String::as_str)
     }
 
+    /// The owner reference marked as the pod's controller, if any.
+    #[must_use]
+    pub fn controller_reference(&self) -> Option<&OwnerReference> {
+        let references = self.metadata.owner_references.as_deref()?;
+        references.iter().find(|r| r.controller == Some(true))
+    }
+
     /// The pod's namespace; `default` for a manifest that names none, as
     /// kubectl would create it.
     #[must_use]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use std::sync::{Arc, OnceLock};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -16,21 +16,20 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use tracing_appender::non_blocking::ErrorCounter;
 
-use crate::admin::metrics::{Exposition, create_series, encode, metric_fields};
+use crate::admin::metrics::{Exposition, create_series, encode, label_sets, metric_fields};
 use crate::mutate::{Risk, SkipReason};
 use crate::review::Outcome;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    pub operation: &'static str,
-    pub outcome: &'static str,
-}
-
-/// A `reason` label: a skip reason, a handshake failure's, or why a
-/// certificate was refused.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
+label_sets! {
+    RequestLabels { operation, outcome }
+    /// A `reason` label: a skip reason, a handshake failure's, or why a
+    /// certificate was refused.
+    ReasonLabels { reason }
+    /// A `risk` label of `server_completed_risks_total`.
+    RiskLabels { risk }
+    ListenerLabels { listener }
+    BuildLabels { version, revision }
+    ResultLabels { result }
 }
 
 /// The reasons a serving certificate is refused for its validity window
@@ -55,31 +54,9 @@ pub(crate) const HANDSHAKE_FAILURE_REASONS: [&str; 11] = [
     "io",
 ];
 
-/// A `risk` label of `server_completed_risks_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RiskLabels {
-    pub risk: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ListenerLabels {
-    pub listener: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BuildLabels {
-    pub version: &'static str,
-    pub revision: &'static str,
-}
-
 /// The crate version and the git revision it was built from (`build.rs`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const REVISION: &str = env!("SANDBOX_WEBHOOK_REVISION");
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: &'static str,
-}
 
 /// A reload counter; cheap to clone (the family is shared).
 pub type ReloadCounter = Family<ResultLabels, Counter>;

@@ -128,14 +128,6 @@ impl Server {
     }
 
     fn start(settings: ServerSettings, loaded: Loaded, listeners: Listeners) -> Server {
-        let Loaded {
-            metrics,
-            config,
-            config_initial,
-            tls,
-            heavy,
-            handshakes,
-        } = loaded;
         let Listeners {
             listener,
             local_addr,
@@ -147,27 +139,27 @@ impl Server {
         let admin = tokio::spawn(admin::serve(
             admin_listener,
             ready.clone(),
-            metrics.clone(),
+            loaded.metrics.clone(),
             settings.tuning.clone(),
             admin_stopped,
         ));
 
         let app = Arc::new(http::AppState::new(
             &settings,
-            config,
-            metrics,
-            heavy,
+            loaded.config,
+            loaded.metrics,
+            loaded.heavy,
             ready.clone(),
         ));
         Server {
             listener,
             local_addr,
             admin_addr,
-            tls,
-            handshakes,
+            tls: loaded.tls,
+            handshakes: loaded.handshakes,
             app,
             ready,
-            config_initial,
+            config_initial: loaded.config_initial,
             settings,
             admin: AbortOnDrop(admin),
             admin_stop,

@@ -316,9 +316,47 @@ impl Drop for Waiting<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::task::JoinHandle;
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
+    }
+
+    /// A gate whose handshakes have waited too long after 20 ms.
+    fn gate_with_a_short_wait() -> Arc<Gate> {
+        Arc::new(Gate {
+            wait: Duration::from_millis(20),
+            ..Gate::default()
+        })
+    }
+
+    /// Asks for a slot for `peer` in a task of its own, which ends with
+    /// whether the slot was granted.
+    fn ask(gate: &Arc<Gate>, peer: IpAddr) -> JoinHandle<bool> {
+        let gate = gate.clone();
+        tokio::spawn(async move { gate.slot(peer).await.is_some() })
+    }
+
+    /// Queues one handshake from each of `lasts`, in that order: each, once
+    /// served, records its address in `order` and holds its slot for one
+    /// more turn of the scheduler.
+    async fn queue_recording(
+        gate: &Arc<Gate>,
+        order: &Arc<Mutex<Vec<u8>>>,
+        lasts: &[u8],
+    ) -> Vec<JoinHandle<()>> {
+        let mut tasks = Vec::new();
+        for &last in lasts {
+            let (gate, order) = (gate.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let slot = gate.slot(ip(last)).await;
+                order.lock().unwrap().push(last);
+                tokio::task::yield_now().await;
+                drop(slot);
+            }));
+            tokio::task::yield_now().await;
+        }
+        tasks
     }
 
     #[tokio::test]
@@ -327,10 +365,7 @@ mod tests {
         let busy = gate.slot(ip(2)).await.expect("a free slot");
         let mut waiting = Vec::new();
         for _ in 0..=PEER_QUEUE {
-            let gate = gate.clone();
-            waiting.push(tokio::spawn(
-                async move { gate.slot(ip(2)).await.is_some() },
-            ));
+            waiting.push(ask(&gate, ip(2)));
             tokio::task::yield_now().await;
         }
         let oldest = waiting.remove(0);
@@ -343,21 +378,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_handshake_that_waited_too_long_is_shed_by_the_next() {
-        let gate = Arc::new(Gate {
-            wait: Duration::from_millis(20),
-            ..Gate::default()
-        });
+        let gate = gate_with_a_short_wait();
         let _busy = gate.slot(ip(2)).await.expect("a free slot");
-        let first = tokio::spawn({
-            let gate = gate.clone();
-            async move { gate.slot(ip(2)).await.is_some() }
-        });
+        let first = ask(&gate, ip(2));
         tokio::task::yield_now().await;
         tokio::time::sleep(gate.wait).await;
-        let second = tokio::spawn({
-            let gate = gate.clone();
-            async move { gate.slot(ip(2)).await.is_some() }
-        });
+        let second = ask(&gate, ip(2));
         assert!(!first.await.unwrap(), "shed once it waited too long");
         assert!(!second.is_finished(), "the newer one waits");
     }
@@ -367,18 +393,8 @@ mod tests {
         let gate = Arc::new(Gate::default());
         let busy = gate.slot(ip(2)).await.expect("a free slot");
         let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
         // A flood from one address, then one handshake from another.
-        for last in [2, 2, 2, 2, 1] {
-            let (gate, order) = (gate.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
-                let slot = gate.slot(ip(last)).await;
-                order.lock().unwrap().push(last);
-                tokio::task::yield_now().await;
-                drop(slot);
-            }));
-            tokio::task::yield_now().await;
-        }
+        let tasks = queue_recording(&gate, &order, &[2, 2, 2, 2, 1]).await;
         drop(busy);
         for t in tasks {
             t.await.unwrap();
@@ -391,15 +407,9 @@ mod tests {
     async fn a_waiter_dropped_when_granted_passes_the_slot_on() {
         let gate = Arc::new(Gate::default());
         let busy = gate.slot(ip(2)).await.expect("a free slot");
-        let abandoned = tokio::spawn({
-            let gate = gate.clone();
-            async move { gate.slot(ip(3)).await.is_some() }
-        });
+        let abandoned = ask(&gate, ip(3));
         tokio::task::yield_now().await;
-        let next = tokio::spawn({
-            let gate = gate.clone();
-            async move { gate.slot(ip(4)).await.is_some() }
-        });
+        let next = ask(&gate, ip(4));
         tokio::task::yield_now().await;
         // The slot is granted to the first waiter, which is dropped before
         // it runs again (its connection's deadline).
@@ -416,29 +426,13 @@ mod tests {
         let busy = gate.slot(ip(9)).await.expect("a free slot");
         assert_eq!(busy.class, Class::Uncredited);
         let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
         // A flood from many addresses without credit...
-        for last in [2, 3, 4, 5, 6] {
-            let (gate, order) = (gate.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
-                let slot = gate.slot(ip(last)).await;
-                order.lock().unwrap().push(last);
-                tokio::task::yield_now().await;
-                drop(slot);
-            }));
-            tokio::task::yield_now().await;
-        }
+        let mut tasks = queue_recording(&gate, &order, &[2, 3, 4, 5, 6]).await;
         // ...and the credited address: its slot is free at once.
         let credited = gate.slot(ip(1)).await.expect("the credited slot");
         assert_eq!(credited.class, Class::Credited);
         // Its credit spent, its next handshake waits with the others.
-        let (gate2, order2) = (gate.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
-            let slot = gate2.slot(ip(1)).await;
-            order2.lock().unwrap().push(1);
-            drop(slot);
-        }));
-        tokio::task::yield_now().await;
+        tasks.extend(queue_recording(&gate, &order, &[1]).await);
         drop(credited);
         drop(busy);
         for t in tasks {
@@ -449,20 +443,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_waits_of_addresses_without_credit_are_bounded_in_all() {
-        let gate = Arc::new(Gate {
-            wait: Duration::from_millis(20),
-            ..Gate::default()
-        });
+        let gate = gate_with_a_short_wait();
         let _busy = gate.slot(ip(9)).await.expect("a free slot");
-        let spawn = |peer: IpAddr| {
-            let gate = gate.clone();
-            tokio::spawn(async move { gate.slot(peer).await.is_some() })
-        };
         // One from each of WAITING + 1 addresses: the oldest is shed.
         let mut waiting = Vec::new();
         for i in 0..=WAITING {
             let [x, y] = u16::try_from(i).unwrap().to_be_bytes();
-            waiting.push(spawn(IpAddr::from([10, 0, x, y])));
+            waiting.push(ask(&gate, IpAddr::from([10, 0, x, y])));
             tokio::task::yield_now().await;
         }
         let oldest = waiting.remove(0);
@@ -470,13 +457,16 @@ mod tests {
         assert_eq!(gate.lock().classes[1].waiting, WAITING);
         // Waited too long, and another arrives from another address.
         tokio::time::sleep(gate.wait).await;
-        let newest = spawn(ip(200));
+        let newest = ask(&gate, ip(200));
         for w in waiting {
             assert!(!w.await.unwrap(), "shed once it waited too long");
         }
         assert!(!newest.is_finished(), "the newer one waits");
         // A credited address does not wait for them at all.
         gate.finished(ip(201), Class::Uncredited);
-        assert!(spawn(ip(201)).await.unwrap(), "the credited slot, at once");
+        assert!(
+            ask(&gate, ip(201)).await.unwrap(),
+            "the credited slot, at once"
+        );
     }
 }
