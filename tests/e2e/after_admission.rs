@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::env::{Env, check};
-use common::pods::SandboxPod;
+use common::pods::{SandboxPod, dropped_capabilities};
 
 const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
@@ -29,10 +29,6 @@ fn refused<T>(result: kube::Result<T>, what: &str) -> Result<(u16, String)> {
 
 /// contract: select.pod-update, egress.update-images, egress.ephemeral,
 /// select.webhook-configuration
-#[expect(
-    clippy::too_many_lines,
-    reason = "one scenario, read top to bottom: each step's check follows its action"
-)]
 pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let pods = scope.pods();
@@ -125,12 +121,7 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
         .and_then(|s| s.ephemeral_containers.as_ref())
         .and_then(|e| e.iter().find(|c| c.name == "debugger"))
         .ok_or("the debugger is not stored")?;
-    let drop = ephemeral
-        .security_context
-        .as_ref()
-        .and_then(|s| s.capabilities.as_ref())
-        .and_then(|c| c.drop.clone())
-        .unwrap_or_default();
+    let drop = dropped_capabilities(ephemeral.security_context.as_ref());
     check(
         drop == ["NET_ADMIN", "NET_RAW"],
         format!("the stored ephemeral container drops {drop:?}"),

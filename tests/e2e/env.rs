@@ -285,10 +285,7 @@ impl<'e> Scope<'e> {
     /// until a dry-run sandbox create in `ns` comes back mutated (or not).
     pub async fn wait_active(&self, ns: &str, active: bool) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let pp = PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        };
+        let pp = common::cluster::dry_run();
         let probe = SandboxPod::new("probe").pod();
         loop {
             let last = match self.env.pods(ns).create(&pp, &probe).await {
