@@ -15,6 +15,7 @@ use crate::harness::{
     Env, P, Result, admissions, check, check_injected, check_token_kept, init_names, running_on,
     sandbox_template, token_volume, wait_for,
 };
+use common::pods::controller_owner;
 
 /// The egress policy every sandbox template here asks for.
 const POLICY: &str =
@@ -33,12 +34,7 @@ where
 
 /// What owns a pod, as `Kind/name`.
 fn owner(p: &Pod) -> String {
-    p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map_or_else(|| "none".into(), |o| format!("{}/{}", o.kind, o.name))
+    controller_owner(p).map_or_else(|| "none".into(), |(kind, name)| format!("{kind}/{name}"))
 }
 
 pub(crate) async fn workloads_pods_are_injected_once(env: &Env, id: &str) -> Result<()> {
