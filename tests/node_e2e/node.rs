@@ -103,6 +103,16 @@ pub fn http_get(
     wire::get_with(&format!("{ip}:{port}"), path, headers)
 }
 
+/// What the egress sidecar's probe path `<ip>:18080/healthz` answers with
+/// `token` in its auth header (`None`: without the header).
+pub fn egress_healthz(ip: &str, token: Option<&str>) -> Result<u16> {
+    let headers: Vec<(&str, &str)> = token
+        .map(|t| ("OPENSANDBOX-EGRESS-AUTH", t))
+        .into_iter()
+        .collect();
+    Ok(http_get(ip, 18080, "/healthz", &headers)?.0)
+}
+
 /// The serial (hex) of the certificate served at `addr` to a client that
 /// asks for `server_name` and trusts `ca_pem`: the handshake must verify.
 pub async fn served_serial(addr: SocketAddr, server_name: &str, ca_pem: &[u8]) -> Result<String> {
