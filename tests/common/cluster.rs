@@ -94,6 +94,21 @@ pub async fn wait_for_pod<T>(
     .await
 }
 
+/// The pods of `pods` once their list satisfies `done` (`what` names
+/// that); an error after `timeout`.
+pub async fn wait_for_pods(
+    pods: &Api<Pod>,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&[Pod]) -> bool,
+) -> Result<Vec<Pod>> {
+    wait_for(what, timeout, async || {
+        let list = pods.list(&ListParams::default()).await?.items;
+        Ok(done(&list).then_some(list))
+    })
+    .await
+}
+
 /// Condition `type_` of pod `p`'s status, when it has one.
 pub fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     p.status

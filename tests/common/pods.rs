@@ -3,7 +3,7 @@
 //! and readers of a pod as the apiserver stored it (its containers, env,
 //! owner, token), with the checks every e2e suite makes of an injected one.
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, SecurityContext};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, SecurityContext};
 use serde_json::{Map, Value, json};
 
 use crate::P;
@@ -162,6 +162,17 @@ pub fn container<'p>(p: &'p Pod, name: &str) -> Option<&'p Container> {
         .iter()
         .flatten()
         .chain(&spec.containers)
+        .find(|c| c.name == name)
+}
+
+/// The status of the pod's container named `name`, init or not.
+pub fn container_status<'p>(p: &'p Pod, name: &str) -> Option<&'p ContainerStatus> {
+    let status = p.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
         .find(|c| c.name == name)
 }
 
