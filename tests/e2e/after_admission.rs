@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::env::{Env, check};
-use common::pods::{SandboxPod, dropped_capabilities};
+use crate::env::{Env, check, init_names};
+use common::pods::{SandboxPod, dropped_capabilities, first_container};
 
 const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
@@ -35,13 +35,10 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
     let stored = scope
         .admit(&SandboxPod::new("later").annotation("network-policy", POLICY))
         .await?;
-    let sidecar = stored
-        .spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_ref())
-        .and_then(|c| c.get(1))
-        .ok_or("no sidecar")?;
-    check(sidecar.name == "egress", "the sidecar is init container 1")?;
+    check(
+        init_names(&stored).get(1) == Some(&"egress"),
+        "the sidecar is init container 1",
+    )?;
 
     // An injected container's image: refused (images are mutable).
     let swap = json!([{"op": "replace", "path": "/spec/initContainers/1/image", "value": "attacker.example/egress:latest"}]);
@@ -66,10 +63,7 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
     let updated = pods
         .patch("later", &PatchParams::default(), &Patch::Strategic(&own))
         .await?;
-    let main_image = updated
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers[0].image.clone());
+    let main_image = first_container(&updated).and_then(|c| c.image.clone());
     check(
         main_image.as_deref() == Some("busybox:1.37"),
         format!("the main container's image is {main_image:?}"),

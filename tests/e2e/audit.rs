@@ -200,7 +200,7 @@ pub async fn opted_out_pods_are_not_sent(env: &Env, id: &str) -> Result<()> {
     )?;
     let stored = scope.admit(&SandboxPod::new("sent")).await?;
     check(
-        init_names(&stored).contains(&"execd-installer".to_owned()),
+        init_names(&stored).contains(&"execd-installer"),
         "a sandbox that does not opt out is injected",
     )?;
     check(

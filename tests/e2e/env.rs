@@ -305,16 +305,8 @@ impl<'e> Scope<'e> {
     }
 }
 
-pub fn init_names(p: &Pod) -> Vec<String> {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_ref())
-        .map(|v| v.iter().map(|c| c.name.clone()).collect())
-        .unwrap_or_default()
-}
-
 pub fn has_init(p: &Pod, name: &str) -> bool {
-    init_names(p).iter().any(|n| n == name)
+    init_names(p).contains(&name)
 }
 
-pub use common::pods::annotation;
+pub use common::pods::{annotation, init_names};
