@@ -12,17 +12,12 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use crate::harness::{Env, Result};
+use common::pods::container_status;
 use common::wire;
 
 /// The containerd id of `container` (an init container or not) of `p`.
 pub fn container_id(p: &Pod, container: &str) -> Option<String> {
-    let status = p.status.as_ref()?;
-    status
-        .container_statuses
-        .iter()
-        .flatten()
-        .chain(status.init_container_statuses.iter().flatten())
-        .find(|c| c.name == container)?
+    container_status(p, container)?
         .container_id
         .as_deref()?
         .strip_prefix("containerd://")

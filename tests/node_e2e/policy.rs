@@ -28,7 +28,7 @@ use serde_json::json;
 
 use crate::harness::{Env, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, NET_RAW, has_capability, pid_of, pod_ip};
-use common::pods::SandboxPod;
+use common::pods::{SandboxPod, container_status};
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
@@ -197,12 +197,8 @@ pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &
         Duration::from_secs(90),
         async || {
             let p = pods.get(&name).await?;
-            let restarted = p
-                .status
-                .and_then(|s| s.init_container_statuses)
-                .into_iter()
-                .flatten()
-                .any(|c| c.name == "egress" && c.restart_count > 0 && c.ready);
+            let restarted =
+                container_status(&p, "egress").is_some_and(|c| c.restart_count > 0 && c.ready);
             Ok(restarted.then_some(()))
         },
     )

@@ -21,7 +21,7 @@ use serde_json::json;
 use crate::harness::{Env, P, Result, check, lines_with, logged};
 use crate::node::{NET_ADMIN, NET_RAW, egress_healthz, has_capability, pod_ip};
 use common::cluster::wait_for_pod;
-use common::pods::{SandboxPod, annotation, check_pong, execd_ping};
+use common::pods::{SandboxPod, annotation, check_pong, container_status, execd_ping};
 
 /// What the sandbox's main command reports, once, then it sleeps.
 const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
@@ -116,11 +116,7 @@ async fn run(env: &Env, ns: &str, sandbox: &SandboxPod) -> Result<(Pod, String)>
 
 /// The status of init container `name`.
 fn init_status<'a>(p: &'a Pod, name: &str) -> Result<&'a ContainerStatus> {
-    p.status
-        .as_ref()
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == name))
-        .ok_or_else(|| format!("no status of init container {name}").into())
+    container_status(p, name).ok_or_else(|| format!("no status of init container {name}").into())
 }
 
 /// The installer init container ran to completion.

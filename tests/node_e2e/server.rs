@@ -21,7 +21,9 @@ use crate::harness::{Env, P, Result, check, is_ready, logged, wait_for};
 use crate::node::{egress_healthz, pod_ip};
 use common::cluster::the_only;
 use common::opensandbox::{OpenSandboxServer, ServerSettings};
-use common::pods::{check_pong, container, env_value, execd_ping, first_container};
+use common::pods::{
+    check_pong, container, container_status, env_value, execd_ping, first_container,
+};
 
 /// The policy the server is asked for, as its API spells it.
 fn policy() -> Value {
@@ -270,12 +272,7 @@ pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()>
     let ping = env.kubectl(&execd_ping(&ns, &name, &main, &[]))?;
     check_pong(&ping)?;
     let (egress, token) = sidecar(&p)?;
-    let status = p
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == egress.name))
-        .ok_or("no status of the egress container")?;
+    let status = container_status(&p, &egress.name).ok_or("no status of the egress container")?;
     check(status.ready, "the egress sidecar is not Ready")?;
     let probe_header = egress
         .readiness_probe
