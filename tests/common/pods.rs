@@ -233,9 +233,9 @@ pub fn injected_main(p: &Pod, with_policy: bool) -> Result<&Container> {
     container(p, "sandbox").ok_or_else(|| format!("{}: no container sandbox", name(p)).into())
 }
 
-/// The injected pod carries no API token (contract:
-/// execd.service-account-token): `automountServiceAccountToken: false`, no
-/// token volume, no container that mounts one.
+/// The injected pod carries no API token: `automountServiceAccountToken:
+/// false`, no token volume, no container that mounts one.
+/// (contract: execd.service-account-token)
 pub fn check_no_token(p: &Pod) -> Result<()> {
     let name = name(p);
     let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
