@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{Env, P, Result, check, init_names, sandbox_pod, wait_for};
+use crate::harness::{Env, P, Result, admit, check, init_names, sandbox_pod, wait_for};
 use crate::releases::Release;
 use common::audit;
 
@@ -46,9 +46,7 @@ async fn reported(env: &Env, ns: &str, older: &mut Release) -> Result<()> {
     let pp = kube::api::PostParams::default();
     crate::releases::wait_injected_by(env, ns, &[], None).await?;
 
-    pods.create(&pp, &sandbox_pod("stale", &json!({}), &json!({}))?)
-        .await?;
-    let stale = pods.get("stale").await?;
+    let stale = admit(&pods, &sandbox_pod("stale", &json!({}), &json!({}))?).await?;
     check(
         init_names(&stale).contains(&"execd-installer"),
         "the older webhook injected it",
@@ -56,9 +54,7 @@ async fn reported(env: &Env, ns: &str, older: &mut Release) -> Result<()> {
 
     // The webhook stops; with failurePolicy Ignore the create goes through.
     older.webhook.kill();
-    pods.create(&pp, &sandbox_pod("escaped", &json!({}), &json!({}))?)
-        .await?;
-    let escaped = pods.get("escaped").await?;
+    let escaped = admit(&pods, &sandbox_pod("escaped", &json!({}), &json!({}))?).await?;
     check(
         init_names(&escaped).is_empty(),
         "a sandbox created while its webhook is down is admitted bare",

@@ -22,6 +22,7 @@ use serde_json::json;
 use crate::harness::{
     Env, P, Result, check, in_seconds, rfc3339, running_on, sandbox_pod, sandbox_template, wait_for,
 };
+use common::cluster::wait_for_pods;
 
 /// How a pod went: when the apiserver took the delete request (its
 /// deletionTimestamp less the grace period, whole seconds as the apiserver
@@ -162,13 +163,11 @@ pub(crate) async fn expiry_follows_owners(env: &Env, id: &str) -> Result<()> {
         .await?;
 
     // Every sandbox runs before it expires.
-    wait_for(
+    wait_for_pods(
+        &pods,
         "the sandboxes Running",
         Duration::from_secs(5),
-        async || {
-            let list = pods.list(&ListParams::default()).await?.items;
-            Ok((list.len() == 4 && list.iter().all(|p| running_on(p).is_some())).then_some(()))
-        },
+        |list| list.len() == 4 && list.iter().all(|p| running_on(p).is_some()),
     )
     .await?;
     let new = old + TimeDelta::seconds(4);

@@ -19,6 +19,7 @@ pub use common::cluster::wait_for;
 use common::cluster::{ScenarioNamespaces, run};
 use common::metrics::Metrics;
 pub use common::pods::{annotation, has_env, init_names, mounts_at, volumes_named};
+use common::pods::{check_no_token, injected_main};
 pub use common::processes::{Cluster, Result, Vars, bin_path, check, check_at, repo};
 use common::wire;
 
@@ -164,6 +165,13 @@ pub fn sandbox_pod(name: &str, annotations: &Value, spec: &Value) -> Result<Pod>
     Ok(serde_json::from_value(pod)?)
 }
 
+/// Creates `pod` with `pods` and reads it back as the apiserver stored it.
+pub async fn admit(pods: &Api<Pod>, pod: &Pod) -> Result<Pod> {
+    let name = pod.metadata.name.as_deref().ok_or("an unnamed pod")?;
+    pods.create(&kube::api::PostParams::default(), pod).await?;
+    Ok(pods.get(name).await?)
+}
+
 /// The service-account token volume the apiserver's `ServiceAccount`
 /// admission adds to a pod that mounts its token (`kube-api-access-*`).
 pub fn token_volume(p: &Pod) -> Option<&str> {
@@ -212,57 +220,11 @@ pub fn check_token_kept(p: &Pod) -> Result<()> {
     check_layout(p, true)
 }
 
-/// No API token (contract: execd.service-account-token).
-fn check_no_token(p: &Pod) -> Result<()> {
-    let name = p.metadata.name.as_deref().unwrap_or("?");
-    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
-    check(
-        spec.automount_service_account_token == Some(false),
-        format!(
-            "{name}: automountServiceAccountToken is {:?}, expected false",
-            spec.automount_service_account_token
-        ),
-    )?;
-    check(
-        token_volume(p).is_none(),
-        format!(
-            "{name}: a service-account token volume {:?}",
-            token_volume(p)
-        ),
-    )?;
-    let mounted: Vec<&str> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .filter(|c| mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount"))
-        .map(|c| c.name.as_str())
-        .collect();
-    check(
-        mounted.is_empty(),
-        format!("{name}: containers {mounted:?} mount a service-account token"),
-    )
-}
-
 /// The injected containers, volume and command, exactly once.
 fn check_layout(p: &Pod, with_policy: bool) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
     let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
-    let inits = init_names(p);
-    let want: &[&str] = if with_policy {
-        &["execd-installer", "egress"]
-    } else {
-        &["execd-installer"]
-    };
-    check(
-        inits == want,
-        format!("{name}: init containers {inits:?}, expected {want:?}"),
-    )?;
-    let main = spec
-        .containers
-        .iter()
-        .find(|c| c.name == "sandbox")
-        .ok_or(format!("{name}: no container sandbox"))?;
+    let main = injected_main(p, with_policy)?;
     let command = main.command.clone().unwrap_or_default();
     check(
         command == ["/opt/opensandbox/bootstrap.sh", "sleep", "3600"],

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::harness::{Env, P, Result, in_seconds, rfc3339, running_on, sandbox_pod, wait_for};
+use common::cluster::wait_for_pods;
 
 /// The node this scenario removes (and puts back).
 const NODE: &str = "kwok-amd64-2";
@@ -18,6 +19,15 @@ fn timers(env: &Env) -> Result<u64> {
     Ok(env
         .controller_metrics()?
         .value("sandbox_webhook_controller_timers", &[]))
+}
+
+/// Waits up to 10 s (`what`) until the controller holds `want` timers.
+async fn timers_become(env: &Env, what: &str, want: u64) -> Result<u64> {
+    wait_for(what, Duration::from_secs(10), async || {
+        let now = timers(env)?;
+        Ok((now == want).then_some(now))
+    })
+    .await
 }
 
 pub(crate) async fn deleted_node_takes_its_timers(env: &Env, id: &str) -> Result<()> {
@@ -38,23 +48,17 @@ pub(crate) async fn deleted_node_takes_its_timers(env: &Env, id: &str) -> Result
         )
         .await?;
     }
-    wait_for(
+    wait_for_pods(
+        &pods,
         &format!("{PODS} sandboxes Running on {NODE}"),
         Duration::from_secs(30),
-        async || {
-            let list = pods.list(&ListParams::default()).await?.items;
-            let on = list.iter().filter(|p| running_on(p) == Some(NODE)).count();
-            Ok((on == PODS).then_some(()))
-        },
+        |list| list.iter().filter(|p| running_on(p) == Some(NODE)).count() == PODS,
     )
     .await?;
-    let armed = wait_for(
+    let armed = timers_become(
+        env,
         "the controller to arm their timers",
-        Duration::from_secs(10),
-        async || {
-            let now = timers(env)?;
-            Ok((now == baseline + PODS as u64).then_some(now))
-        },
+        baseline + PODS as u64,
     )
     .await?;
     println!("    timers armed: {baseline} -> {armed}");
@@ -63,32 +67,18 @@ pub(crate) async fn deleted_node_takes_its_timers(env: &Env, id: &str) -> Result
     // PodGC deletes pods bound to a node that no longer exists once the
     // node has been gone for its quarantine (40 s), checking every 20 s.
     let started = std::time::Instant::now();
-    wait_for(
+    wait_for_pods(
+        &pods,
         "PodGC to remove the node's pods",
         Duration::from_secs(120),
-        async || {
-            Ok(pods
-                .list(&ListParams::default())
-                .await?
-                .items
-                .is_empty()
-                .then_some(()))
-        },
+        <[Pod]>::is_empty,
     )
     .await?;
     println!(
         "    {NODE} deleted; its {PODS} pods removed by PodGC after {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    let after = wait_for(
-        "the timers to be dropped",
-        Duration::from_secs(10),
-        async || {
-            let now = timers(env)?;
-            Ok((now == baseline).then_some(now))
-        },
-    )
-    .await?;
+    let after = timers_become(env, "the timers to be dropped", baseline).await?;
     println!("    timers: {armed} -> {after}");
     restore(&nodes, node).await
 }

@@ -10,7 +10,9 @@
 
 use std::time::Duration;
 
-use crate::harness::{Env, P, Result, annotation, check, check_at, init_names, repo, wait_for};
+use crate::harness::{Env, P, Result, annotation, check, check_at, init_names, repo};
+use common::cluster::{is_ready, wait_for_pod, wait_noting};
+use common::pods::{check_pong, controller_owner, created_second, execd_ping};
 
 pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[]).await?;
@@ -29,18 +31,12 @@ pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) ->
     };
     env.kubectl(&["apply", "-n", &ns, "-f", "-"], manifest)?;
     let pods = env.pods(&ns);
-    let p = wait_for(
-        "the README's pod Ready on the real node",
+    let (p, ()) = wait_for_pod(
+        &pods,
+        "hello",
+        "the README's pod Ready",
         Duration::from_secs(60),
-        async || {
-            let p = pods.get("hello").await?;
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            Ok(ready.then_some(p))
-        },
+        |p| is_ready(p).then_some(()),
     )
     .await?;
     let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -49,17 +45,16 @@ pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) ->
         format!("hello runs on {node:?}"),
     )?;
     // Ready as soon as it started: its command may not have written yet.
-    let mut log = String::new();
-    let said = wait_for(
+    let log = wait_noting(
         "the README's pod to log its line",
         Duration::from_secs(30),
-        async || {
-            log = env.kubectl(&["logs", "-n", &ns, "hello", "-c", "sandbox"], "")?;
-            Ok(log.contains("execd is").then_some(()))
+        "its log",
+        async |log: &mut String| {
+            *log = env.kubectl(&["logs", "-n", &ns, "hello", "-c", "sandbox"], "")?;
+            Ok(log.contains("execd is").then(|| log.clone()))
         },
     )
-    .await;
-    said.map_err(|e| format!("{e}; its log:\n{log}"))?;
+    .await?;
     for needle in [
         "bootstrap.sh: starting /opt/opensandbox/execd in the background",
         "runs, execd is /opt/opensandbox/execd",
@@ -69,25 +64,8 @@ pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) ->
             format!("the log of hello has no {needle:?}:\n{log}"),
         )?;
     }
-    let ping = env.kubectl(
-        &[
-            "exec",
-            "-n",
-            &ns,
-            "hello",
-            "-c",
-            "sandbox",
-            "--",
-            "wget",
-            "-qO-",
-            "127.0.0.1:44772/ping",
-        ],
-        "",
-    )?;
-    check(
-        ping.contains("\"status\":\"pong\""),
-        format!("execd answered {ping:?}"),
-    )?;
+    let ping = env.kubectl(&execd_ping(&ns, "hello", "sandbox", &[]), "")?;
+    check_pong(&ping)?;
     println!(
         "    hello: Running on {}, its log shows bootstrap.sh and EXECD, execd answered {}",
         env.var("NODE_NAME")?,
@@ -114,15 +92,9 @@ async fn readme_sandbox(env: &Env, ns: &str, manifest: &str) -> Result<()> {
         "",
     )?;
     let p = env.pods(ns).get("agent").await?;
-    let owner = p
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| (r.kind.clone(), r.name.clone()));
+    let owner = controller_owner(&p);
     check(
-        owner == Some(("Sandbox".into(), "agent".into())),
+        owner == Some(("Sandbox", "agent")),
         format!("the pod agent's controller owner is {owner:?}"),
     )?;
     let inits = init_names(&p);
@@ -132,12 +104,7 @@ async fn readme_sandbox(env: &Env, ns: &str, manifest: &str) -> Result<()> {
     )?;
     let expires = annotation(&p, &format!("{P}/expires-at")).ok_or("agent has no expires-at")?;
     let expires = chrono::DateTime::parse_from_rfc3339(expires)?.to_utc();
-    let created = p
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .ok_or("agent has no creationTimestamp")?;
+    let created = created_second(&p).ok_or("agent has no creationTimestamp")?;
     check(
         (59..=61).contains(&(expires.timestamp() - created)),
         format!(

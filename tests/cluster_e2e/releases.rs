@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
 use serde_json::Value;
 
 use crate::harness::{Env, P, Result, annotation, sandbox_pod, wait_for};
 use common::metrics::Metrics;
-use common::processes::{Daemon, free_port};
+use common::processes::{Daemon, daemon_args, free_port, serve_args};
 
 pub struct Release {
     pub webhook: Daemon,
@@ -45,38 +44,18 @@ impl Release {
         controller: bool,
         set: &[&str],
     ) -> Result<Release> {
-        let certs = PathBuf::from(env.var("WEBHOOK_CA")?)
-            .parent()
-            .map(Path::to_path_buf)
-            .ok_or("WEBHOOK_CA has no directory")?;
         let file = config_file(
             env,
             "WEBHOOK_CONFIG",
             &format!("{name}-config.yaml"),
             config,
         )?;
-        let port = free_port()?;
-        let admin = format!("127.0.0.1:{}", free_port()?);
+        let HostWebhook {
+            daemon: webhook,
+            port,
+            ..
+        } = HostWebhook::start(env, &file.display().to_string(), &format!("{name}-webhook"))?;
         let namespace = env.var("RELEASE_NAMESPACE")?;
-        let args: Vec<String> = [
-            "serve",
-            "--config",
-            &file.display().to_string(),
-            "--tls-cert",
-            &certs.join("tls.crt").display().to_string(),
-            "--tls-key",
-            &certs.join("tls.key").display().to_string(),
-            "--addr",
-            &format!("127.0.0.1:{port}"),
-            "--admin-addr",
-            &admin,
-            "--namespace",
-            namespace,
-        ]
-        .map(String::from)
-        .into();
-        let mut webhook = Daemon::new("webhook", env.work.join(format!("{name}-webhook.log")));
-        webhook.start(&args, &[], &admin, Duration::from_secs(20))?;
 
         let controller = if controller {
             let file = config_file(
@@ -86,21 +65,14 @@ impl Release {
                 config,
             )?;
             let admin = format!("127.0.0.1:{}", free_port()?);
-            let args: Vec<String> = [
-                "controller",
-                "--config",
-                &file.display().to_string(),
-                "--admin-addr",
-                &admin,
-                "--namespace",
-                namespace,
-                "--lease-name",
-                &format!("{name}-controller"),
-                "--identity",
-                &format!("{name}-host"),
-            ]
-            .map(String::from)
-            .into();
+            let mut args =
+                daemon_args("controller", &file.display().to_string(), &admin, namespace);
+            args.extend([
+                "--lease-name".to_owned(),
+                format!("{name}-controller"),
+                "--identity".to_owned(),
+                format!("{name}-host"),
+            ]);
             let mut daemon = Daemon::new(
                 "controller",
                 env.work.join(format!("{name}-controller.log")),
@@ -158,6 +130,35 @@ impl Release {
     }
 }
 
+/// One `sandbox-webhook serve` on the host: the cluster's serving
+/// certificate, the configuration file `config`, a free port and admin
+/// port; its log is `<log>.log` in the work directory.
+pub struct HostWebhook {
+    pub daemon: Daemon,
+    pub port: u16,
+    pub admin: String,
+}
+
+impl HostWebhook {
+    pub fn start(env: &Env, config: &str, log: &str) -> Result<HostWebhook> {
+        let certs = PathBuf::from(env.var("WEBHOOK_CA")?)
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or("WEBHOOK_CA has no directory")?;
+        let port = free_port()?;
+        let admin = format!("127.0.0.1:{}", free_port()?);
+        let namespace = env.var("RELEASE_NAMESPACE")?;
+        let args = serve_args(config, &certs, port, &admin, namespace);
+        let mut daemon = Daemon::new("webhook", env.work.join(format!("{log}.log")));
+        daemon.start(&args, &[], &admin, Duration::from_secs(20))?;
+        Ok(HostWebhook {
+            daemon,
+            port,
+            admin,
+        })
+    }
+}
+
 pub fn metrics(admin: &str) -> Result<Metrics> {
     let (code, body) = common::wire::get(admin, "/metrics")?;
     common::processes::check(code == 200, format!("{admin}/metrics answered {code}"))?;
@@ -180,10 +181,7 @@ pub async fn wait_injected_by(
     revision: Option<&str>,
 ) -> Result<()> {
     let pods = env.pods(ns);
-    let dry = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
+    let dry = common::cluster::dry_run();
     let mut probe = sandbox_pod("probe", &serde_json::json!({}), &serde_json::json!({}))?;
     for (k, v) in labels {
         probe

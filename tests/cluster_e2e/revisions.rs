@@ -16,7 +16,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use crate::harness::{Env, P, Result, check, init_names, sandbox_pod};
+use crate::harness::{Env, P, Result, admit, check, init_names, sandbox_pod};
 use crate::releases::{Release, record, wait_injected_by};
 use common::audit;
 
@@ -57,106 +57,47 @@ async fn side_by_side(env: &Env, id: &str, second: &str, canary: &Release) -> Re
     let other = env.namespace(second, &[]).await?;
     let rev = format!("{P}/rev");
     wait_injected_by(env, &other, &[(&rev, "canary")], Some("canary")).await?;
-    let mut expected: Vec<(String, String, By)> = Vec::new();
-
-    // Before the move: the default release.
-    create(
+    let mut created = Created {
         env,
-        &moved,
-        "before",
-        &[],
-        &json!({}),
-        &mut expected,
-        By::Default,
-    )
-    .await?;
+        expected: Vec::new(),
+    };
+
+    let plain = json!({});
+    // Before the move: the default release.
+    created
+        .sandbox(&moved, "before", None, &plain, By::Default)
+        .await?;
     // One label moves the namespace to the canary.
     env.kubectl(
         &["label", "namespace", &moved, &format!("{rev}=canary")],
         "",
     )?;
     wait_injected_by(env, &moved, &[], Some("canary")).await?;
-    create(
-        env,
-        &moved,
-        "moved",
-        &[],
-        &json!({}),
-        &mut expected,
-        By::Canary,
-    )
-    .await?;
-    // The namespace wins over a pod's own label.
-    create(
-        env,
-        &moved,
-        "relabelled",
-        &[(&rev, "stable")],
-        &json!({}),
-        &mut expected,
-        By::Canary,
-    )
-    .await?;
-    // Elsewhere, a pod labelled for the canary goes to it; others do not.
-    create(
-        env,
-        &other,
-        "opted-in",
-        &[(&rev, "canary")],
-        &json!({}),
-        &mut expected,
-        By::Canary,
-    )
-    .await?;
-    create(
-        env,
-        &other,
-        "plain",
-        &[],
-        &json!({}),
-        &mut expected,
-        By::Default,
-    )
-    .await?;
-    // Opted out: neither is called (the chart's matchConditions).
     let opt_out = json!({format!("{P}/inject"): "false"});
-    create(
-        env,
-        &other,
-        "opted-out",
-        &[],
-        &opt_out,
-        &mut expected,
-        By::Nobody,
-    )
-    .await?;
-    // A revision no release serves: no injection at all.
-    create(
-        env,
-        &other,
-        "unserved",
-        &[(&rev, "nobody")],
-        &json!({}),
-        &mut expected,
-        By::Nobody,
-    )
-    .await?;
+    for (ns, name, pod_rev, annotations, by) in [
+        (&moved, "moved", None, &plain, By::Canary),
+        // The namespace wins over a pod's own label.
+        (&moved, "relabelled", Some("stable"), &plain, By::Canary),
+        // Elsewhere, a pod labelled for the canary goes to it; others do not.
+        (&other, "opted-in", Some("canary"), &plain, By::Canary),
+        (&other, "plain", None, &plain, By::Default),
+        // Opted out: neither is called (the chart's matchConditions).
+        (&other, "opted-out", None, &opt_out, By::Nobody),
+        // A revision no release serves: no injection at all.
+        (&other, "unserved", Some("nobody"), &plain, By::Nobody),
+    ] {
+        created.sandbox(ns, name, pod_rev, annotations, by).await?;
+    }
     // Rollback: one label again.
     env.kubectl(&["label", "namespace", &moved, &format!("{rev}-")], "")?;
     wait_injected_by(env, &moved, &[], None).await?;
-    create(
-        env,
-        &moved,
-        "rolled-back",
-        &[],
-        &json!({}),
-        &mut expected,
-        By::Default,
-    )
-    .await?;
+    created
+        .sandbox(&moved, "rolled-back", None, &plain, By::Default)
+        .await?;
 
     let release_ns = env.var("RELEASE_NAMESPACE")?;
     let default_config = format!("sandbox-webhook-{release_ns}");
+    let expected = created.expected;
     let canary_configs = [
         format!("canary-sandbox-webhook-{release_ns}"),
         format!("canary-sandbox-webhook-{release_ns}-pods"),
@@ -230,57 +171,65 @@ async fn side_by_side(env: &Env, id: &str, second: &str, canary: &Release) -> Re
     Ok(())
 }
 
-/// Creates sandbox `name` in `ns` with `labels` and `annotations`, checks
-/// the stored pod was injected by `by` (its record, its revision label, its
-/// installer's image), and notes it for the audit check.
-async fn create(
-    env: &Env,
-    ns: &str,
-    name: &str,
-    labels: &[(&str, &str)],
-    annotations: &Value,
-    expected: &mut Vec<(String, String, By)>,
-    by: By,
-) -> Result<()> {
-    let mut pod = sandbox_pod(name, annotations, &json!({}))?;
-    for (k, v) in labels {
-        pod.metadata
+/// The sandboxes the scenario created, each with who must have injected
+/// it, for the audit check.
+struct Created<'a> {
+    env: &'a Env,
+    expected: Vec<(String, String, By)>,
+}
+
+impl Created<'_> {
+    /// Creates sandbox `name` in `ns` with `annotations` (and label
+    /// `<P>/rev`: `rev`, when given), checks the stored pod was injected by
+    /// `by` (its record, its revision label, its installer's image), and
+    /// notes it for the audit check.
+    async fn sandbox(
+        &mut self,
+        ns: &str,
+        name: &str,
+        rev: Option<&str>,
+        annotations: &Value,
+        by: By,
+    ) -> Result<()> {
+        let mut pod = sandbox_pod(name, annotations, &json!({}))?;
+        if let Some(rev) = rev {
+            pod.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(format!("{P}/rev"), rev.to_owned());
+        }
+        let pods = self.env.pods(ns);
+        let stored = admit(&pods, &pod).await?;
+        let revision = record(&stored).map(|r| r["revision"].clone());
+        let label = stored
+            .metadata
             .labels
-            .get_or_insert_default()
-            .insert((*k).to_owned(), (*v).to_owned());
+            .as_ref()
+            .and_then(|l| l.get(&format!("{P}/rev")))
+            .cloned();
+        let image = installer_image(&stored);
+        let right = match by {
+            By::Default => {
+                revision == Some(Value::Null)
+                    && image.as_deref() != Some(CANARY_IMAGE)
+                    && image.is_some()
+            }
+            By::Canary => {
+                revision == Some(json!("canary"))
+                    && label.as_deref() == Some("canary")
+                    && image.as_deref() == Some(CANARY_IMAGE)
+            }
+            By::Nobody => revision.is_none() && init_names(&stored).is_empty(),
+        };
+        check(
+            right,
+            format!(
+                "{ns}/{name}, expected {by:?}: record revision {revision:?}, label {label:?}, installer {image:?}"
+            ),
+        )?;
+        self.expected.push((ns.to_owned(), name.to_owned(), by));
+        Ok(())
     }
-    let pods = env.pods(ns);
-    pods.create(&kube::api::PostParams::default(), &pod).await?;
-    let stored = pods.get(name).await?;
-    let revision = record(&stored).map(|r| r["revision"].clone());
-    let label = stored
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(&format!("{P}/rev")))
-        .cloned();
-    let image = installer_image(&stored);
-    let right = match by {
-        By::Default => {
-            revision == Some(Value::Null)
-                && image.as_deref() != Some(CANARY_IMAGE)
-                && image.is_some()
-        }
-        By::Canary => {
-            revision == Some(json!("canary"))
-                && label.as_deref() == Some("canary")
-                && image.as_deref() == Some(CANARY_IMAGE)
-        }
-        By::Nobody => revision.is_none() && init_names(&stored).is_empty(),
-    };
-    check(
-        right,
-        format!(
-            "{ns}/{name}, expected {by:?}: record revision {revision:?}, label {label:?}, installer {image:?}"
-        ),
-    )?;
-    expected.push((ns.to_owned(), name.to_owned(), by));
-    Ok(())
 }
 
 fn installer_image(pod: &Pod) -> Option<String> {

@@ -6,15 +6,14 @@
 //! in turn is sent SIGTERM and replaced by a new one. Not one create may be
 //! refused.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kube::api::PostParams;
 use serde_json::json;
 
 use crate::harness::{Env, Result, admissions, check, sandbox_pod, wait_for};
+use crate::releases::HostWebhook;
 use common::load::Load;
-use common::processes::{Daemon, free_port};
+use common::processes::Daemon;
 use common::proxy::{Backend, Proxy};
 
 /// The label that brings a namespace under the rollout's webhook only.
@@ -30,31 +29,11 @@ struct Replica {
 
 impl Replica {
     fn start(env: &Env, name: &str) -> Result<Replica> {
-        let certs = PathBuf::from(env.var("WEBHOOK_CA")?)
-            .parent()
-            .map(Path::to_path_buf)
-            .ok_or("WEBHOOK_CA has no directory")?;
-        let port = free_port()?;
-        let admin = format!("127.0.0.1:{}", free_port()?);
-        let args: Vec<String> = [
-            "serve",
-            "--config",
-            env.var("WEBHOOK_CONFIG")?,
-            "--tls-cert",
-            &certs.join("tls.crt").display().to_string(),
-            "--tls-key",
-            &certs.join("tls.key").display().to_string(),
-            "--addr",
-            &format!("127.0.0.1:{port}"),
-            "--admin-addr",
-            &admin,
-            "--namespace",
-            env.var("RELEASE_NAMESPACE")?,
-        ]
-        .map(String::from)
-        .into();
-        let mut daemon = Daemon::new("webhook", env.work.join(format!("rollout-{name}.log")));
-        daemon.start(&args, &[], &admin, Duration::from_secs(20))?;
+        let HostWebhook {
+            daemon,
+            port,
+            admin,
+        } = HostWebhook::start(env, env.var("WEBHOOK_CONFIG")?, &format!("rollout-{name}"))?;
         Ok(Replica {
             daemon,
             backend: Backend {
@@ -110,10 +89,7 @@ async fn load_and_roll(env: &Env, ns: &str, proxy: &Proxy, old: Vec<Replica>) ->
     // dry-run create reaches the replicas.
     let served =
         |replicas: &[Replica]| -> Result<u64> { replicas.iter().map(Replica::mutated).sum() };
-    let dry = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
+    let dry = common::cluster::dry_run();
     let probe = sandbox_pod("probe", &json!({}), &json!({}))?;
     wait_for(
         "the rollout webhook to be called",

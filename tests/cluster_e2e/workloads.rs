@@ -6,15 +6,17 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::harness::{
     Env, P, Result, admissions, check, check_injected, check_token_kept, init_names, running_on,
-    sandbox_template, token_volume, wait_for,
+    sandbox_template, token_volume,
 };
+use common::cluster::wait_for_pods;
+use common::pods::controller_owner;
 
 /// The egress policy every sandbox template here asks for.
 const POLICY: &str =
@@ -33,12 +35,7 @@ where
 
 /// What owns a pod, as `Kind/name`.
 fn owner(p: &Pod) -> String {
-    p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map_or_else(|| "none".into(), |o| format!("{}/{}", o.kind, o.name))
+    controller_owner(p).map_or_else(|| "none".into(), |(kind, name)| format!("{kind}/{name}"))
 }
 
 pub(crate) async fn workloads_pods_are_injected_once(env: &Env, id: &str) -> Result<()> {
@@ -53,21 +50,20 @@ pub(crate) async fn workloads_pods_are_injected_once(env: &Env, id: &str) -> Res
         ("plain", 2),
     ]);
     let pods = env.pods(ns);
-    let all = wait_for(
+    let all = wait_for_pods(
+        &pods,
         "every workload's pods Running on kwok nodes",
         Duration::from_secs(100),
-        async || {
-            let list = pods.list(&ListParams::default()).await?.items;
+        |list| {
             let mut running: HashMap<String, usize> = HashMap::new();
-            for p in &list {
+            for p in list {
                 if running_on(p).is_some() {
                     let app = p.metadata.labels.as_ref().and_then(|l| l.get("app"));
                     *running.entry(app.cloned().unwrap_or_default()).or_default() += 1;
                 }
             }
-            let done = want.iter().all(|(app, n)| running.get(*app) == Some(n))
-                && list.len() == want.values().sum::<usize>();
-            Ok(done.then_some(list))
+            want.iter().all(|(app, n)| running.get(*app) == Some(n))
+                && list.len() == want.values().sum::<usize>()
         },
     )
     .await?;

@@ -5,10 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::cluster::wait_for_one;
 use crate::processes::Result;
 
 /// One audit event of a create, as the log has it (stage
@@ -73,20 +74,13 @@ pub fn events(
 /// The one create event of pod `namespace/name`, waiting up to 10 s for
 /// the log to have it.
 pub async fn pod_create(log: &Path, namespace: &str, name: &str) -> Result<Audited> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut found = events(log, "pods", "create", namespace, name)?;
-        if found.len() == 1 {
-            return Ok(found.remove(0));
-        }
-        if found.len() > 1 || Instant::now() > deadline {
-            return Err(format!(
-                "{} create events of pod {namespace}/{name} in {}, expected 1",
-                found.len(),
-                log.display()
-            )
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_one(
+        &format!(
+            "create events of pod {namespace}/{name} in {}",
+            log.display()
+        ),
+        Duration::from_secs(10),
+        async || events(log, "pods", "create", namespace, name),
+    )
+    .await
 }

@@ -27,6 +27,17 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl From<std::process::Output> for Run {
+    /// The run of a process that exited (not killed), with UTF-8 output.
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code().expect("exited, not killed"),
+            stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+        }
+    }
+}
+
 /// Runs the binary with `args` in `dir`, standard input closed.
 pub fn run(args: &[&str], dir: &std::path::Path) -> Run {
     let out = bin()
@@ -35,11 +46,7 @@ pub fn run(args: &[&str], dir: &std::path::Path) -> Run {
         .stdin(std::process::Stdio::null())
         .output()
         .expect("the binary runs");
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
-    }
+    Run::from(out)
 }
 
 /// Runs the binary with `args` in `dir`, `input` on its standard input.
@@ -60,12 +67,7 @@ pub fn run_with_input(args: &[&str], dir: &std::path::Path, input: &[u8]) -> Run
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "stdin: {e}");
     }
     drop(stdin);
-    let out = child.wait_with_output().expect("the binary ends");
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
-    }
+    Run::from(child.wait_with_output().expect("the binary ends"))
 }
 
 /// Fails the test unless the run exited with `code` and its stderr holds

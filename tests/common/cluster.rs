@@ -37,6 +37,15 @@ pub fn run(command: &mut Command, stdin: &str) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
+/// The parameters of a server-side dry-run create: it passes admission
+/// (the webhook runs) and nothing is stored.
+pub fn dry_run() -> PostParams {
+    PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    }
+}
+
 /// Polls `probe` every 100 ms until it gives `Some`, for at most `timeout`.
 pub async fn wait_for<T>(
     what: &str,
@@ -56,6 +65,19 @@ pub async fn wait_for<T>(
     }
 }
 
+/// [`wait_for`] whose `probe` also notes what it last saw (its argument):
+/// a timeout's error then shows that note, after `seen`.
+pub async fn wait_noting<T>(
+    what: &str,
+    timeout: Duration,
+    seen: &str,
+    mut probe: impl AsyncFnMut(&mut String) -> Result<Option<T>>,
+) -> Result<T> {
+    let mut last = String::new();
+    let found = wait_for(what, timeout, async || probe(&mut last).await).await;
+    found.map_err(|e| format!("{e}; {seen}:\n{last}").into())
+}
+
 /// Pod `name` of `pods` once `seen` finds in it what `what` names, and
 /// what it found; an error after `timeout`.
 pub async fn wait_for_pod<T>(
@@ -72,6 +94,21 @@ pub async fn wait_for_pod<T>(
     .await
 }
 
+/// The pods of `pods` once their list satisfies `done` (`what` names
+/// that); an error after `timeout`.
+pub async fn wait_for_pods(
+    pods: &Api<Pod>,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&[Pod]) -> bool,
+) -> Result<Vec<Pod>> {
+    wait_for(what, timeout, async || {
+        let list = pods.list(&ListParams::default()).await?.items;
+        Ok(done(&list).then_some(list))
+    })
+    .await
+}
+
 /// Condition `type_` of pod `p`'s status, when it has one.
 pub fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     p.status
@@ -80,6 +117,11 @@ pub fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == type_)
+}
+
+/// Whether pod `p` is Ready (its condition says so).
+pub fn is_ready(p: &Pod) -> bool {
+    condition(p, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// The Events in `ns` about object `name` with `reason`.
@@ -111,17 +153,37 @@ pub async fn the_event(
     reason: &str,
     timeout: Duration,
 ) -> Result<Event> {
-    let what = format!("a {reason} Event about {name}");
-    let mut found = wait_for(&what, timeout, async || {
-        let found = events_about(client, ns, name, reason).await?;
+    wait_for_one(
+        &format!("{reason} Events about {name}"),
+        timeout,
+        async || events_about(client, ns, name, reason).await,
+    )
+    .await
+}
+
+/// Polls `probe` until it finds anything, for at most `timeout`: the one
+/// thing it found, or an error that says how many `what` it found.
+pub async fn wait_for_one<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Result<Vec<T>>,
+) -> Result<T> {
+    let found = wait_for(what, timeout, async || {
+        let found = probe().await?;
         Ok((!found.is_empty()).then_some(found))
     })
     .await?;
+    the_only(found, what)
+}
+
+/// The one item of `items`; an error that says how many `what` there
+/// were otherwise.
+pub fn the_only<T>(mut items: Vec<T>, what: &str) -> Result<T> {
     check(
-        found.len() == 1,
-        format!("{} {reason} Events about {name}, expected 1", found.len()),
+        items.len() == 1,
+        format!("{} {what}, expected 1", items.len()),
     )?;
-    Ok(found.remove(0))
+    Ok(items.remove(0))
 }
 
 /// Namespaces of the whole-cluster suites carry this label, with the

@@ -1,14 +1,15 @@
 //! The custom resources of the workload kinds (contract: workload.kinds), registered with a test
 //! apiserver: OpenSandbox's `BatchSandbox` and agent-sandbox's `Sandbox`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::processes::{Result, check};
+use crate::cluster::wait_for;
+use crate::processes::Result;
 
 /// A namespaced CRD serving `kind` (plural `plural`) at `version` only, with
 /// `schema` as its `openAPIV3Schema`.
@@ -87,24 +88,21 @@ pub async fn ensure(client: &Client, crd: &Value) -> Result<()> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e.into()),
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let established = crds
-            .get(&name)
-            .await?
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established {
-            return Ok(());
-        }
-        check(
-            Instant::now() < deadline,
-            format!("the {name} CRD is established within 30s"),
-        )?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        &format!("the {name} CRD to be established"),
+        Duration::from_secs(30),
+        async || {
+            let established = crds
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            Ok(established.then_some(()))
+        },
+    )
+    .await
 }

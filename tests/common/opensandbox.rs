@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::children;
-use crate::processes::{Result, check, free_port, repo};
+use crate::processes::{Result, check, check_running, free_port, repo};
 
 /// The header the server reads its API key from (`middleware/auth.py`).
 const API_KEY_HEADER: &str = "OPEN-SANDBOX-API-KEY";
@@ -93,17 +93,13 @@ impl OpenSandboxServer {
     async fn wait_healthy(&mut self, patience: Duration) -> Result<()> {
         let deadline = Instant::now() + patience;
         loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                return Err(format!(
+            let log = &self.log;
+            check_running(&mut self.child, |status| {
+                format!(
                     "opensandbox-server exited at start ({status}):\n{}",
-                    self.log_tail(20)
+                    tail(log, 20)
                 )
-                .into());
-            }
+            })?;
             let health = self.http.get(format!("{}/health", self.url)).send().await;
             if health.is_ok_and(|r| r.status().is_success()) {
                 return Ok(());
@@ -121,49 +117,55 @@ impl OpenSandboxServer {
 
     /// The last `n` lines of its log, for messages.
     pub fn log_tail(&self, n: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
+        tail(&self.log, n)
+    }
+
+    /// A request to `<url><path>` with the API key.
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.url))
+            .header(API_KEY_HEADER, &self.api_key)
     }
 
     /// `POST /v1/sandboxes`: the status and the JSON answer. The server
     /// answers once the sandbox runs (or it gave up).
     pub async fn create(&self, request: &Value) -> Result<(u16, Value)> {
-        let r = self
-            .http
-            .post(format!("{}/v1/sandboxes", self.url))
-            .header(API_KEY_HEADER, &self.api_key)
-            .json(request)
-            .send()
-            .await?;
-        let status = r.status().as_u16();
-        let body = r.text().await?;
-        Ok((status, serde_json::from_str(&body).unwrap_or(json!(body))))
+        answer(
+            self.request(reqwest::Method::POST, "/v1/sandboxes")
+                .json(request),
+        )
+        .await
     }
 
     /// `GET /v1/sandboxes/{id}`: the status and the JSON answer.
     pub async fn get(&self, id: &str) -> Result<(u16, Value)> {
-        let r = self
-            .http
-            .get(format!("{}/v1/sandboxes/{id}", self.url))
-            .header(API_KEY_HEADER, &self.api_key)
-            .send()
-            .await?;
-        let status = r.status().as_u16();
-        let body = r.text().await?;
-        Ok((status, serde_json::from_str(&body).unwrap_or(json!(body))))
+        answer(self.request(reqwest::Method::GET, &format!("/v1/sandboxes/{id}"))).await
     }
 
     /// `DELETE /v1/sandboxes/{id}`: the status.
     pub async fn delete(&self, id: &str) -> Result<u16> {
         let r = self
-            .http
-            .delete(format!("{}/v1/sandboxes/{id}", self.url))
-            .header(API_KEY_HEADER, &self.api_key)
+            .request(reqwest::Method::DELETE, &format!("/v1/sandboxes/{id}"))
             .send()
             .await?;
         Ok(r.status().as_u16())
     }
+}
+
+/// Sends `request`: the status and the JSON answer (a JSON string of the
+/// body when it is not JSON).
+async fn answer(request: reqwest::RequestBuilder) -> Result<(u16, Value)> {
+    let r = request.send().await?;
+    let status = r.status().as_u16();
+    let body = r.text().await?;
+    Ok((status, serde_json::from_str(&body).unwrap_or(json!(body))))
+}
+
+/// The last `n` lines of the file `log` (empty when it cannot be read).
+fn tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 impl Drop for OpenSandboxServer {

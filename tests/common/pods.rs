@@ -1,9 +1,13 @@
 //! One sandbox-pod builder: a pod labelled `<P>/id` whose main container
-//! `sandbox` runs `sleep 3600` from `busybox:1.36`, plus what a test adds.
+//! `sandbox` runs `sleep 3600` from `busybox:1.36`, plus what a test adds;
+//! and readers of a pod as the apiserver stored it (its containers, env,
+//! owner, token), with the checks every e2e suite makes of an injected one.
 
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, SecurityContext};
 use serde_json::{Map, Value, json};
 
 use crate::P;
+use crate::processes::{Result, check};
 
 #[derive(Clone, Debug)]
 pub struct SandboxPod {
@@ -99,13 +103,13 @@ impl SandboxPod {
     }
 
     /// The typed pod, for a Kubernetes client.
-    pub fn pod(&self) -> k8s_openapi::api::core::v1::Pod {
+    pub fn pod(&self) -> Pod {
         serde_json::from_value(self.json()).expect("the builder writes a valid Pod")
     }
 }
 
 /// The value of annotation `key` on a pod as stored.
-pub fn annotation<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {
+pub fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
     p.metadata
         .annotations
         .as_ref()?
@@ -113,8 +117,15 @@ pub fn annotation<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Opti
         .map(String::as_str)
 }
 
+/// The names of `pods`, in order.
+pub fn pod_names(pods: &[Pod]) -> Vec<String> {
+    pods.iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
 /// The names of a pod's init containers, in order.
-pub fn init_names(p: &k8s_openapi::api::core::v1::Pod) -> Vec<&str> {
+pub fn init_names(p: &Pod) -> Vec<&str> {
     p.spec
         .iter()
         .flat_map(|s| s.init_containers.iter().flatten())
@@ -123,7 +134,7 @@ pub fn init_names(p: &k8s_openapi::api::core::v1::Pod) -> Vec<&str> {
 }
 
 /// How many of a pod spec's volumes are named `name`.
-pub fn volumes_named(spec: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> usize {
+pub fn volumes_named(spec: &PodSpec, name: &str) -> usize {
     spec.volumes
         .iter()
         .flatten()
@@ -132,14 +143,158 @@ pub fn volumes_named(spec: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> 
 }
 
 /// Whether container `c` sets env var `name`.
-pub fn has_env(c: &k8s_openapi::api::core::v1::Container, name: &str) -> bool {
+pub fn has_env(c: &Container, name: &str) -> bool {
     c.env.iter().flatten().any(|e| e.name == name)
 }
 
 /// Whether container `c` mounts a volume at `path`.
-pub fn mounts_at(c: &k8s_openapi::api::core::v1::Container, path: &str) -> bool {
+pub fn mounts_at(c: &Container, path: &str) -> bool {
     c.volume_mounts
         .iter()
         .flatten()
         .any(|m| m.mount_path == path)
+}
+
+/// The pod's container named `name`, init or not.
+pub fn container<'p>(p: &'p Pod, name: &str) -> Option<&'p Container> {
+    let spec = p.spec.as_ref()?;
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .find(|c| c.name == name)
+}
+
+/// The status of the pod's container named `name`, init or not.
+pub fn container_status<'p>(p: &'p Pod, name: &str) -> Option<&'p ContainerStatus> {
+    let status = p.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .find(|c| c.name == name)
+}
+
+/// The pod's first (main) container.
+pub fn first_container(p: &Pod) -> Option<&Container> {
+    p.spec.as_ref()?.containers.first()
+}
+
+/// The value of env var `name` of container `c`.
+pub fn env_value<'c>(c: &'c Container, name: &str) -> Option<&'c str> {
+    c.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)?
+        .value
+        .as_deref()
+}
+
+/// The capabilities a container's security context drops.
+pub fn dropped_capabilities(security_context: Option<&SecurityContext>) -> Vec<String> {
+    security_context
+        .and_then(|s| s.capabilities.as_ref())
+        .and_then(|c| c.drop.clone())
+        .unwrap_or_default()
+}
+
+/// The controller owner of `p`, as `(kind, name)`.
+pub fn controller_owner(p: &Pod) -> Option<(&str, &str)> {
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| (r.kind.as_str(), r.name.as_str()))
+}
+
+/// When the apiserver created `p`, in seconds since the epoch.
+pub fn created_second(p: &Pod) -> Option<i64> {
+    p.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+}
+
+/// Checks the pod's init containers are the webhook's: the installer, and
+/// the egress sidecar after it `with_policy`. Its main container `sandbox`.
+pub fn injected_main(p: &Pod, with_policy: bool) -> Result<&Container> {
+    let want: &[&str] = if with_policy {
+        &["execd-installer", "egress"]
+    } else {
+        &["execd-installer"]
+    };
+    let inits = init_names(p);
+    check(
+        inits == want,
+        format!("{}: init containers {inits:?}, expected {want:?}", name(p)),
+    )?;
+    container(p, "sandbox").ok_or_else(|| format!("{}: no container sandbox", name(p)).into())
+}
+
+/// The injected pod carries no API token: `automountServiceAccountToken:
+/// false`, no token volume, no container that mounts one.
+/// (contract: execd.service-account-token)
+pub fn check_no_token(p: &Pod) -> Result<()> {
+    let name = name(p);
+    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
+    check(
+        spec.automount_service_account_token == Some(false),
+        format!(
+            "{name}: automountServiceAccountToken is {:?}, expected false",
+            spec.automount_service_account_token
+        ),
+    )?;
+    let token_volumes: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .filter(|v| v.starts_with("kube-api-access-"))
+        .collect();
+    check(
+        token_volumes.is_empty(),
+        format!("{name}: service-account token volumes {token_volumes:?}"),
+    )?;
+    let mounting: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .filter(|c| mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount"))
+        .map(|c| c.name.as_str())
+        .collect();
+    check(
+        mounting.is_empty(),
+        format!("{name}: containers {mounting:?} mount a service-account token"),
+    )
+}
+
+/// The pod's name, for messages.
+fn name(p: &Pod) -> &str {
+    p.metadata.name.as_deref().unwrap_or("?")
+}
+
+/// The kubectl arguments that ask execd for its ping from inside pod
+/// `ns/pod`: `wget` (with `flags`) of `127.0.0.1:44772/ping` in
+/// `container`.
+pub fn execd_ping<'a>(
+    ns: &'a str,
+    pod: &'a str,
+    container: &'a str,
+    flags: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec!["exec", "-n", ns, pod, "-c", container, "--", "wget", "-qO-"];
+    args.extend_from_slice(flags);
+    args.push("http://127.0.0.1:44772/ping");
+    args
+}
+
+/// `Err` unless `answer` (of [`execd_ping`]) is execd's pong.
+pub fn check_pong(answer: &str) -> Result<()> {
+    check(
+        answer.contains("\"status\":\"pong\""),
+        format!("execd answered {answer:?}"),
+    )
 }

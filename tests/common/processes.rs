@@ -178,6 +178,56 @@ impl Vars {
     }
 }
 
+/// `Err(exited(status))` once `child` has exited; `Ok` while it runs (or
+/// was never started).
+pub fn check_running(
+    child: &mut Option<Child>,
+    exited: impl FnOnce(ExitStatus) -> String,
+) -> Result<()> {
+    match child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+        Some(status) => Err(exited(status).into()),
+        None => Ok(()),
+    }
+}
+
+/// The arguments every daemon of the binary takes: `command` (`serve`,
+/// `controller`), its configuration file, its admin address and the
+/// release's namespace.
+pub fn daemon_args(command: &str, config: &str, admin: &str, namespace: &str) -> Vec<String> {
+    [
+        command,
+        "--config",
+        config,
+        "--admin-addr",
+        admin,
+        "--namespace",
+        namespace,
+    ]
+    .map(String::from)
+    .into()
+}
+
+/// [`daemon_args`] of a `serve` on `127.0.0.1:<port>` with the serving
+/// certificate `tls.crt`/`tls.key` in `certs`.
+pub fn serve_args(
+    config: &str,
+    certs: &Path,
+    port: u16,
+    admin: &str,
+    namespace: &str,
+) -> Vec<String> {
+    let mut args = daemon_args("serve", config, admin, namespace);
+    args.extend([
+        "--tls-cert".to_owned(),
+        certs.join("tls.crt").display().to_string(),
+        "--tls-key".to_owned(),
+        certs.join("tls.key").display().to_string(),
+        "--addr".to_owned(),
+        format!("127.0.0.1:{port}"),
+    ]);
+    args
+}
+
 /// One process of the binary under test with an admin port; killed on drop.
 pub struct Daemon {
     /// What it is, for messages: `webhook`, `controller`.
@@ -223,18 +273,13 @@ impl Daemon {
         self.child = Some(children::spawn(command)?);
         let deadline = Instant::now() + patience;
         loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                return Err(format!(
+            check_running(&mut self.child, |status| {
+                format!(
                     "{} exited at start: {status}; see {}",
                     self.what,
                     self.log.display()
                 )
-                .into());
-            }
+            })?;
             if wire::get(admin, "/readyz").is_ok_and(|(code, _)| code == 200) {
                 return Ok(());
             }

@@ -232,13 +232,8 @@ pub async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw).await;
     let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
-    (status, body.unwrap_or_default())
+    let (status, body) = crate::wire::status_and_body(&text);
+    (status.unwrap_or(0), body)
 }
 
 /// Asserts that `response` has the header `name` with exactly `value`.

@@ -37,11 +37,7 @@ pub async fn tls_connect(
     addr: SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> std::io::Result<Tls> {
-    let tcp = TcpStream::connect(addr).await?;
-    let name = ServerName::try_from("localhost").map_err(std::io::Error::other)?;
-    tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
+    tls_over(TcpStream::connect(addr).await?, config).await
 }
 
 /// TLS over a TCP connection already open, expecting `localhost`.
@@ -141,16 +137,22 @@ pub fn get_with(host: &str, path: &str, headers: &[(&str, &str)]) -> Result<(u16
     )?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
-    let code = text
+    let (code, body) = status_and_body(&text);
+    Ok((code.ok_or("bad status line")?, body))
+}
+
+/// The status code (`None`: no valid status line) and the body of an
+/// HTTP/1.1 response read whole.
+pub fn status_and_body(response: &str) -> (Option<u16>, String) {
+    let code = response
         .split_whitespace()
         .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or("bad status line")?;
-    let body = text
+        .and_then(|c| c.parse().ok());
+    let body = response
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
-    Ok((code, body))
+    (code, body)
 }
 
 /// What one keep-alive client saw until the server stopped accepting.

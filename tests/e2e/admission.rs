@@ -7,7 +7,11 @@ use serde_json::json;
 use crate::Result;
 use crate::env::{Env, annotation, check, has_init, init_names};
 use common::P;
-use common::pods::{SandboxPod, has_env};
+use common::pods::{SandboxPod, dropped_capabilities, env_value, has_env};
+
+/// The network policy of the sandboxes that ask for one.
+const POLICY: &str =
+    r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
 
 /// contract: answer.patch, execd.installer, execd.command-wrap
 pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
@@ -42,10 +46,7 @@ pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
         "command wrapped by bootstrap.sh",
     )?;
     check(
-        main.env
-            .iter()
-            .flatten()
-            .any(|e| e.name == "EXECD" && e.value.as_deref() == Some("/opt/opensandbox/execd")),
+        env_value(main, "EXECD") == Some("/opt/opensandbox/execd"),
         "EXECD env",
     )?;
     check(
@@ -73,8 +74,7 @@ pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
 
 pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
-    let policy = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
-    let pod = SandboxPod::new("egress").annotation("network-policy", policy);
+    let pod = SandboxPod::new("egress").annotation("network-policy", POLICY);
     let stored = scope.admit(&pod).await?;
     check(
         init_names(&stored) == ["execd-installer", "egress"],
@@ -89,12 +89,7 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
     let token =
         annotation(&stored, &format!("{P}/egress-auth-token")).ok_or("no token annotation")?;
     check(token.len() == 32, "token is 32 characters")?;
-    let env_token = egress
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "OPENSANDBOX_EGRESS_TOKEN")
-        .and_then(|e| e.value.as_deref());
+    let env_token = env_value(egress, "OPENSANDBOX_EGRESS_TOKEN");
     check(
         env_token == Some(token),
         "sidecar token matches the annotation",
@@ -104,12 +99,7 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
         !has_env(main, "OPENSANDBOX_EGRESS_TOKEN"),
         "token not in the main container",
     )?;
-    let drops = main
-        .security_context
-        .as_ref()
-        .and_then(|s| s.capabilities.as_ref())
-        .and_then(|c| c.drop.clone())
-        .unwrap_or_default();
+    let drops = dropped_capabilities(main.security_context.as_ref());
     check(
         drops.contains(&"NET_ADMIN".to_owned()),
         "main drops NET_ADMIN",
@@ -125,10 +115,9 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
 /// main container too.
 pub async fn egress_env_reaches_the_stored_sidecar(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
-    let policy = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
     let extra = r#"{"OPENSANDBOX_EGRESS_LOG_LEVEL": "debug", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "true", "OPENSANDBOX_EGRESS_DENY_WEBHOOK": null}"#;
     let pod = SandboxPod::new("egress-env")
-        .annotation("network-policy", policy)
+        .annotation("network-policy", POLICY)
         .annotation("egress-env", extra);
     let stored = scope.admit(&pod).await?;
     let spec = stored.spec.as_ref().ok_or("no spec")?;
@@ -228,10 +217,7 @@ pub async fn invalid_pod_is_denied(env: &Env, id: &str) -> Result<()> {
 /// contract: select.dry-run
 pub async fn dry_run_stores_nothing(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
-    let pp = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
+    let pp = common::cluster::dry_run();
     let returned = scope
         .pods()
         .create(&pp, &SandboxPod::new("dry").pod())

@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::env::{Env, check};
-use common::pods::SandboxPod;
+use crate::env::{Env, check, init_names};
+use common::pods::{SandboxPod, dropped_capabilities, first_container};
 
 const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
@@ -29,23 +29,16 @@ fn refused<T>(result: kube::Result<T>, what: &str) -> Result<(u16, String)> {
 
 /// contract: select.pod-update, egress.update-images, egress.ephemeral,
 /// select.webhook-configuration
-#[expect(
-    clippy::too_many_lines,
-    reason = "one scenario, read top to bottom: each step's check follows its action"
-)]
 pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
     let pods = scope.pods();
     let stored = scope
         .admit(&SandboxPod::new("later").annotation("network-policy", POLICY))
         .await?;
-    let sidecar = stored
-        .spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_ref())
-        .and_then(|c| c.get(1))
-        .ok_or("no sidecar")?;
-    check(sidecar.name == "egress", "the sidecar is init container 1")?;
+    check(
+        init_names(&stored).get(1) == Some(&"egress"),
+        "the sidecar is init container 1",
+    )?;
 
     // An injected container's image: refused (images are mutable).
     let swap = json!([{"op": "replace", "path": "/spec/initContainers/1/image", "value": "attacker.example/egress:latest"}]);
@@ -70,10 +63,7 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
     let updated = pods
         .patch("later", &PatchParams::default(), &Patch::Strategic(&own))
         .await?;
-    let main_image = updated
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers[0].image.clone());
+    let main_image = first_container(&updated).and_then(|c| c.image.clone());
     check(
         main_image.as_deref() == Some("busybox:1.37"),
         format!("the main container's image is {main_image:?}"),
@@ -125,12 +115,7 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
         .and_then(|s| s.ephemeral_containers.as_ref())
         .and_then(|e| e.iter().find(|c| c.name == "debugger"))
         .ok_or("the debugger is not stored")?;
-    let drop = ephemeral
-        .security_context
-        .as_ref()
-        .and_then(|s| s.capabilities.as_ref())
-        .and_then(|c| c.drop.clone())
-        .unwrap_or_default();
+    let drop = dropped_capabilities(ephemeral.security_context.as_ref());
     check(
         drop == ["NET_ADMIN", "NET_RAW"],
         format!("the stored ephemeral container drops {drop:?}"),

@@ -12,7 +12,7 @@ use crate::Result;
 use crate::env::{Env, Scope, check, init_names};
 use common::P;
 use common::audit;
-use common::pods::SandboxPod;
+use common::pods::{SandboxPod, container, env_value};
 use common::processes::repo;
 
 /// The chart's webhook name, under which the apiserver keys the
@@ -59,6 +59,25 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     out
 }
 
+/// Admits sandbox `name` annotated `<P>/inject: <inject>`: whether its
+/// audit event says the webhook skipped it as an opt-out.
+async fn skipped_as_opt_out(
+    env: &Env,
+    scope: &Scope<'_>,
+    name: &str,
+    inject: &str,
+) -> Result<bool> {
+    scope
+        .admit(&SandboxPod::new(name).annotation("inject", inject))
+        .await?;
+    Ok(annotations(env, scope, name).await?
+        == pairs(&[
+            ("decision", "skipped"),
+            ("skip-reason", "opt-out"),
+            ("sandbox-id", name),
+        ]))
+}
+
 /// contract: audit.log, audit.annotations
 ///
 /// A sandbox injected, one opted out and one denied: each create's audit
@@ -88,16 +107,8 @@ pub async fn decisions_are_in_the_audit_log(env: &Env, id: &str) -> Result<()> {
         "the injected sandbox's audit annotations",
     )?;
 
-    scope
-        .admit(&SandboxPod::new("opted").annotation("inject", "false"))
-        .await?;
     check(
-        annotations(env, &scope, "opted").await?
-            == pairs(&[
-                ("decision", "skipped"),
-                ("skip-reason", "opt-out"),
-                ("sandbox-id", "opted"),
-            ]),
+        skipped_as_opt_out(env, &scope, "opted", "false").await?,
         "the opted-out sandbox's audit annotations",
     )?;
 
@@ -124,18 +135,7 @@ pub async fn decisions_are_in_the_audit_log(env: &Env, id: &str) -> Result<()> {
 
 /// The sidecar's `OPENSANDBOX_EGRESS_RULES` in the stored pod.
 fn sidecar_rules(pod: &Pod) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .find(|c| c.name == "egress")?
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "OPENSANDBOX_EGRESS_RULES")?
-        .value
-        .clone()
+    env_value(container(pod, "egress")?, "OPENSANDBOX_EGRESS_RULES").map(str::to_owned)
 }
 
 /// The chart's matchConditions of the pod webhook, read from its template
@@ -194,21 +194,13 @@ pub async fn opted_out_pods_are_not_sent(env: &Env, id: &str) -> Result<()> {
     )?;
     // Blanks around it: the webhook reads it as an opt-out, the condition
     // leaves it to the webhook.
-    scope
-        .admit(&SandboxPod::new("blank").annotation("inject", " false "))
-        .await?;
     check(
-        annotations(env, &scope, "blank").await?
-            == pairs(&[
-                ("decision", "skipped"),
-                ("skip-reason", "opt-out"),
-                ("sandbox-id", "blank"),
-            ]),
+        skipped_as_opt_out(env, &scope, "blank", " false ").await?,
         "a spelling the conditions leave to the webhook reaches it",
     )?;
     let stored = scope.admit(&SandboxPod::new("sent")).await?;
     check(
-        init_names(&stored).contains(&"execd-installer".to_owned()),
+        init_names(&stored).contains(&"execd-installer"),
         "a sandbox that does not opt out is injected",
     )?;
     check(

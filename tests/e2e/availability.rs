@@ -21,11 +21,7 @@ pub async fn webhook_down_blocks_only_sandboxes(env: &Env, id: &str) -> Result<(
         .create(&PostParams::default(), &SandboxPod::new("while-down").pod())
         .await;
     let plain = scope
-        .pods()
-        .create(
-            &PostParams::default(),
-            &SandboxPod::new("plain-while-down").not_a_sandbox().pod(),
-        )
+        .admit(&SandboxPod::new("plain-while-down").not_a_sandbox())
         .await;
     webhook.restart()?;
     match refused {
@@ -40,14 +36,7 @@ pub async fn webhook_down_blocks_only_sandboxes(env: &Env, id: &str) -> Result<(
         Err(e) => return Err(e.into()),
     }
     plain.map_err(|e| format!("a non-sandbox pod was refused while the webhook was down: {e}"))?;
-    scope
-        .pods()
-        .create(
-            &PostParams::default(),
-            &SandboxPod::new("after-restart").pod(),
-        )
-        .await?;
-    let stored = scope.pods().get("after-restart").await?;
+    let stored = scope.admit(&SandboxPod::new("after-restart")).await?;
     check(
         has_init(&stored, "execd-installer"),
         "mutated again after restart",

@@ -137,13 +137,10 @@ node_net_down() {
 gen_node_certs() {
     local d="$1"
     node_env "$d"
-    cat "$d/openssl.cnf" - >"$d/node-openssl.cnf" <<EOF
-[ v3_kubelet ]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature, keyEncipherment
-extendedKeyUsage = serverAuth
-subjectAltName = IP:$NODE_IP, DNS:$NODE_NAME
-EOF
+    {
+        cat "$d/openssl.cnf"
+        leaf_extensions v3_kubelet serverAuth "IP:$NODE_IP, DNS:$NODE_NAME"
+    } >"$d/node-openssl.cnf"
     sign_cert "$d" kubelet-serving "/CN=$NODE_NAME" v3_kubelet "$d/node-openssl.cnf"
     sign_cert "$d" kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" v3_client
     sign_cert "$d" apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" v3_client

@@ -8,7 +8,8 @@
 # certificate and the ServiceAccount signing key pair.
 gen_certs() {
     local d="$1" extra_san="${2:-}"
-    cat >"$d/openssl.cnf" <<EOF
+    {
+        cat <<EOF
 [ req ]
 distinguished_name = dn
 prompt = no
@@ -18,16 +19,11 @@ CN = unused
 basicConstraints = critical, CA:TRUE
 keyUsage = critical, keyCertSign, cRLSign, digitalSignature
 subjectKeyIdentifier = hash
-[ v3_server ]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature, keyEncipherment
-extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, DNS:localhost, IP:10.0.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc${extra_san:+, $extra_san}
-[ v3_client ]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature, keyEncipherment
-extendedKeyUsage = clientAuth
 EOF
+        leaf_extensions v3_server serverAuth \
+            "IP:127.0.0.1, DNS:localhost, IP:10.0.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc${extra_san:+, $extra_san}"
+        leaf_extensions v3_client clientAuth
+    } >"$d/openssl.cnf"
     openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
     openssl req -x509 -new -key "$d/ca.key" -config "$d/openssl.cnf" -extensions v3_ca \
         -subj "/CN=sandbox-webhook-e2e-ca" -days 3650 -out "$d/ca.crt"
@@ -39,6 +35,17 @@ EOF
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/sa.key" 2>/dev/null
     openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub"
     chmod 600 "$d"/*.key
+}
+
+# leaf_extensions SECTION USAGE [SAN]: the openssl.cnf section SECTION of a
+# leaf certificate (not a CA) for USAGE (serverAuth, clientAuth), with the
+# subjectAltName SAN when given.
+leaf_extensions() {
+    printf '[ %s ]\n' "$1"
+    echo "basicConstraints = critical, CA:FALSE"
+    echo "keyUsage = critical, digitalSignature, keyEncipherment"
+    echo "extendedKeyUsage = $2"
+    [[ -z "${3:-}" ]] || echo "subjectAltName = $3"
 }
 
 # sign_cert DIR NAME SUBJECT EXTENSIONS [CONFIG]: DIR/NAME.key (P-256) and

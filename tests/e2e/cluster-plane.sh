@@ -170,6 +170,22 @@ KWOK_PORT=$kwok_port"
 # ---------------------------------------------------------------------------
 # smoke: exercise a started control plane with plain REST calls
 # ---------------------------------------------------------------------------
+# smoke_pod_create DIR URL NAME: creates pod default/NAME through the
+# apiserver at URL (a busybox container; nothing schedules it).
+smoke_pod_create() {
+    api_curl "$1" "$2/api/v1/namespaces/default/pods" -X POST \
+        -H 'Content-Type: application/json' -d @- >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$3"},
+ "spec":{"containers":[{"name":"c","image":"busybox"}]}}
+EOF
+}
+
+# smoke_pod_delete DIR URL NAME: deletes pod default/NAME at once.
+smoke_pod_delete() {
+    api_curl "$1" "$2/api/v1/namespaces/default/pods/$3" -X DELETE \
+        -H 'Content-Type: application/json' -d '{"gracePeriodSeconds":0}' >/dev/null
+}
+
 cmd_smoke() {
     local d="${1:?usage: cluster.sh smoke DIR}"
     d="$(cd "$d" && pwd)"
@@ -183,14 +199,10 @@ cmd_smoke() {
     log "ok: namespaces default and kube-system exist"
 
     local pod="smoke-$suffix"
-    api_curl "$d" "$url/api/v1/namespaces/default/pods" -X POST "${json[@]}" -d @- >/dev/null <<EOF
-{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod"},
- "spec":{"containers":[{"name":"c","image":"busybox"}]}}
-EOF
+    smoke_pod_create "$d" "$url" "$pod"
     grep -q "\"name\": *\"$pod\"" <<<"$(api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod")" \
         || die "pod $pod not readable"
-    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod" -X DELETE \
-        "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
+    smoke_pod_delete "$d" "$url" "$pod"
     log "ok: created, read and deleted pod default/$pod"
 
     local ns="smoke-$suffix" out
@@ -213,12 +225,8 @@ EOF
 EOF
     # With failurePolicy Ignore an unreachable webhook must not block pod creation.
     local pod2="smoke2-$suffix"
-    api_curl "$d" "$url/api/v1/namespaces/default/pods" -X POST "${json[@]}" -d @- >/dev/null <<EOF
-{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$pod2"},
- "spec":{"containers":[{"name":"c","image":"busybox"}]}}
-EOF
-    api_curl "$d" "$url/api/v1/namespaces/default/pods/$pod2" -X DELETE \
-        "${json[@]}" -d '{"gracePeriodSeconds":0}' >/dev/null
+    smoke_pod_create "$d" "$url" "$pod2"
+    smoke_pod_delete "$d" "$url" "$pod2"
     api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$mwc" \
         -X DELETE >/dev/null
     if api_curl "$d" "$url/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/$mwc" \

@@ -285,10 +285,7 @@ impl<'e> Scope<'e> {
     /// until a dry-run sandbox create in `ns` comes back mutated (or not).
     pub async fn wait_active(&self, ns: &str, active: bool) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let pp = PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        };
+        let pp = common::cluster::dry_run();
         let probe = SandboxPod::new("probe").pod();
         loop {
             let last = match self.env.pods(ns).create(&pp, &probe).await {
@@ -308,16 +305,8 @@ impl<'e> Scope<'e> {
     }
 }
 
-pub fn init_names(p: &Pod) -> Vec<String> {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_ref())
-        .map(|v| v.iter().map(|c| c.name.clone()).collect())
-        .unwrap_or_default()
-}
-
 pub fn has_init(p: &Pod, name: &str) -> bool {
-    init_names(p).iter().any(|n| n == name)
+    init_names(p).contains(&name)
 }
 
-pub use common::pods::annotation;
+pub use common::pods::{annotation, init_names};

@@ -7,7 +7,7 @@
 //! at `v1beta1` to a CRD that serves only that version, as agent-sandbox 1.0
 //! does, so only a rule naming `v1beta1` sends it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::Result;
 use crate::env::{Env, SCOPE_LABEL, Scope, check};
 use crate::processes::Webhook;
+use common::cluster::wait_noting;
 use common::pods::SandboxPod;
 use common::processes::repo;
 use common::workloads::{resource, template_path, workload, workload_at};
@@ -66,16 +67,9 @@ pub async fn workloads_with_denied_templates_are_refused(env: &Env, id: &str) ->
         pod_message == "Sandbox timeout 7200s exceeds configured maximum of 3600s.",
         format!("the pod webhook's message (got: {pod_message})"),
     )?;
-    for (api_version, kind) in APPLIED {
-        let name = format!("denied-{}", kind.to_lowercase());
+    for (api_version, kind, _, created) in create_each(env, &scope.ns, "denied", &too_long).await {
         let path = template_path(kind);
-        match create(
-            env,
-            &scope.ns,
-            &workload_at(api_version, kind, &name, &too_long),
-        )
-        .await
-        {
+        match created {
             Err(kube::Error::Api(e)) => {
                 let text = denied_text(&e.message)?;
                 check(
@@ -152,18 +146,38 @@ pub async fn workloads_are_admitted_while_the_preflight_is_down(env: &Env, id: &
     // Its port is closed now: the apiserver cannot reach the pre-flight.
     webhook.stop();
     let too_long = SandboxPod::new("too-long").annotation("timeout", "2h");
-    for (api_version, kind) in APPLIED {
-        let name = format!("while-down-{}", kind.to_lowercase());
-        create(
-            env,
-            &scope.ns,
-            &workload_at(api_version, kind, &name, &too_long),
-        )
-        .await
-        .map_err(|e| format!("{kind} was refused while the pre-flight was down (Ignore): {e}"))?;
+    for (api_version, kind, name, created) in
+        create_each(env, &scope.ns, "while-down", &too_long).await
+    {
+        created.map_err(|e| {
+            format!("{kind} was refused while the pre-flight was down (Ignore): {e}")
+        })?;
         api(env, &scope.ns, api_version, kind)?.get(&name).await?;
     }
     Ok(())
+}
+
+/// Creates a workload `<prefix>-<kind>` of each applied kind with pod
+/// template `template`: each one's API version, kind and name, and what
+/// the apiserver answered.
+async fn create_each(
+    env: &Env,
+    ns: &str,
+    prefix: &str,
+    template: &SandboxPod,
+) -> Vec<(
+    &'static str,
+    &'static str,
+    String,
+    kube::Result<DynamicObject>,
+)> {
+    let mut answers = Vec::new();
+    for (api_version, kind) in APPLIED {
+        let name = format!("{prefix}-{}", kind.to_lowercase());
+        let answer = create(env, ns, &workload_at(api_version, kind, &name, template)).await;
+        answers.push((api_version, kind, name, answer));
+    }
+    answers
 }
 
 /// Creates a `valid-<kind>` of each applied kind with a template the pod
@@ -332,17 +346,20 @@ async fn wait_refusing(env: &Env, scope: &Scope<'_>) -> Result<()> {
         "probe",
         &SandboxPod::new("probe").annotation("timeout", "2h"),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let last = match create_with(env, &scope.ns, &probe, true).await {
-            Err(kube::Error::Api(e)) if e.message.contains("denied the request") => return Ok(()),
-            Ok(_) => "the probe was admitted".to_owned(),
-            Err(e) => e.to_string(),
-        };
-        check(
-            Instant::now() < deadline,
-            format!("the pre-flight did not refuse within 30s: {last}"),
-        )?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_noting(
+        "the pre-flight to refuse",
+        Duration::from_secs(30),
+        "the last answer",
+        async |last: &mut String| {
+            *last = match create_with(env, &scope.ns, &probe, true).await {
+                Err(kube::Error::Api(e)) if e.message.contains("denied the request") => {
+                    return Ok(Some(()));
+                }
+                Ok(_) => "the probe was admitted".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            Ok(None)
+        },
+    )
+    .await
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::Result;
 use common::metrics::Metrics;
-use common::processes::{Daemon, free_port};
+use common::processes::{Daemon, free_port, serve_args};
 use common::wire;
 
 /// The `--namespace` of every webhook the tests start: always excluded.
@@ -29,24 +29,14 @@ impl Webhook {
     pub fn start_with(certs: &Path, config: &Path, log: PathBuf, extra: &[String]) -> Result<Self> {
         let port = free_port()?;
         let admin = format!("127.0.0.1:{}", free_port()?);
-        let args = vec![
-            "serve".to_owned(),
-            "--config".to_owned(),
-            config.display().to_string(),
-            "--tls-cert".to_owned(),
-            certs.join("tls.crt").display().to_string(),
-            "--tls-key".to_owned(),
-            certs.join("tls.key").display().to_string(),
-            "--addr".to_owned(),
-            format!("127.0.0.1:{port}"),
-            "--admin-addr".to_owned(),
-            admin.clone(),
-            "--namespace".to_owned(),
-            OWN_NAMESPACE.to_owned(),
-        ]
-        .into_iter()
-        .chain(extra.iter().cloned())
-        .collect();
+        let mut args = serve_args(
+            &config.display().to_string(),
+            certs,
+            port,
+            &admin,
+            OWN_NAMESPACE,
+        );
+        args.extend_from_slice(extra);
         let mut w = Webhook {
             daemon: Daemon::new("webhook", log),
             args,

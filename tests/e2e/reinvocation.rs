@@ -4,13 +4,12 @@
 //! policy the later webhook changed reaches the sidecar (contract:
 //! select.idempotent, egress.present).
 
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use crate::Result;
 use crate::env::{Env, Scope, WebhookEntry, check, init_names};
 use common::P;
-use common::pods::{SandboxPod, volumes_named};
+use common::pods::{SandboxPod, container, env_value, volumes_named};
 
 const ANSWERS: &str = "sandbox_webhook_admission_requests_total";
 /// The label that sends a pod to the second webhook too.
@@ -45,25 +44,6 @@ async fn with_second<'e>(
 
 fn answered(env: &Env, outcome: &str) -> Result<u64> {
     Ok(env.webhook.metrics()?.sum(ANSWERS, &[("outcome", outcome)]))
-}
-
-/// The stored pod's container named `name`, in either list.
-fn container<'p>(pod: &'p Pod, name: &str) -> Option<&'p k8s_openapi::api::core::v1::Container> {
-    let spec = pod.spec.as_ref()?;
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .find(|c| c.name == name)
-}
-
-fn env_value<'c>(c: &'c k8s_openapi::api::core::v1::Container, name: &str) -> Option<&'c str> {
-    c.env
-        .iter()
-        .flatten()
-        .find(|e| e.name == name)?
-        .value
-        .as_deref()
 }
 
 pub async fn reinvocation_keeps_one_of_each(env: &Env, id: &str) -> Result<()> {

@@ -2,7 +2,7 @@
 //! namespace, or in the webhook's own namespace even when a configuration
 //! lets the request through.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::Result;
 use crate::env::{Env, SCOPE_LABEL, Scope, check, init_names};
 use crate::processes::OWN_NAMESPACE;
+use common::cluster::wait_for;
 use common::pods::SandboxPod;
 
 const EXCLUDED_SKIPS: (&str, &[(&str, &str)]) = (
@@ -21,14 +22,9 @@ const EXCLUDED_SKIPS: (&str, &[(&str, &str)]) = (
 /// select.opt-out, metrics.skips
 pub async fn untouched_pods(env: &Env, id: &str) -> Result<()> {
     let scope = env.scope(id).await?;
-    scope
-        .pods()
-        .create(
-            &PostParams::default(),
-            &SandboxPod::new("plain").not_a_sandbox().pod(),
-        )
+    let stored = scope
+        .admit(&SandboxPod::new("plain").not_a_sandbox())
         .await?;
-    let stored = scope.pods().get("plain").await?;
     check(
         init_names(&stored).is_empty(),
         "non-sandbox pod stored unchanged",
@@ -68,26 +64,21 @@ async fn own_namespace_is_excluded_by_the_code(env: &Env, scope: &Scope<'_>) -> 
     scope.create_configuration(&cfg).await?;
     let (name, labels) = EXCLUDED_SKIPS;
     let before = env.webhook.metrics()?.sum(name, labels);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let pp = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    loop {
-        let p = env
-            .pods(OWN_NAMESPACE)
-            .create(&pp, &SandboxPod::new("home").pod())
-            .await?;
-        check(
-            init_names(&p).is_empty(),
-            "sandbox pod in the webhook's namespace is not mutated",
-        )?;
-        if env.webhook.metrics()?.sum(name, labels) > before {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err("the webhook never saw the home-namespace pod".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let dry = common::cluster::dry_run();
+    wait_for(
+        "the webhook to see the home-namespace pod",
+        Duration::from_secs(30),
+        async || {
+            let p = env
+                .pods(OWN_NAMESPACE)
+                .create(&dry, &SandboxPod::new("home").pod())
+                .await?;
+            check(
+                init_names(&p).is_empty(),
+                "sandbox pod in the webhook's namespace is not mutated",
+            )?;
+            Ok((env.webhook.metrics()?.sum(name, labels) > before).then_some(()))
+        },
+    )
+    .await
 }

@@ -12,9 +12,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, P, Result, check, is_ready, wait_for};
+use crate::harness::{Env, P, Result, check, is_ready};
 use crate::node::{http_get, pod_ip};
+use common::cluster::wait_noting;
 use common::metrics::Metrics;
+pub use common::pods::{check_no_token, controller_owner};
+use common::pods::{env_value, injected_main};
 
 /// What a sandbox's main command reports once, then it sleeps.
 pub const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
@@ -59,17 +62,24 @@ pub async fn create(env: &Env, ns: &str, kind: &str, object: Value) -> Result<Dy
 /// and `annotations` as given, main container `sandbox` running `script`
 /// with the node's busybox image.
 pub fn pod_template(env: &Env, labels: &Value, annotations: &Value, script: &str) -> Result<Value> {
-    let on_node = env.on_node_values()?;
+    let mut spec = on_node_spec(env)?;
+    spec["containers"] = json!([{"name": "sandbox", "image": env.var("BUSYBOX_IMAGE")?,
+                                 "command": ["sh", "-c", script]}]);
     Ok(json!({
         "metadata": {"labels": labels, "annotations": annotations},
-        "spec": {
-            "containers": [{"name": "sandbox", "image": env.var("BUSYBOX_IMAGE")?,
-                            "command": ["sh", "-c", script]}],
-            "nodeSelector": on_node["nodeSelector"],
-            "tolerations": on_node["tolerations"],
-            "terminationGracePeriodSeconds": 5,
-            "enableServiceLinks": false,
-        },
+        "spec": spec,
+    }))
+}
+
+/// A pod spec (without containers) whose pod runs on the real node and
+/// stops quickly.
+pub fn on_node_spec(env: &Env) -> Result<Value> {
+    let on_node = env.on_node_values()?;
+    Ok(json!({
+        "nodeSelector": on_node["nodeSelector"],
+        "tolerations": on_node["tolerations"],
+        "terminationGracePeriodSeconds": 5,
+        "enableServiceLinks": false,
     }))
 }
 
@@ -97,48 +107,36 @@ pub async fn wait_condition(
     (type_, status, reason): (&str, &str, &str),
     timeout: Duration,
 ) -> Result<DynamicObject> {
-    let mut last = String::new();
-    let found = wait_for(
+    wait_noting(
         &format!("{name}: condition {type_}={status}, reason {reason}"),
         timeout,
-        async || {
+        "its conditions",
+        async |last: &mut String| {
             let o = api.get(name).await?;
-            last = conditions(&o);
+            *last = conditions(&o);
             let hit = condition(&o, type_).is_some_and(|(s, r)| s == status && r == reason);
             Ok(hit.then_some(o))
         },
     )
-    .await;
-    found.map_err(|e| format!("{e}; its conditions: {last}").into())
+    .await
 }
 
 /// The pod of Sandbox `name` (it has the Sandbox's name) once Ready.
 pub async fn ready_pod(env: &Env, ns: &str, name: &str, timeout: Duration) -> Result<Pod> {
     let pods = env.pods(ns);
     let sandboxes = api(env, ns, "Sandbox");
-    let mut last = String::new();
-    let found = wait_for(
+    wait_noting(
         &format!("the pod of Sandbox {ns}/{name} Ready"),
         timeout,
-        async || {
+        "the Sandbox's conditions",
+        async |last: &mut String| {
             if let Some(s) = sandboxes.get_opt(name).await? {
-                last = conditions(&s);
+                *last = conditions(&s);
             }
             Ok(pods.get_opt(name).await?.filter(is_ready))
         },
     )
-    .await;
-    found.map_err(|e| format!("{e}; the Sandbox's conditions: {last}").into())
-}
-
-/// The controller owner of `p`, as `(kind, name)`.
-pub fn controller_owner(p: &Pod) -> Option<(&str, &str)> {
-    p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| (r.kind.as_str(), r.name.as_str()))
+    .await
 }
 
 /// What the webhook injected, checked on a stored pod: the installer
@@ -146,74 +144,18 @@ pub fn controller_owner(p: &Pod) -> Option<(&str, &str)> {
 /// under bootstrap.sh, `OPENSANDBOX_ID` = `id`, no API token.
 pub fn check_injected(p: &Pod, id: &str, with_policy: bool) -> Result<()> {
     let name = p.metadata.name.as_deref().unwrap_or("?");
-    let inits = common::pods::init_names(p);
-    let want: &[&str] = if with_policy {
-        &["execd-installer", "egress"]
-    } else {
-        &["execd-installer"]
-    };
-    check(
-        inits == want,
-        format!("{name}: init containers {inits:?}, expected {want:?}"),
-    )?;
-    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
-    let main = spec
-        .containers
-        .iter()
-        .find(|c| c.name == "sandbox")
-        .ok_or(format!("{name}: no container sandbox"))?;
+    let main = injected_main(p, with_policy)?;
     let command = main.command.clone().unwrap_or_default();
     check(
         command.first().map(String::as_str) == Some("/opt/opensandbox/bootstrap.sh"),
         format!("{name}: command {command:?} is not under bootstrap.sh"),
     )?;
-    let env_id = main
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "OPENSANDBOX_ID")
-        .and_then(|e| e.value.as_deref());
+    let env_id = env_value(main, "OPENSANDBOX_ID");
     check(
         env_id == Some(id),
         format!("{name}: OPENSANDBOX_ID is {env_id:?}, not {id}"),
     )?;
     check_no_token(p)
-}
-
-/// The pod carries no API token: not mounted, no token volume.
-pub fn check_no_token(p: &Pod) -> Result<()> {
-    let name = p.metadata.name.as_deref().unwrap_or("?");
-    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
-    check(
-        spec.automount_service_account_token == Some(false),
-        format!(
-            "{name}: automountServiceAccountToken is {:?}",
-            spec.automount_service_account_token
-        ),
-    )?;
-    let token_volumes: Vec<&str> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| v.name.as_str())
-        .filter(|v| v.starts_with("kube-api-access-"))
-        .collect();
-    check(
-        token_volumes.is_empty(),
-        format!("{name}: token volumes {token_volumes:?}"),
-    )?;
-    let mounting: Vec<&str> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .filter(|c| common::pods::mounts_at(c, "/var/run/secrets/kubernetes.io/serviceaccount"))
-        .map(|c| c.name.as_str())
-        .collect();
-    check(
-        mounting.is_empty(),
-        format!("{name}: containers {mounting:?} mount an API token"),
-    )
 }
 
 /// The annotation `P/<key>` of `p`.

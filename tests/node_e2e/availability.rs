@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::harness::{Env, RELEASE, RELEASE_NS, Result, check, run_command, wait_for};
 use crate::node::{pod_ip, served_serial};
 use common::load::{Load, Tally};
-use common::pods::SandboxPod;
+use common::pods::{SandboxPod, pod_names};
 
 const ROLLOUT_RATE: u32 = 20;
 const ROTATION_RATE: u32 = 10;
@@ -35,6 +35,14 @@ fn load(env: &Env, ns: &str, rate: u32) -> Load {
     })
 }
 
+/// Lets `load` run 2 s more (the creates that were in flight during the
+/// change land), then stops it: its tally and the seconds since `started`.
+async fn settle_and_stop(load: Load, started: Instant) -> Result<(Tally, f64)> {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let tally = load.stop().await?;
+    Ok((tally, started.elapsed().as_secs_f64()))
+}
+
 fn report(what: &str, tally: &Tally, seconds: f64) -> Result<()> {
     println!(
         "    {what}: {} sandbox creates over {seconds:.1}s: {} admitted, {} refused",
@@ -46,15 +54,9 @@ fn report(what: &str, tally: &Tally, seconds: f64) -> Result<()> {
     check(tally.ok > 0, "no create was made")
 }
 
-fn names(pods: &[Pod]) -> Vec<String> {
-    pods.iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect()
-}
-
 pub(crate) async fn rollout_restart_refuses_nothing(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[]).await?;
-    let old = names(&env.release_pods("webhook").await?);
+    let old = env.release_pod_names("webhook").await?;
     let started = Instant::now();
     let load = load(env, &ns, ROLLOUT_RATE);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -86,10 +88,8 @@ pub(crate) async fn rollout_restart_refuses_nothing(env: &Env, id: &str) -> Resu
         },
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let tally = load.stop().await?;
-    let seconds = started.elapsed().as_secs_f64();
-    let new = names(&env.release_pods("webhook").await?);
+    let (tally, seconds) = settle_and_stop(load, started).await?;
+    let new = env.release_pod_names("webhook").await?;
     println!(
         "    rollout restart at t={restarted:.1}s: {old:?} replaced by {new:?}, the old ones gone at t={seconds:.1}s"
     );
@@ -139,18 +139,16 @@ pub(crate) async fn rotated_certificate_is_served(env: &Env, id: &str) -> Result
         },
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let tally = load.stop().await?;
-    let seconds = started.elapsed().as_secs_f64();
+    let (tally, seconds) = settle_and_stop(load, started).await?;
 
     // Served by the same processes: the pods were not restarted.
     let after = env.release_pods("webhook").await?;
     check(
-        names(&after) == names(&pods),
+        pod_names(&after) == pod_names(&pods),
         format!(
             "the webhook pods changed: {:?} -> {:?}",
-            names(&pods),
-            names(&after)
+            pod_names(&pods),
+            pod_names(&after)
         ),
     )?;
     for p in &after {

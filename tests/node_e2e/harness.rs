@@ -6,16 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::owners::OwnerTurns;
 pub use common::P;
-pub use common::cluster::wait_for;
-use common::cluster::{ScenarioNamespaces, run};
-use common::pods::SandboxPod;
+use common::cluster::{ScenarioNamespaces, run, wait_noting};
+pub use common::cluster::{is_ready, wait_for};
+use common::pods::{SandboxPod, pod_names};
 pub use common::processes::{Cluster, Result, Vars, check, repo};
 
 /// The release, as a platform team would name it.
@@ -141,14 +142,22 @@ impl Env {
     /// A sandbox pod `name` on the real node, running `script` with the
     /// node's busybox image (under bootstrap.sh once injected).
     pub fn sandbox(&self, name: &str, script: &str) -> Result<SandboxPod> {
-        let on_node = self.on_node_values()?;
-        Ok(SandboxPod::new(name)
+        let pod = SandboxPod::new(name)
             .image(self.var("BUSYBOX_IMAGE")?)
-            .command(&["sh", "-c", script])
-            .spec_field("nodeSelector", on_node["nodeSelector"].clone())
-            .spec_field("tolerations", on_node["tolerations"].clone())
+            .command(&["sh", "-c", script]);
+        Ok(self
+            .on_node(pod)?
             .spec_field("terminationGracePeriodSeconds", json!(5))
             .spec_field("enableServiceLinks", json!(false)))
+    }
+
+    /// `pod` with the node selector and toleration that put it on the real
+    /// node.
+    pub fn on_node(&self, pod: SandboxPod) -> Result<SandboxPod> {
+        let on_node = self.on_node_values()?;
+        Ok(pod
+            .spec_field("nodeSelector", on_node["nodeSelector"].clone())
+            .spec_field("tolerations", on_node["tolerations"].clone()))
     }
 
     /// The scenario's namespace `e2e-node-<id>` (with `labels`), once its
@@ -188,10 +197,7 @@ impl Env {
 
     /// A server-side dry-run sandbox create in `ns` comes back injected.
     pub async fn injected(&self, ns: &str) -> Result<bool> {
-        let dry = PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        };
+        let dry = common::cluster::dry_run();
         let pod = self
             .pods(ns)
             .create(&dry, &self.sandbox("probe", "true")?.pod())
@@ -223,6 +229,20 @@ impl Env {
             .collect())
     }
 
+    /// The names of the release's pods of `component`.
+    pub async fn release_pod_names(&self, component: &str) -> Result<Vec<String>> {
+        Ok(pod_names(&self.release_pods(component).await?))
+    }
+
+    /// Who holds the controller's Lease, if anyone does.
+    pub async fn controller_lease_holder(&self) -> Result<Option<String>> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), RELEASE_NS);
+        Ok(leases
+            .get_opt(&format!("{RELEASE}-controller"))
+            .await?
+            .and_then(|l| l.spec?.holder_identity))
+    }
+
     /// Waits until pod `name` in `ns` is Ready; the pod.
     pub async fn ready(&self, ns: &str, name: &str, timeout: Duration) -> Result<Pod> {
         let pods = self.pods(ns);
@@ -249,17 +269,16 @@ impl Env {
         container: &str,
         needle: &str,
     ) -> Result<String> {
-        let mut last = String::new();
-        let found = wait_for(
+        wait_noting(
             &format!("a line with {needle:?} in the log of {ns}/{name}/{container}"),
             Duration::from_secs(30),
-            async || {
-                last = self.logs(ns, name, container)?;
+            "the log",
+            async |last: &mut String| {
+                *last = self.logs(ns, name, container)?;
                 Ok(last.contains(needle).then(|| last.clone()))
             },
         )
-        .await;
-        found.map_err(|e| format!("{e}; the log:\n{last}").into())
+        .await
     }
 }
 
@@ -273,13 +292,6 @@ const NAMESPACES: ScenarioNamespaces = ScenarioNamespaces {
     prefix: "e2e-node",
     cleanup: Duration::from_secs(120),
 };
-
-pub fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
 
 /// Lines of `log` that contain `needle`, for messages.
 pub fn lines_with<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {

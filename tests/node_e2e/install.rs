@@ -15,7 +15,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
@@ -172,24 +171,13 @@ fn mutated(ips: &[String]) -> Result<u64> {
 /// `ServiceAccount` writing it.
 async fn lease_with_own_identity(env: &Env) -> Result<()> {
     let name = format!("{RELEASE}-controller");
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), RELEASE_NS);
     let holder = wait_for(
         "the controller's Lease to be held",
         Duration::from_secs(30),
-        async || {
-            Ok(leases
-                .get_opt(&name)
-                .await?
-                .and_then(|l| l.spec?.holder_identity))
-        },
+        async || env.controller_lease_holder().await,
     )
     .await?;
-    let controllers: Vec<String> = env
-        .release_pods("controller")
-        .await?
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
+    let controllers = env.release_pod_names("controller").await?;
     check(
         controllers.contains(&holder),
         format!("Lease {name} is held by {holder:?}, not one of {controllers:?}"),

@@ -12,17 +12,12 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use crate::harness::{Env, Result};
+use common::pods::container_status;
 use common::wire;
 
 /// The containerd id of `container` (an init container or not) of `p`.
 pub fn container_id(p: &Pod, container: &str) -> Option<String> {
-    let status = p.status.as_ref()?;
-    status
-        .container_statuses
-        .iter()
-        .flatten()
-        .chain(status.init_container_statuses.iter().flatten())
-        .find(|c| c.name == container)?
+    container_status(p, container)?
         .container_id
         .as_deref()?
         .strip_prefix("containerd://")
@@ -101,6 +96,16 @@ pub fn http_get(
     headers: &[(&str, &str)],
 ) -> Result<(u16, String)> {
     wire::get_with(&format!("{ip}:{port}"), path, headers)
+}
+
+/// What the egress sidecar's probe path `<ip>:18080/healthz` answers with
+/// `token` in its auth header (`None`: without the header).
+pub fn egress_healthz(ip: &str, token: Option<&str>) -> Result<u16> {
+    let headers: Vec<(&str, &str)> = token
+        .map(|t| ("OPENSANDBOX-EGRESS-AUTH", t))
+        .into_iter()
+        .collect();
+    Ok(http_get(ip, 18080, "/healthz", &headers)?.0)
 }
 
 /// The serial (hex) of the certificate served at `addr` to a client that

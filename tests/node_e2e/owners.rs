@@ -20,16 +20,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use serde_json::json;
 
 use crate::agent::{
     POLICY, PRIVILEGED, REPORT, annotation, api, check_injected, condition, conditions, create,
     pod_template, ready_pod, release_metric, wait_condition,
 };
-use crate::harness::{Env, P, RELEASE, RELEASE_NS, Result, check, logged, wait_for};
+use crate::harness::{Env, P, Result, check, logged, wait_for};
+use common::pods::created_second;
 
 /// The pod must be gone this soon after its `expires-at`.
 const GONE_WITHIN: TimeDelta = TimeDelta::seconds(2);
@@ -117,12 +117,7 @@ async fn expiring_sandbox(
     )?;
     let written = annotation(&p, "expires-at").ok_or("the pod has no expires-at")?;
     let expires = DateTime::parse_from_rfc3339(written)?.to_utc();
-    let created = p
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .ok_or("the pod has no creationTimestamp")?;
+    let created = created_second(&p).ok_or("the pod has no creationTimestamp")?;
     let lived = expires.timestamp() - created;
     check(
         (lifetime - 1..=lifetime + 1).contains(&lived),
@@ -204,14 +199,27 @@ async fn expired_event(
     Ok(note)
 }
 
-/// Sandbox `name` still exists once its pod is gone (`why` it must).
-async fn kept(sandboxes: &Api<DynamicObject>, name: &str, why: &str) -> Result<()> {
+/// Once the pod of Sandbox `name` expires (at `expires`): the pod is gone
+/// within `GONE_WITHIN` (the delay after `expires`), the Sandbox is still
+/// there (`why` it must be), and within 10 s it shows `condition` (type,
+/// status, reason); it as it is then.
+async fn kept_after_expiry(
+    env: &Env,
+    ns: &str,
+    (name, expires): (&str, DateTime<Utc>),
+    why: &str,
+    condition: (&str, &str, &str),
+) -> Result<(TimeDelta, DynamicObject)> {
+    let delay = gone_after(env, ns, name, expires, GONE_WITHIN).await?;
+    let sandboxes = api(env, ns, "Sandbox");
     check(
         sandboxes.get_opt(name).await?.is_some(),
         format!(
             "the Sandbox {name} was deleted with its pod, but {why}: the controller must tell it, not delete it"
         ),
-    )
+    )?;
+    let sandbox = wait_condition(&sandboxes, name, condition, Duration::from_secs(10)).await?;
+    Ok((delay, sandbox))
 }
 
 fn shutdown_owner() -> [(&'static str, &'static str); 1] {
@@ -232,13 +240,12 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
             .is_none(),
         "the Sandbox has a shutdownTime before its pod expired",
     )?;
-    let delay = gone_after(env, &ns, "retained", expires, GONE_WITHIN).await?;
-    kept(&sandboxes, "retained", "its shutdownPolicy Retain keeps it").await?;
-    let sandbox = wait_condition(
-        &sandboxes,
-        "retained",
+    let (delay, sandbox) = kept_after_expiry(
+        env,
+        &ns,
+        ("retained", expires),
+        "its shutdownPolicy Retain keeps it",
         ("Ready", "False", "SandboxExpired"),
-        Duration::from_secs(10),
     )
     .await?;
     let told = &sandbox.data["spec"]["shutdownTime"];
@@ -297,19 +304,12 @@ async fn suspended(env: &Env, ns: &str, expires: DateTime<Utc>) -> Result<()> {
     let labels = [("action", "suspended-owner")];
     let before =
         release_metric(env, "controller", "sandbox_webhook_expired_total", &labels).await?;
-    let delay = gone_after(env, ns, "paused", expires, GONE_WITHIN).await?;
-    let sandboxes = api(env, ns, "Sandbox");
-    kept(
-        &sandboxes,
-        "paused",
+    let (delay, sandbox) = kept_after_expiry(
+        env,
+        ns,
+        ("paused", expires),
         "a suspended Sandbox is kept with its volumes",
-    )
-    .await?;
-    let sandbox = wait_condition(
-        &sandboxes,
-        "paused",
         ("Suspended", "True", "PodTerminated"),
-        Duration::from_secs(10),
     )
     .await?;
     check(
@@ -353,22 +353,12 @@ async fn set_sandbox_action(env: &Env, action: &str) -> Result<()> {
     env.helm_upgrade(&[&format!(
         "controller.config.expiry.ownerActions.Sandbox\\.agents\\.x-k8s\\.io={action}"
     )])?;
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), RELEASE_NS);
-    let lease = format!("{RELEASE}-controller");
     wait_for(
         "a controller pod of the new configuration to hold the Lease",
         Duration::from_secs(60),
         async || {
-            let pods: Vec<String> = env
-                .release_pods("controller")
-                .await?
-                .iter()
-                .filter_map(|p| p.metadata.name.clone())
-                .collect();
-            let holder = leases
-                .get_opt(&lease)
-                .await?
-                .and_then(|l| l.spec?.holder_identity);
+            let pods = env.release_pod_names("controller").await?;
+            let holder = env.controller_lease_holder().await?;
             Ok(holder.filter(|h| pods.contains(h)).map(|_| ()))
         },
     )

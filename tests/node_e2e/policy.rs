@@ -28,26 +28,53 @@ use serde_json::json;
 
 use crate::harness::{Env, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, NET_RAW, has_capability, pid_of, pod_ip};
-use common::pods::SandboxPod;
+use common::pods::{SandboxPod, container_status};
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// What the apiserver answered a create of `pod`: the stored pod, or the
 /// refusal's code and message.
-async fn create(
-    env: &Env,
-    ns: &str,
-    pod: &SandboxPod,
-) -> Result<std::result::Result<Pod, (u16, String)>> {
-    match env
-        .pods(ns)
-        .create(&PostParams::default(), &pod.pod())
-        .await
-    {
+async fn create(env: &Env, ns: &str, pod: &Pod) -> Result<std::result::Result<Pod, (u16, String)>> {
+    match env.pods(ns).create(&PostParams::default(), pod).await {
         Ok(p) => Ok(Ok(p)),
         Err(kube::Error::Api(e)) => Ok(Err((e.code, e.message))),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Runs sandbox `name` with `policy`, its main container running `script`
+/// (which ends by reporting), once Ready: the logs of its main container
+/// (to the report) and of its sidecar.
+async fn run_with_policy(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    script: &str,
+    policy: &str,
+) -> Result<(String, String)> {
+    let sandbox = env
+        .sandbox(name, script)?
+        .annotation("network-policy", policy);
+    let Ok(_) = create(env, ns, &sandbox.pod()).await? else {
+        return Err("an ordinary policy pod was refused".into());
+    };
+    env.ready(ns, name, Duration::from_secs(90)).await?;
+    let main = env
+        .logs_with(ns, name, "sandbox", "sandbox: reported")
+        .await?;
+    let egress = env.logs(ns, name, "egress")?;
+    Ok((main, egress))
+}
+
+/// The attack's pod was refused as it must be: `Err` unless with 403 and a
+/// message that names each of `names`.
+fn refused(code: u16, message: &str, names: &[&str]) -> Result<()> {
+    check(
+        code == 403 && names.iter().all(|n| message.contains(n)),
+        format!("refused with {code}: {message}"),
+    )?;
+    println!("    refused: {code} {message}");
+    Ok(())
 }
 
 /// The lines of `log` that carry `prefix`, for an error message.
@@ -67,17 +94,7 @@ pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> R
         echo sandbox: reported; exec sleep 3600";
     let policy =
         r#"{"defaultAction":"deny","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
-    let sandbox = env
-        .sandbox("sniffer", script)?
-        .annotation("network-policy", policy);
-    let Ok(_) = create(env, &ns, &sandbox).await? else {
-        return Err("an ordinary policy pod was refused".into());
-    };
-    env.ready(&ns, "sniffer", Duration::from_secs(90)).await?;
-    let main = env
-        .logs_with(&ns, "sniffer", "sandbox", "sandbox: reported")
-        .await?;
-    let egress = env.logs(&ns, "sniffer", "egress")?;
+    let (main, egress) = run_with_policy(env, &ns, "sniffer", script, policy).await?;
     check(
         !main.contains("peek: sniff: captured") && !egress.contains("policy API: policy replaced"),
         format!(
@@ -126,18 +143,8 @@ pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<
         .ok_or("no spec")?
         .containers
         .push(serde_json::from_value(helper)?);
-    let answer = match env.pods(&ns).create(&PostParams::default(), &pod).await {
-        Ok(_) => None,
-        Err(kube::Error::Api(e)) => Some((e.code, e.message)),
-        Err(e) => return Err(e.into()),
-    };
-    if let Some((code, message)) = answer {
-        check(
-            code == 403 && message.contains("NET_ADMIN") && message.contains("helper"),
-            format!("refused with {code}: {message}"),
-        )?;
-        println!("    refused: {code} {message}");
-        return Ok(());
+    if let Err((code, message)) = create(env, &ns, &pod).await? {
+        return refused(code, &message, &["NET_ADMIN", "helper"]);
     }
     env.ready(&ns, "dotless", Duration::from_secs(90)).await?;
     let log = env
@@ -165,14 +172,9 @@ pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &
             "egress-env",
             r#"{"OPENSANDBOX_EGRESS_POLICY_FILE":"/opt/opensandbox/policy.json"}"#,
         );
-    let stored = match create(env, &ns, &sandbox).await? {
+    let stored = match create(env, &ns, &sandbox.pod()).await? {
         Err((code, message)) => {
-            check(
-                code == 403 && message.contains("OPENSANDBOX_EGRESS_POLICY_FILE"),
-                format!("refused with {code}: {message}"),
-            )?;
-            println!("    refused: {code} {message}");
-            return Ok(());
+            return refused(code, &message, &["OPENSANDBOX_EGRESS_POLICY_FILE"]);
         }
         Ok(p) => p,
     };
@@ -195,12 +197,8 @@ pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &
         Duration::from_secs(90),
         async || {
             let p = pods.get(&name).await?;
-            let restarted = p
-                .status
-                .and_then(|s| s.init_container_statuses)
-                .into_iter()
-                .flatten()
-                .any(|c| c.name == "egress" && c.restart_count > 0 && c.ready);
+            let restarted =
+                container_status(&p, "egress").is_some_and(|c| c.restart_count > 0 && c.ready);
             Ok(restarted.then_some(()))
         },
     )
@@ -219,7 +217,6 @@ pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &
 pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
     // A peer on the node's bridge that answers, outside any sandbox.
-    let on_node = env.on_node_values()?;
     let target = SandboxPod::new("target")
         .not_a_sandbox()
         .image(env.var("BUSYBOX_IMAGE")?)
@@ -227,9 +224,9 @@ pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Resul
         .main_field(
             "readinessProbe",
             json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1}),
-        )
-        .spec_field("nodeSelector", on_node["nodeSelector"].clone())
-        .spec_field("tolerations", on_node["tolerations"].clone())
+        );
+    let target = env
+        .on_node(target)?
         .spec_field("terminationGracePeriodSeconds", json!(1));
     env.pods(&ns)
         .create(&PostParams::default(), &target.pod())
@@ -245,17 +242,7 @@ pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Resul
     let script = format!(
         "peek connect {ip}:8080 2 2>&1 | sed 's/^/sandbox: /'; echo sandbox: reported; exec sleep 3600"
     );
-    let sandbox = env
-        .sandbox("early", &script)?
-        .annotation("network-policy", &policy);
-    let Ok(_) = create(env, &ns, &sandbox).await? else {
-        return Err("an ordinary policy pod was refused".into());
-    };
-    env.ready(&ns, "early", Duration::from_secs(90)).await?;
-    let main = env
-        .logs_with(&ns, "early", "sandbox", "sandbox: reported")
-        .await?;
-    let egress = env.logs(&ns, "early", "egress")?;
+    let (main, egress) = run_with_policy(env, &ns, "early", &script, &policy).await?;
     check(
         !main.contains(": connected"),
         format!(

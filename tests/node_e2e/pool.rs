@@ -23,6 +23,7 @@ use crate::agent::{
     PRIVILEGED, REPORT, api, check_injected, controller_owner, create, pod_template, ready_pod,
 };
 use crate::harness::{Env, P, Result, check, is_ready, wait_for};
+use common::pods::{container, env_value, execd_ping, first_container};
 
 /// A `SandboxTemplate` `name` (its pod template labelled `labels`) and a
 /// warm pool of one from it.
@@ -121,18 +122,9 @@ fn uid(p: &Pod) -> &str {
     p.metadata.uid.as_deref().unwrap_or_default()
 }
 
-fn env_value<'a>(p: &'a Pod, name: &str) -> Option<&'a str> {
-    p.spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == "sandbox")?
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == name)?
-        .value
-        .as_deref()
+/// The value of env var `name` of the pod's main container.
+fn main_env<'a>(p: &'a Pod, name: &str) -> Option<&'a str> {
+    env_value(container(p, "sandbox")?, name)
 }
 
 /// contract: workload.kinds, execd.installer
@@ -209,7 +201,7 @@ pub(crate) async fn stack_pool_and_claimed_pods_are_injected(env: &Env, id: &str
     )?;
     check_injected(&cold, "pooled", false)?;
     check(
-        env_value(&cold, "GREETING") == Some("cold"),
+        main_env(&cold, "GREETING") == Some("cold"),
         "the cold claim's env is not in its pod",
     )?;
     println!(
@@ -237,20 +229,7 @@ pub(crate) async fn stack_pool_and_claimed_pods_are_injected(env: &Env, id: &str
     check_plain(&adopted)?;
     let name = adopted.metadata.name.clone().unwrap_or_default();
     let ping = env
-        .kubectl_command(&[
-            "exec",
-            "-n",
-            &ns,
-            &name,
-            "-c",
-            "sandbox",
-            "--",
-            "wget",
-            "-qO-",
-            "-T",
-            "2",
-            "http://127.0.0.1:44772/ping",
-        ])?
+        .kubectl_command(&execd_ping(&ns, &name, "sandbox", &["-T", "2"]))?
         .output()?;
     check(
         !ping.status.success(),
@@ -270,10 +249,7 @@ fn check_plain(p: &Pod) -> Result<()> {
         inits.is_empty(),
         format!("{name}: init containers {inits:?}"),
     )?;
-    let command = p
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
+    let command = first_container(p)
         .and_then(|c| c.command.clone())
         .unwrap_or_default();
     check(

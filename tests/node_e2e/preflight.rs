@@ -13,10 +13,20 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::agent::{REPORT, api, create, pod_template, ready_pod};
 use crate::harness::{Env, P, Result, check};
+
+/// A Sandbox `name` whose pod template (returned first) runs on the node,
+/// annotated `<P>/timeout: <timeout>`.
+fn sandbox_with_timeout(env: &Env, name: &str, timeout: &str) -> Result<(Value, Value)> {
+    let labels = json!({format!("{P}/id"): name});
+    let annotations = json!({format!("{P}/timeout"): timeout});
+    let template = pod_template(env, &labels, &annotations, REPORT)?;
+    let sandbox = json!({"metadata": {"name": name}, "spec": {"podTemplate": template}});
+    Ok((template, sandbox))
+}
 
 pub(crate) async fn stack_preflight_refuses_a_denied_sandbox(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[]).await?;
@@ -30,16 +40,8 @@ pub(crate) async fn stack_preflight_refuses_a_denied_sandbox(env: &Env, id: &str
         format!("the Sandbox CRD is not agent-sandbox 1.0's: versions {versions:?}"),
     )?;
 
-    let labels = json!({format!("{P}/id"): "refused"});
-    let annotations = json!({format!("{P}/timeout"): "30s"});
-    let template = pod_template(env, &labels, &annotations, REPORT)?;
-    let refused = create(
-        env,
-        &ns,
-        "Sandbox",
-        json!({"metadata": {"name": "refused"}, "spec": {"podTemplate": template}}),
-    )
-    .await;
+    let (_, sandbox) = sandbox_with_timeout(env, "refused", "30s")?;
+    let refused = create(env, &ns, "Sandbox", sandbox).await;
     let message = match refused {
         Err(e) => e.to_string(),
         Ok(_) => return Err("a Sandbox whose template the webhook denies was stored".into()),
@@ -61,16 +63,8 @@ pub(crate) async fn stack_preflight_refuses_a_denied_sandbox(env: &Env, id: &str
         "a pod of the refused Sandbox exists",
     )?;
 
-    let labels = json!({format!("{P}/id"): "admitted"});
-    let annotations = json!({format!("{P}/timeout"): "1h"});
-    let template = pod_template(env, &labels, &annotations, REPORT)?;
-    let stored = create(
-        env,
-        &ns,
-        "Sandbox",
-        json!({"metadata": {"name": "admitted"}, "spec": {"podTemplate": template}}),
-    )
-    .await?;
+    let (template, sandbox) = sandbox_with_timeout(env, "admitted", "1h")?;
+    let stored = create(env, &ns, "Sandbox", sandbox).await?;
     check(
         stored.data["spec"]["podTemplate"] == template,
         format!(

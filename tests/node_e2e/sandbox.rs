@@ -18,9 +18,10 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::harness::{Env, P, Result, check, lines_with, logged, wait_for};
-use crate::node::{NET_ADMIN, NET_RAW, has_capability, http_get, pod_ip};
-use common::pods::{SandboxPod, annotation};
+use crate::harness::{Env, P, Result, check, lines_with, logged};
+use crate::node::{NET_ADMIN, NET_RAW, egress_healthz, has_capability, pod_ip};
+use common::cluster::wait_for_pod;
+use common::pods::{SandboxPod, annotation, check_pong, container_status, execd_ping};
 
 /// What the sandbox's main command reports, once, then it sleeps.
 const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
@@ -115,11 +116,7 @@ async fn run(env: &Env, ns: &str, sandbox: &SandboxPod) -> Result<(Pod, String)>
 
 /// The status of init container `name`.
 fn init_status<'a>(p: &'a Pod, name: &str) -> Result<&'a ContainerStatus> {
-    p.status
-        .as_ref()
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == name))
-        .ok_or_else(|| format!("no status of init container {name}").into())
+    container_status(p, name).ok_or_else(|| format!("no status of init container {name}").into())
 }
 
 /// The installer init container ran to completion.
@@ -143,22 +140,8 @@ fn main_capabilities(log: &str) -> Result<String> {
 /// execd answers on 44772 inside the pod (through `kubectl exec`, which the
 /// kubelet authorizes by the apiserver's client certificate).
 fn execd_answers(env: &Env, ns: &str, pod: &str) -> Result<()> {
-    let out = env.kubectl(&[
-        "exec",
-        "-n",
-        ns,
-        pod,
-        "-c",
-        "sandbox",
-        "--",
-        "wget",
-        "-qO-",
-        "http://127.0.0.1:44772/ping",
-    ])?;
-    check(
-        out.contains("\"status\":\"pong\""),
-        format!("execd answered {out:?}"),
-    )?;
+    let out = env.kubectl(&execd_ping(ns, pod, "sandbox", &[]))?;
+    check_pong(&out)?;
     println!(
         "    execd answered inside the pod (kubectl exec ... wget 127.0.0.1:44772/ping): {}",
         out.trim()
@@ -195,19 +178,9 @@ fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
     let token =
         annotation(p, &format!("{P}/egress-auth-token")).ok_or("no egress token annotation")?;
     let ip = pod_ip(p)?;
-    let (without, _) = http_get(&ip, 18080, "/healthz", &[])?;
-    let (wrong, _) = http_get(
-        &ip,
-        18080,
-        "/healthz",
-        &[("OPENSANDBOX-EGRESS-AUTH", "not-the-token")],
-    )?;
-    let (with, _) = http_get(
-        &ip,
-        18080,
-        "/healthz",
-        &[("OPENSANDBOX-EGRESS-AUTH", token)],
-    )?;
+    let without = egress_healthz(&ip, None)?;
+    let wrong = egress_healthz(&ip, Some("not-the-token"))?;
+    let with = egress_healthz(&ip, Some(token))?;
     check(
         (without, wrong, with) == (401, 401, 200),
         format!(
@@ -238,7 +211,6 @@ fn egress_works(env: &Env, ns: &str, p: &Pod) -> Result<()> {
 /// The control: the same egress image without `NET_ADMIN` (a plain pod, not
 /// a sandbox, so the webhook leaves it alone) fails at once, loudly.
 async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
-    let on_node = env.on_node_values()?;
     let pod = SandboxPod::new("no-net-admin")
         .not_a_sandbox()
         .image(env.var("EGRESS_IMAGE")?)
@@ -251,21 +223,18 @@ async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
             "securityContext",
             json!({"capabilities": {"drop": ["ALL"]}}),
         )
-        .spec_field("nodeSelector", on_node["nodeSelector"].clone())
-        .spec_field("tolerations", on_node["tolerations"].clone())
         .spec_field("restartPolicy", json!("Never"));
+    let pod = env.on_node(pod)?;
     let pods = env.pods(ns);
     pods.create(&PostParams::default(), &pod.pod()).await?;
-    let code = wait_for(
+    let (_, code) = wait_for_pod(
+        &pods,
+        "no-net-admin",
         "the egress image without NET_ADMIN to exit",
         Duration::from_secs(60),
-        async || {
-            let p = pods.get("no-net-admin").await?;
-            Ok(p.status
-                .and_then(|s| s.container_statuses)
-                .and_then(|cs| cs.into_iter().next())
-                .and_then(|c| c.state?.terminated)
-                .map(|t| t.exit_code))
+        |p| {
+            let status = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+            Some(status.state.as_ref()?.terminated.as_ref()?.exit_code)
         },
     )
     .await?;

@@ -15,11 +15,15 @@ use serde_json::{Value, json};
 
 use crate::agent::{
     PRIVILEGED, REPORT, annotation, api, check_no_token, conditions, controller_owner,
-    release_metric,
+    on_node_spec, release_metric,
 };
 use crate::harness::{Env, P, Result, check, is_ready, logged, wait_for};
-use crate::node::{http_get, pod_ip};
+use crate::node::{egress_healthz, pod_ip};
+use common::cluster::the_only;
 use common::opensandbox::{OpenSandboxServer, ServerSettings};
+use common::pods::{
+    check_pong, container, container_status, env_value, execd_ping, first_container,
+};
 
 /// The policy the server is asked for, as its API spells it.
 fn policy() -> Value {
@@ -30,15 +34,9 @@ fn policy() -> Value {
 /// directory; its Sandboxes' pods go to the real node (the template the
 /// server merges under what it builds).
 async fn server(env: &Env, id: &str, ns: &str) -> Result<OpenSandboxServer> {
-    let on_node = env.on_node_values()?;
     let template = json!({
         "apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
-        "spec": {"podTemplate": {"spec": {
-            "nodeSelector": on_node["nodeSelector"],
-            "tolerations": on_node["tolerations"],
-            "terminationGracePeriodSeconds": 5,
-            "enableServiceLinks": false,
-        }}},
+        "spec": {"podTemplate": {"spec": on_node_spec(env)?}},
     });
     let started = Instant::now();
     let server = OpenSandboxServer::start(
@@ -110,17 +108,29 @@ async fn create(
     Ok(id)
 }
 
-/// The Sandbox the server made for sandbox `id` (labelled `P/id`).
-async fn sandbox_of(env: &Env, ns: &str, id: &str) -> Result<DynamicObject> {
-    let list = api(env, ns, "Sandbox")
-        .list(&ListParams::default().labels(&format!("{P}/id={id}")))
-        .await?;
-    let mut items = list.items;
-    check(
-        items.len() == 1,
-        format!("{} Sandboxes labelled {P}/id={id}", items.len()),
-    )?;
-    Ok(items.remove(0))
+/// A sandbox created through the server with a network policy: the
+/// server's id for it, the Sandbox the server made for it (labelled
+/// `P/id`), and that Sandbox's name (its pod's too).
+struct ServerSandbox {
+    id: String,
+    sandbox: DynamicObject,
+    name: String,
+}
+
+impl ServerSandbox {
+    async fn create(env: &Env, server: &OpenSandboxServer, ns: &str) -> Result<ServerSandbox> {
+        let id = create(env, server, ns, true).await?;
+        let list = api(env, ns, "Sandbox")
+            .list(&ListParams::default().labels(&format!("{P}/id={id}")))
+            .await?;
+        let sandbox = the_only(list.items, &format!("Sandboxes labelled {P}/id={id}"))?;
+        let name = sandbox
+            .metadata
+            .name
+            .clone()
+            .ok_or("a Sandbox without a name")?;
+        Ok(ServerSandbox { id, sandbox, name })
+    }
 }
 
 /// The containers of the Sandbox's pod template, by name, as the server
@@ -193,46 +203,32 @@ fn as_built(p: &Pod, sandbox: &DynamicObject) -> Result<()> {
 /// The sandbox's egress sidecar (a container of the server's layout), its
 /// token from its own env.
 fn sidecar(p: &Pod) -> Result<(&Container, String)> {
-    let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
-    let egress = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .find(|c| c.name == "egress")
-        .ok_or("the server's pod has no egress container")?;
-    let token = egress
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "OPENSANDBOX_EGRESS_TOKEN")
-        .and_then(|e| e.value.clone())
+    let egress = container(p, "egress").ok_or("the server's pod has no egress container")?;
+    let token = env_value(egress, "OPENSANDBOX_EGRESS_TOKEN")
         .ok_or("the sidecar has no OPENSANDBOX_EGRESS_TOKEN")?;
-    Ok((egress, token))
+    Ok((egress, token.to_owned()))
 }
 
 /// Scenario a.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one scenario, read top to bottom: each step's check follows its action"
-)]
 pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let server = server(env, id, &ns).await?;
     let skip = [("reason", "server-completed")];
-    let before = release_metric(
-        env,
-        "webhook",
-        "sandbox_webhook_admission_skips_total",
-        &skip,
-    )
-    .await?;
-    let sandbox_id = create(env, &server, &ns, true).await?;
-    let sandbox = sandbox_of(env, &ns, &sandbox_id).await?;
-    let name = sandbox
-        .metadata
-        .name
-        .clone()
-        .ok_or("a Sandbox without a name")?;
+    let skips = async || {
+        release_metric(
+            env,
+            "webhook",
+            "sandbox_webhook_admission_skips_total",
+            &skip,
+        )
+        .await
+    };
+    let before = skips().await?;
+    let ServerSandbox {
+        id: sandbox_id,
+        sandbox,
+        name,
+    } = ServerSandbox::create(env, &server, &ns).await?;
     let p = env.pods(&ns).get(&name).await?;
     check(
         controller_owner(&p) == Some(("Sandbox", name.as_str())),
@@ -243,13 +239,7 @@ pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()>
     )?;
 
     // Admitted as server-completed, with no patch.
-    let after = release_metric(
-        env,
-        "webhook",
-        "sandbox_webhook_admission_skips_total",
-        &skip,
-    )
-    .await?;
+    let after = skips().await?;
     check(
         after > before,
         format!(
@@ -263,10 +253,7 @@ pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()>
 
     // It runs on the real node as built.
     check(is_ready(&p), format!("{name} is not Ready"))?;
-    let main = p
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
+    let main = first_container(&p)
         .map(|c| c.name.clone())
         .ok_or("no main container")?;
     let log = env
@@ -282,29 +269,10 @@ pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()>
         &format!("sandbox: env OPENSANDBOX_ID={sandbox_id}"),
         "the server's OPENSANDBOX_ID",
     )?;
-    let ping = env.kubectl(&[
-        "exec",
-        "-n",
-        &ns,
-        &name,
-        "-c",
-        &main,
-        "--",
-        "wget",
-        "-qO-",
-        "http://127.0.0.1:44772/ping",
-    ])?;
-    check(
-        ping.contains("\"status\":\"pong\""),
-        format!("execd answered {ping:?}"),
-    )?;
+    let ping = env.kubectl(&execd_ping(&ns, &name, &main, &[]))?;
+    check_pong(&ping)?;
     let (egress, token) = sidecar(&p)?;
-    let status = p
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == egress.name))
-        .ok_or("no status of the egress container")?;
+    let status = container_status(&p, &egress.name).ok_or("no status of the egress container")?;
     check(status.ready, "the egress sidecar is not Ready")?;
     let probe_header = egress
         .readiness_probe
@@ -325,13 +293,8 @@ pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()>
     )?;
     logged(&sidecar_log, "(\"kube-probe/", "the kubelet's probe")?;
     let ip = pod_ip(&p)?;
-    let (without, _) = http_get(&ip, 18080, "/healthz", &[])?;
-    let (with, _) = http_get(
-        &ip,
-        18080,
-        "/healthz",
-        &[("OPENSANDBOX-EGRESS-AUTH", &token)],
-    )?;
+    let without = egress_healthz(&ip, None)?;
+    let with = egress_healthz(&ip, Some(&token))?;
     check(
         (without, with) == (401, 200),
         format!("{ip}:18080/healthz answered {without} without the token, {with} with it"),
@@ -350,13 +313,11 @@ pub(crate) async fn stack_server_sandbox_runs(env: &Env, id: &str) -> Result<()>
 pub(crate) async fn stack_server_sandbox_deleted(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let server = server(env, id, &ns).await?;
-    let sandbox_id = create(env, &server, &ns, true).await?;
-    let sandbox = sandbox_of(env, &ns, &sandbox_id).await?;
-    let name = sandbox
-        .metadata
-        .name
-        .clone()
-        .ok_or("a Sandbox without a name")?;
+    let ServerSandbox {
+        id: sandbox_id,
+        name,
+        ..
+    } = ServerSandbox::create(env, &server, &ns).await?;
     let pods = env.pods(&ns);
     check(
         pods.get_opt(&name).await?.is_some_and(|p| is_ready(&p)),
