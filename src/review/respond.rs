@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use super::wire::{Audit, RequestIn, ResponseOut};
 use crate::json::error::JsonError;
-use crate::mutate::{Decision, Risk, SkipReason};
+use crate::mutate::{Admission, Decision, Risk, SkipReason};
 
 /// A request that cannot be answered with an `AdmissionReview` at all; the
 /// server turns these into HTTP 400.
@@ -121,41 +121,26 @@ pub(super) fn respond<O, Old>(
 ) -> Result<Reviewed, ReviewError> {
     let mut response = ResponseOut::allowed(&request.uid);
     let mut message = None;
-    let mut patch_bytes = 0;
     let mut risk = None;
     let admission;
     let mut injected = None;
-    let outcome = match decision {
-        Decision::Skip(reason) => Outcome::Skipped(reason),
+    let (outcome, patch_bytes) = match decision {
+        Decision::Skip(reason) => (Outcome::Skipped(reason), 0),
         Decision::ServerCompleted(completed) => {
             risk = completed.risk;
             admission = completed.admission;
-            response.warnings = &admission.warnings;
-            if admission.patch.is_empty() {
-                Outcome::Skipped(SkipReason::ServerCompleted)
-            } else {
-                let patch = admission.patch.as_json();
-                patch_bytes = patch.len();
-                response.patch = Some(patch);
-                Outcome::Mutated
-            }
+            let unchanged = Outcome::Skipped(SkipReason::ServerCompleted);
+            carry(&mut response, &admission, unchanged)
         }
         Decision::Admit(admitted) => {
             admission = admitted;
-            response.warnings = &admission.warnings;
             injected = admission.injected.as_ref();
-            if admission.patch.is_empty() {
-                if subject.workload {
-                    Outcome::Allowed
-                } else {
-                    Outcome::Unchanged
-                }
+            let unchanged = if subject.workload {
+                Outcome::Allowed
             } else {
-                let patch = admission.patch.as_json();
-                patch_bytes = patch.len();
-                response.patch = Some(patch);
-                Outcome::Mutated
-            }
+                Outcome::Unchanged
+            };
+            carry(&mut response, &admission, unchanged)
         }
         Decision::Deny(denial) => {
             let code = denial.code();
@@ -163,7 +148,7 @@ pub(super) fn respond<O, Old>(
             response.allowed = false;
             response.status = Status::failure(&text, denial.reason()).with_code(code);
             message = Some(text);
-            Outcome::Denied(code)
+            (Outcome::Denied(code), 0)
         }
     };
     if !subject.bare {
@@ -184,6 +169,22 @@ pub(super) fn respond<O, Old>(
     )?;
     reviewed.risk = risk;
     Ok(reviewed)
+}
+
+/// An admission's warnings and patch into `response`: `Mutated` with the
+/// patch's size in bytes, or `unchanged` when there is nothing to patch.
+fn carry<'a>(
+    response: &mut ResponseOut<'a>,
+    admission: &'a Admission,
+    unchanged: Outcome,
+) -> (Outcome, usize) {
+    response.warnings = &admission.warnings;
+    if admission.patch.is_empty() {
+        return (unchanged, 0);
+    }
+    let patch = admission.patch.as_json();
+    response.patch = Some(patch);
+    (Outcome::Mutated, patch.len())
 }
 
 /// `response` encoded, with what the server logs and counts about it. Its
