@@ -80,11 +80,14 @@ enum Flood {
     Replayed { from: IpAddr },
     /// A unique hello from each of `addresses` addresses in turn
     /// (127.1.x.y), each connection held open until the server closes it
-    /// or `hold` has passed.
-    Fresh { addresses: u16, hold: Duration },
+    /// or [`HOLD`] has passed.
+    Fresh { addresses: u16 },
     /// A unique hello from `from` each time, held as with `Fresh`.
-    FreshFrom { from: IpAddr, hold: Duration },
+    FreshFrom { from: IpAddr },
 }
+
+/// How long a fresh flood holds each connection at most.
+const HOLD: Duration = Duration::from_secs(2);
 
 fn flooding_address(i: u64, addresses: u16) -> IpAddr {
     let [x, y] = u16::try_from(i % u64::from(addresses))
@@ -120,10 +123,10 @@ async fn flood(
         tokio::spawn(async move {
             let (from, bytes, hold) = match flood {
                 Flood::Replayed { from } => (from, hello.to_vec(), Duration::ZERO),
-                Flood::Fresh { addresses, hold } => {
-                    (flooding_address(n, addresses), fresh(&hello, n), hold)
+                Flood::Fresh { addresses } => {
+                    (flooding_address(n, addresses), fresh(&hello, n), HOLD)
                 }
-                Flood::FreshFrom { from, hold } => (from, fresh(&hello, n), hold),
+                Flood::FreshFrom { from } => (from, fresh(&hello, n), HOLD),
             };
             let socket = TcpSocket::new_v4().unwrap();
             socket.bind(SocketAddr::new(from, 0)).unwrap();
@@ -418,11 +421,7 @@ async fn unique_hellos_from_a_thousand_addresses_do_not_hold_up_clients_that_fin
     let _alone = alone().await;
     open_files_for(16_000);
     let served = Served::start(&["--worker-threads", "2"]);
-    let kind = Flood::Fresh {
-        addresses: 1000,
-        hold: Duration::from_secs(2),
-    };
-    good_clients_through(&served, kind, false).await;
+    good_clients_through(&served, Flood::Fresh { addresses: 1000 }, false).await;
     let admission = [("listener", "admission")];
     let evicted = metric(
         &served,
@@ -467,11 +466,7 @@ async fn unique_hellos_from_the_clients_own_address_shed_its_new_connections_no_
     let _alone = alone().await;
     open_files_for(16_000);
     let served = Served::start(&["--worker-threads", "2"]);
-    let kind = Flood::FreshFrom {
-        from: GOOD,
-        hold: Duration::from_secs(2),
-    };
-    let through = good_clients_through(&served, kind, true).await;
+    let through = good_clients_through(&served, Flood::FreshFrom { from: GOOD }, true).await;
     let [(_, keep_alive_failed), (answered, failed)] = through.reviews;
     let (sent, computed) = through.hellos;
     #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use common::P;
 use common::attack::{Bound, P99_WITHIN, alone};
 use common::pods::SandboxPod;
+use common::requests::create_request;
 use common::reviews::review;
 use common::served::Served;
 use common::stats::percentile;
@@ -55,11 +56,7 @@ fn ordinary_large_review(uid: &str) -> Vec<u8> {
         .namespace("team-a")
         .annotation(&format!("{P}/network-policy"), &policy)
         .json();
-    post(
-        "/mutate",
-        "application/json",
-        &review(uid, "team-a", "CREATE", &pod, None),
-    )
+    create_request("/mutate", uid, &pod)
 }
 
 /// A TLS connection to `addr` from `from`.

@@ -5,6 +5,7 @@
 //! (`cargo test --test attacks`; `-- stalls` runs one module's).
 
 mod admin_churn;
+mod answers;
 mod cli_files;
 mod config_rewrite;
 mod files;

@@ -6,10 +6,12 @@
 //! sentence naming it, by the real server on loopback. A URL or `host:port`
 //! is still admitted, with today's warning.
 
-use common::https::{patch_of, post_review};
+use common::https::patch_of;
 use common::pods::SandboxPod;
 use common::server::{Running, review_body};
 use serde_json::{Value, json};
+
+use crate::answers::answer_to;
 
 /// An egress image, so that an admitted policy gets its sidecar.
 const CONFIG: &str = "egress:\n  image: example.com/egress:v1\n";
@@ -31,11 +33,7 @@ fn pod(target: &str) -> Value {
 
 /// The response to a review of [`pod`] of `target`, and the whole answer.
 async fn answer(c: &reqwest::Client, server: &Running, target: &str) -> (Value, Vec<u8>) {
-    let r = post_review(c, &server.url("/mutate"), review_body("u-t", &pod(target))).await;
-    assert_eq!(r.status(), 200, "{target:?}");
-    let body = r.bytes().await.expect("an answer").to_vec();
-    let answer: Value = serde_json::from_slice(&body).expect("JSON");
-    (answer["response"].clone(), body)
+    answer_to(c, server, review_body("u-t", &pod(target))).await
 }
 
 /// The value of the env var `name` anywhere in `value`.

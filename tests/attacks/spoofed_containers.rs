@@ -8,26 +8,14 @@
 //! changed between two passes (another webhook, on reinvocation) reaches
 //! the sidecar.
 
-use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
-use common::server::{Running, review_body};
+use common::server::Running;
 use serde_json::{Value, json};
+
+use crate::answers::{CONFIG, POLICY, answer, applied, policy_pod};
 
 const EGRESS_IMAGE: &str = "example.com/egress:v1";
 const EXECD_IMAGE: &str = "example.com/execd:v1";
-const CONFIG: &str =
-    "egress:\n  image: example.com/egress:v1\nexecd:\n  image: example.com/execd:v1\n";
-const POLICY: &str =
-    r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
-
-/// The answer to a review of `pod`.
-async fn answer(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<u8>) {
-    let r = post_review(c, &server.url("/mutate"), review_body("u-spoof", pod)).await;
-    assert_eq!(r.status(), 200);
-    let body = r.bytes().await.expect("an answer").to_vec();
-    let answer: Value = serde_json::from_slice(&body).expect("JSON");
-    (answer["response"].clone(), body)
-}
 
 /// Fails unless `stored`, the webhook's own output, admitted again needs
 /// nothing.
@@ -36,13 +24,20 @@ async fn assert_settled(c: &reqwest::Client, server: &Running, stored: &Value) {
     assert!(again.get("patch").is_none(), "{again}");
 }
 
+/// Fails, naming `case`, unless one of `warnings` starts with `prefix`.
+#[track_caller]
+fn assert_warned(warnings: &[String], prefix: &str, case: &str) {
+    assert!(
+        warnings.iter().any(|w| w.starts_with(prefix)),
+        "{case}: no warning starts with {prefix:?}: {warnings:?}"
+    );
+}
+
 /// `pod` as the apiserver stores it after the server's answer.
 async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<String>) {
     let (response, body) = answer(c, server, pod).await;
     assert_eq!(response["allowed"], true, "{response}");
-    let ops: json_patch::Patch = serde_json::from_value(patch_of(&body)).expect("a JSON patch");
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &ops).expect("the patch applies");
+    let out = applied(pod, &body);
     let warnings = response["warnings"]
         .as_array()
         .into_iter()
@@ -50,12 +45,6 @@ async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value,
         .map(|w| w.as_str().unwrap().to_owned())
         .collect();
     (out, warnings)
-}
-
-fn policy_pod(name: &str) -> SandboxPod {
-    SandboxPod::new(name)
-        .namespace("team-a")
-        .annotation("network-policy", POLICY)
 }
 
 /// Every container named `name`, in either list.
@@ -126,9 +115,10 @@ async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
     for pod in [as_container, as_init, fake_installer, both] {
         let (stored, warnings) = admitted(&c, &server, &pod).await;
         assert_real_sidecar(&stored, POLICY);
-        assert!(
-            warnings.iter().any(|w| w.starts_with("replaced ")),
-            "{warnings:?}"
+        assert_warned(
+            &warnings,
+            "replaced ",
+            pod["metadata"]["name"].as_str().unwrap(),
         );
         assert_settled(&c, &server, &stored).await;
     }
@@ -301,12 +291,7 @@ async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rul
             Some(&*token),
             "{field}"
         );
-        assert!(
-            warnings
-                .iter()
-                .any(|w| w.starts_with("replaced container 'egress'")),
-            "{field}: {warnings:?}"
-        );
+        assert_warned(&warnings, "replaced container 'egress'", field);
         assert!(
             stored["metadata"]["annotations"]
                 .get("opensandbox.io/egress-auth-token")

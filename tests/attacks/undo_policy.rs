@@ -10,31 +10,26 @@
 //! the sidecar or the sidecar's token while the pod runs. `tests/node_e2e`
 //! (`policy.rs`) shows the same attacks on a real node.
 
-use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
-use common::server::{Running, review_body};
+use common::server::Running;
 use serde_json::{Value, json};
 
-const CONFIG: &str =
-    "egress:\n  image: example.com/egress:v1\nexecd:\n  image: example.com/execd:v1\n";
-const POLICY: &str =
-    r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
+use crate::answers::{CONFIG, answer, answer_to, applied, policy_pod};
+
+/// A pod's main container given `capabilities` (`add`, `drop`).
+trait MainCapabilities {
+    fn main_capabilities(self, capabilities: Value) -> Self;
+}
+
+impl MainCapabilities for SandboxPod {
+    fn main_capabilities(self, capabilities: Value) -> Self {
+        self.main_field("securityContext", json!({ "capabilities": capabilities }))
+    }
+}
+
 const TOKEN_KEY: &str = "opensandbox.io/egress-auth-token";
 /// A token as the control plane chooses one (32 URL-safe characters).
 const CHOSEN: &str = "Zx8-q1Lr0_kPw3Ym5nTb7vUc9dHs2fGa";
-
-/// The server's answer to `body`.
-async fn answer_to(c: &reqwest::Client, server: &Running, body: Vec<u8>) -> (Value, Vec<u8>) {
-    let r = post_review(c, &server.url("/mutate"), body).await;
-    assert_eq!(r.status(), 200);
-    let body = r.bytes().await.expect("an answer").to_vec();
-    let answer: Value = serde_json::from_slice(&body).expect("JSON");
-    (answer["response"].clone(), body)
-}
-
-async fn answer(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<u8>) {
-    answer_to(c, server, review_body("u-undo", pod)).await
-}
 
 /// `pod` as stored after the answer, which must allow it; admitted again,
 /// it needs nothing.
@@ -45,13 +40,6 @@ async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> Value {
     let (again, _) = answer(c, server, &stored).await;
     assert!(again.get("patch").is_none(), "not settled: {again}");
     stored
-}
-
-fn applied(pod: &Value, body: &[u8]) -> Value {
-    let ops: json_patch::Patch = serde_json::from_value(patch_of(body)).expect("a JSON patch");
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &ops).expect("the patch applies");
-    out
 }
 
 /// The denial's code and message; fails if `pod` is admitted.
@@ -77,12 +65,6 @@ async fn assert_denied(
     for s in says {
         assert!(message.contains(s), "{s:?} not in: {message}");
     }
-}
-
-fn policy_pod(name: &str) -> SandboxPod {
-    SandboxPod::new(name)
-        .namespace("team-a")
-        .annotation("network-policy", POLICY)
 }
 
 fn with_container(pod: &SandboxPod, c: Value) -> Value {
@@ -112,10 +94,7 @@ fn caps(c: &Value) -> (Vec<&str>, Vec<&str>) {
 async fn every_container_but_the_sidecar_loses_net_raw_and_net_admin() {
     let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
     let pod = policy_pod("ordinary")
-        .main_field(
-            "securityContext",
-            json!({"capabilities": {"drop": ["MKNOD"]}}),
-        )
+        .main_capabilities(json!({"drop": ["MKNOD"]}))
         .spec_field(
             "initContainers",
             json!([{"name": "fetch", "image": "curl", "securityContext": {"runAsUser": 1000}}]),
@@ -199,10 +178,7 @@ async fn capabilities_are_judged_as_runtimes_read_them() {
             )
             .json();
         let main = policy_pod("main")
-            .main_field(
-                "securityContext",
-                json!({"capabilities": {"add": [spelled], "drop": ["cap_net_admin"]}}),
-            )
+            .main_capabilities(json!({"add": [spelled], "drop": ["cap_net_admin"]}))
             .json();
         for (pod, who) in [
             (second, "container 'second'"),
@@ -369,27 +345,19 @@ async fn the_policy_file_is_out_of_the_sandboxs_reach() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ptrace_nameservers_and_windows_cannot_widen_the_policy() {
     let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
-    for (share, field) in [
-        ("shareProcessNamespace", "spec.shareProcessNamespace"),
-        ("hostPID", "spec.hostPID"),
-    ] {
+    for share in ["shareProcessNamespace", "hostPID"] {
+        let field = format!("spec.{share}");
         for spelled in ["SYS_PTRACE", "\u{17f}ys_ptrace"] {
             let pod = policy_pod("ptrace")
                 .spec_field(share, json!(true))
-                .main_field(
-                    "securityContext",
-                    json!({"capabilities": {"add": [spelled]}}),
-                )
+                .main_capabilities(json!({"add": [spelled]}))
                 .json();
-            assert_denied(&c, &server, &pod, 403, &["SYS_PTRACE", field]).await;
+            assert_denied(&c, &server, &pod, 403, &["SYS_PTRACE", &field]).await;
         }
     }
     // SYS_PTRACE alone sees only its own container's processes.
     let own = policy_pod("ptrace-alone")
-        .main_field(
-            "securityContext",
-            json!({"capabilities": {"add": ["SYS_PTRACE"]}}),
-        )
+        .main_capabilities(json!({"add": ["SYS_PTRACE"]}))
         .json();
     admitted(&c, &server, &own).await;
 

@@ -1,19 +1,11 @@
 # shellcheck shell=bash
 # Part of tests/chart/run.sh (sourced there, not run): the config.yaml the
-# chart renders is one the binary accepts. Uses run.sh's $bin, $WORK, render
-# and counters.
+# chart renders is one the binary accepts. Uses run.sh's $bin, $WORK, render,
+# counters and lib.sh's extract_config.
 
 # With a built binary (cargo build), the config.yaml that the chart renders is
 # fed to `sandbox-webhook inject`, which loads it exactly like `serve` does.
 if [[ -n "$bin" ]] && "$bin" inject --help >/dev/null 2>&1; then
-    extract_config() { # extract_config RENDERED OUT
-        python3 -c '
-import sys, yaml
-for d in yaml.safe_load_all(open(sys.argv[1])):
-    component = (d or {}).get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component")
-    if d and d["kind"] == "ConfigMap" and component != "lifecycle-controller":
-        open(sys.argv[2], "w").write(d["data"]["config.yaml"])' "$1" "$2"
-    }
     sandbox_pod() { # sandbox_pod PREFIX [network-policy [transparent]] > pod.yaml
         printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n'
         printf '  labels:\n    %s/id: demo\n  annotations:\n    %s/timeout: 30m\n' "$1" "$1"

@@ -20,10 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CHART="$ROOT/charts/sandbox-webhook"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-pass=0
-fail=0
+tap_start
 
 # verdict CASE-NAME YAML: compares the chart's and the binary's verdicts.
 verdict() {
@@ -33,12 +30,7 @@ verdict() {
     if "$HELM" template rel "$CHART" -n sbx -f "$WORK/values.yaml" >"$WORK/rendered.yaml" 2>"$WORK/helm.err"; then
         chart=accepts
         # What the pods would load: the rendered config.yaml.
-        python3 -c '
-import sys, yaml
-for d in yaml.safe_load_all(open(sys.argv[1])):
-    component = (d or {}).get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component")
-    if d and d["kind"] == "ConfigMap" and component != "lifecycle-controller":
-        open(sys.argv[2], "w").write(d["data"]["config.yaml"])' "$WORK/rendered.yaml" "$WORK/config.yaml"
+        extract_config "$WORK/rendered.yaml" "$WORK/config.yaml"
     else
         chart=rejects
     fi

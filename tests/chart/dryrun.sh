@@ -73,9 +73,7 @@ cleanup() {
     rm -rf "$WORK"
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
 pass=0
 fail=0

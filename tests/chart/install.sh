@@ -76,9 +76,7 @@ cleanup() {
     rm -rf "$WORK"
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
 
 # require NAME CMD...: like run_test, but stop here (with the summary) on failure.
@@ -116,39 +114,34 @@ create_pod() {
 # check_pod FILE mutated|unchanged: assertions on a Pod (from pod_json) as
 # stored by the API server.
 check_pod() {
-    python3 - "$1" "$2" "$PREFIX" <<'EOF'
+    PYTHONPATH="$HERE" python3 - "$1" "$2" "$PREFIX" <<'EOF'
 import json, sys
+from tap import expect, finish
 pod = json.load(open(sys.argv[1]))
 want, prefix = sys.argv[2], sys.argv[3]
 spec, meta = pod["spec"], pod["metadata"]
 inits = {c["name"]: c for c in spec.get("initContainers") or []}
 c = spec["containers"][0]
-errors = []
-def check(cond, msg):
-    if not cond:
-        errors.append(msg)
 if want == "mutated":
-    check("execd-installer" in inits, f"no execd-installer init container: {sorted(inits)}")
-    check(inits.get("execd-installer", {}).get("image") == "opensandbox/execd:v1.1.0",
-          "execd-installer image is not the chart's default config.execd.image")
-    check((c.get("command") or [""])[0] == "/opt/opensandbox/bootstrap.sh",
-          f"command does not start with /opt/opensandbox/bootstrap.sh: {c.get('command')}")
-    check(c.get("command", [])[1:] == ["sleep", "3600"], f"original command not kept after bootstrap.sh: {c.get('command')}")
-    check(any(e.get("name") == "EXECD" for e in c.get("env") or []), "no EXECD environment variable")
-    check(any(v.get("name") == "opensandbox-bin" for v in spec.get("volumes") or []), "no opensandbox-bin volume")
-    check(f"{prefix}/expires-at" in (meta.get("annotations") or {}), f"no {prefix}/expires-at annotation")
+    expect("execd-installer" in inits, f"no execd-installer init container: {sorted(inits)}")
+    expect(inits.get("execd-installer", {}).get("image") == "opensandbox/execd:v1.1.0",
+           "execd-installer image is not the chart's default config.execd.image")
+    expect((c.get("command") or [""])[0] == "/opt/opensandbox/bootstrap.sh",
+           f"command does not start with /opt/opensandbox/bootstrap.sh: {c.get('command')}")
+    expect(c.get("command", [])[1:] == ["sleep", "3600"], f"original command not kept after bootstrap.sh: {c.get('command')}")
+    expect(any(e.get("name") == "EXECD" for e in c.get("env") or []), "no EXECD environment variable")
+    expect(any(v.get("name") == "opensandbox-bin" for v in spec.get("volumes") or []), "no opensandbox-bin volume")
+    expect(f"{prefix}/expires-at" in (meta.get("annotations") or {}), f"no {prefix}/expires-at annotation")
 else:
-    check(not inits, f"init containers were added: {sorted(inits)}")
-    check(c.get("command") == ["sleep", "3600"], f"command changed: {c.get('command')}")
-    check(not any(v.get("name") == "opensandbox-bin" for v in spec.get("volumes") or []), "opensandbox-bin volume added")
+    expect(not inits, f"init containers were added: {sorted(inits)}")
+    expect(c.get("command") == ["sleep", "3600"], f"command changed: {c.get('command')}")
+    expect(not any(v.get("name") == "opensandbox-bin" for v in spec.get("volumes") or []), "opensandbox-bin volume added")
     # only what pod_json itself may set (a labelled pod has <prefix>/id and <prefix>/timeout)
     added = [k for k in list(meta.get("annotations") or {}) + list(meta.get("labels") or {})
              if k.startswith(prefix + "/") and k not in (f"{prefix}/id", f"{prefix}/timeout")]
-    check(not added, f"{prefix}/ keys added: {added}")
-    check(len(spec["containers"]) == 1, "containers added")
-for e in errors:
-    print(e)
-sys.exit(1 if errors else 0)
+    expect(not added, f"{prefix}/ keys added: {added}")
+    expect(len(spec["containers"]) == 1, "containers added")
+finish("pod")
 EOF
 }
 
@@ -255,29 +248,24 @@ run_test "the release contains only the webhook configurations (pods, and the wo
     echo \"kinds: \$kinds\" && [[ \$kinds == 'MutatingWebhookConfiguration ValidatingWebhookConfiguration ' ]]"
 check_mwc() {
     kubectl get mutatingwebhookconfiguration "$MWC" -o json >"$WORK/mwc.json" &&
-    python3 - "$WORK/mwc.json" "$URL" "$WORK/certs/ca.crt" "$WEBHOOK_NAME" "$REL_NS" "$PREFIX" <<'EOF'
+    PYTHONPATH="$HERE" python3 - "$WORK/mwc.json" "$URL" "$WORK/certs/ca.crt" "$WEBHOOK_NAME" "$REL_NS" "$PREFIX" <<'EOF'
 import base64, json, sys
+from tap import expect, finish
 mwc, url, ca, name, rel_ns, prefix = json.load(open(sys.argv[1])), *sys.argv[2:]
 (w,) = mwc["webhooks"]
 cc = w["clientConfig"]
-errors = []
-def check(cond, msg):
-    if not cond:
-        errors.append(msg)
-check(w["name"] == name, f"webhook name {w['name']}")
-check(cc.get("url") == url, f"clientConfig.url {cc.get('url')} != {url}")
-check("service" not in cc, "clientConfig has a service")
-check(base64.b64decode(cc.get("caBundle", "")) == open(ca, "rb").read(), "caBundle is not ca.crt")
-check(w["failurePolicy"] == "Fail", f"failurePolicy {w['failurePolicy']}")
-check(w["sideEffects"] == "None", "sideEffects")
-check({"key": f"{prefix}/id", "operator": "Exists"} in w["objectSelector"].get("matchExpressions", []),
-      f"objectSelector: {w['objectSelector']}")
+expect(w["name"] == name, f"webhook name {w['name']}")
+expect(cc.get("url") == url, f"clientConfig.url {cc.get('url')} != {url}")
+expect("service" not in cc, "clientConfig has a service")
+expect(base64.b64decode(cc.get("caBundle", "")) == open(ca, "rb").read(), "caBundle is not ca.crt")
+expect(w["failurePolicy"] == "Fail", f"failurePolicy {w['failurePolicy']}")
+expect(w["sideEffects"] == "None", "sideEffects")
+expect({"key": f"{prefix}/id", "operator": "Exists"} in w["objectSelector"].get("matchExpressions", []),
+       f"objectSelector: {w['objectSelector']}")
 ns_out = [e for e in w["namespaceSelector"].get("matchExpressions", []) if e["key"] == "kubernetes.io/metadata.name"]
-check(ns_out and rel_ns in ns_out[0]["values"] and "kube-system" in ns_out[0]["values"],
-      f"namespaceSelector does not exclude {rel_ns} and kube-system: {w['namespaceSelector']}")
-for e in errors:
-    print(e)
-sys.exit(1 if errors else 0)
+expect(ns_out and rel_ns in ns_out[0]["values"] and "kube-system" in ns_out[0]["values"],
+       f"namespaceSelector does not exclude {rel_ns} and kube-system: {w['namespaceSelector']}")
+finish("MutatingWebhookConfiguration")
 EOF
 }
 run_test "MutatingWebhookConfiguration: clientConfig.url, caBundle = ca.crt, Fail, <prefix>/id selector, own namespace excluded" check_mwc

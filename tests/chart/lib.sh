@@ -21,7 +21,23 @@ chart_lib_log() { printf '# %s\n' "$*" >&2; }
 # usage: the running script's header comment (line 2 up to `set -euo`).
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
-# TAP-style results: each script sets pass=0 fail=0 and a $WORK directory.
+# TAP-style results: each script sets pass=0 fail=0 and a $WORK directory
+# (tap_start does both for a script that needs no other cleanup).
+tap_start() {
+    WORK="$(mktemp -d)"
+    trap 'rm -rf "$WORK"' EXIT
+    pass=0
+    fail=0
+}
+
+# trap_cleanup: the script's own `cleanup` runs at exit, and an interrupt or
+# a termination exits (with the signal's status) through it too.
+trap_cleanup() {
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
 ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }
 not_ok() { fail=$((fail + 1)); printf 'not ok - %s\n' "$*"; }
 log() { printf '# %s\n' "$*"; }
@@ -73,6 +89,18 @@ ensure_tool() {
     pip_install "$2"
     hash -r
     command -v "$1" >/dev/null 2>&1
+}
+
+# extract_config RENDERED OUT: writes the webhook's config.yaml, from the
+# ConfigMap in the rendered chart RENDERED that is not the lifecycle
+# controller's, to OUT: what the webhook's pods would load.
+extract_config() {
+    python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    component = (d or {}).get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component")
+    if d and d["kind"] == "ConfigMap" and component != "lifecycle-controller":
+        open(sys.argv[2], "w").write(d["data"]["config.yaml"])' "$1" "$2"
 }
 
 # A currently free TCP port on 127.0.0.1 (the kernel picks it).

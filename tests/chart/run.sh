@@ -29,11 +29,7 @@ KUBE_MIN="1.29.0"
 KUBE_NEW="1.37.0"
 NS="sbx"
 
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-pass=0
-fail=0
+tap_start
 
 
 # expect_fail NAME PATTERN CMD...: passes when CMD exits non-zero AND its

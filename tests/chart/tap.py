@@ -2,7 +2,8 @@
 counts: `check` records one, `run_checks` turns an exception into a failed
 check, and `finish` prints `ok - [LABEL] <what>` or
 `not ok - [LABEL] <what>: <why>` per check and exits 1 if any failed (or
-none ran).
+none ran). `expect` is `check` for the checks tests/chart/install.sh embeds,
+which name each by what its failure means.
 """
 import sys
 
@@ -11,6 +12,10 @@ results = []
 
 def check(what, cond, why=""):
     results.append((what, bool(cond), why))
+
+
+def expect(cond, failure):
+    check(failure, cond)
 
 
 def run_checks(what, fn):

@@ -14,6 +14,7 @@
 )]
 
 pub mod alloc;
+pub mod args;
 pub mod attack;
 pub mod audit;
 pub mod bench;
@@ -32,6 +33,7 @@ pub mod opensandbox;
 pub mod pods;
 pub mod processes;
 pub mod proxy;
+pub mod requests;
 pub mod reviews;
 pub mod served;
 pub mod server;

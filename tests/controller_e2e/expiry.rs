@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use sandbox_webhook::controller::actions::{Actions, Outcome, PodRef};
 use sandbox_webhook::lifecycle::SandboxPod;
 use serde::Serialize;
@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use crate::Env;
 use crate::harness::{
-    P, Result, check, check_at, create_expiring, expires_at, in_seconds, pp, rfc3339, sandbox,
-    wait_gone, wall,
+    P, Result, check, check_at, check_note, create_expiring, create_unexpiring, expires_at,
+    in_seconds, pp, renew, rfc3339, sandbox, wait_gone, wall,
 };
 
 /// Waits for the pod to go and checks it went within 1 s after `at`, never
@@ -49,10 +49,7 @@ pub(crate) async fn gone_on_time(
 /// controller.expiry-metric, diagnose.same-plan
 pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
-    let before = env.leader()?.metric(
-        "sandbox_webhook_expired_total",
-        &[("action", "deleted-pod")],
-    )?;
+    let before = env.expired_total("deleted-pod")?;
     let at = in_seconds(3);
     let pods = env.pods(ns);
     create_expiring(&pods, "expiring", at).await?;
@@ -70,14 +67,7 @@ pub(crate) async fn expired_pod_is_deleted_on_time(env: &Env, id: &str) -> Resul
     gone_on_time(&pods, "expiring", at).await?;
     env.event(ns, "expiring", "SandboxExpired", Some("Normal"), 5)
         .await?;
-    let after = env.leader()?.metric(
-        "sandbox_webhook_expired_total",
-        &[("action", "deleted-pod")],
-    )?;
-    check(
-        after == before + 1,
-        format!("expired_total{{deleted-pod}} went {before} -> {after}"),
-    )
+    env.expired_once_more("deleted-pod", before)
 }
 
 /// contract: controller.expiry-renewal, diagnose.same-plan
@@ -88,9 +78,7 @@ pub(crate) async fn renewed_pod_survives_its_old_time(env: &Env, id: &str) -> Re
     create_expiring(&pods, "renewed", old).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let new = old + TimeDelta::seconds(3);
-    let patch = json!({"metadata": {"annotations": expires_at(new)}});
-    pods.patch("renewed", &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    renew(&pods, "renewed", new).await?;
     while Utc::now() < old + TimeDelta::milliseconds(1500) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -128,11 +116,7 @@ pub(crate) async fn manual_cleanup_and_invalid_stay(env: &Env, id: &str) -> Resu
         &sandbox("invalid", &json!({}), &invalid, &json!({}), &json!({}))?,
     )
     .await?;
-    pods.create(
-        &pp(),
-        &sandbox("forever", &json!({}), &json!({}), &json!({}), &json!({}))?,
-    )
-    .await?;
+    create_unexpiring(&pods, "forever", &json!({})).await?;
     env.event(ns, "invalid", "InvalidExpiry", Some("Warning"), 10)
         .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -237,19 +221,17 @@ where
     );
     let (ns, pod) = ns.zip(pod).ok_or("a pod without namespace or name")?;
     let event = env.event(ns, pod, "SandboxExpired", None, 5).await?;
-    let note = event.note.unwrap_or_default();
-    check(
-        note.contains(&format!("{kind} {name}")),
-        format!("the Event names the {kind}: {note}"),
+    check_note(
+        event,
+        &[&format!("{kind} {name}")],
+        &format!("the Event names the {kind}"),
     )
 }
 
 /// contract: controller.expiry-left-owned
 pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
-    let before = env
-        .leader()?
-        .metric("sandbox_webhook_expired_total", &[("action", "left-owned")])?;
+    let before = env.expired_total("left-owned")?;
     let sets: Api<ReplicaSet> = Api::namespaced(env.client.clone(), ns);
     let rs: ReplicaSet = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "sandboxes"},
@@ -264,10 +246,10 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str)
     let warned = env
         .event(ns, "rs-pod", "SandboxExpired", Some("Warning"), 10)
         .await?;
-    let note = warned.note.unwrap_or_default();
-    check(
-        note.contains("ReplicaSet sandboxes") && note.contains("ReplicaSet.apps"),
-        format!("the Event names the owner and what to do: {note}"),
+    check_note(
+        warned,
+        &["ReplicaSet sandboxes", "ReplicaSet.apps"],
+        "the Event names the owner and what to do",
     )?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     check(
@@ -280,13 +262,7 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str)
     )?;
     let d = env.diagnose(&stored, at)?;
     check_at(&d, "/expiry/action", "leave-owned")?;
-    let after = env
-        .leader()?
-        .metric("sandbox_webhook_expired_total", &[("action", "left-owned")])?;
-    check(
-        after == before + 1,
-        format!("expired_total{{left-owned}} went {before} -> {after}"),
-    )
+    env.expired_once_more("left-owned", before)
 }
 
 /// Deletes pod `name` at once and creates a sandbox pod of the same name,
@@ -298,8 +274,7 @@ async fn recreate(pods: &Api<Pod>, name: &str) -> Result<()> {
     };
     pods.delete(name, &now).await?;
     wait_gone(pods, name, Duration::from_secs(10)).await?;
-    let pod = sandbox(name, &json!({}), &json!({}), &json!({}), &json!({}))?;
-    pods.create(&pp(), &pod).await?;
+    create_unexpiring(pods, name, &json!({})).await?;
     Ok(())
 }
 
@@ -311,11 +286,7 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
     let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
     // The write itself: a delete decided for the old UID cannot hit the new pod.
-    pods.create(
-        &pp(),
-        &sandbox("same", &json!({}), &json!({}), &json!({}), &json!({}))?,
-    )
-    .await?;
+    create_unexpiring(&pods, "same", &json!({})).await?;
     let stale: SandboxPod = Api::<SandboxPod>::namespaced(env.client.clone(), ns)
         .get("same")
         .await?;

@@ -10,7 +10,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 pub use common::P;
@@ -174,6 +174,38 @@ pub async fn create_expiring(pods: &Api<Pod>, name: &str, at: DateTime<Utc>) -> 
     Ok(pods.create(&pp(), &pod).await?)
 }
 
+/// Creates sandbox pod `name` without an expiry, `spec` merged into its
+/// spec; the pod as created.
+pub async fn create_unexpiring(pods: &Api<Pod>, name: &str, spec: &Value) -> Result<Pod> {
+    let pod = sandbox(name, &json!({}), &json!({}), &json!({}), spec)?;
+    Ok(pods.create(&pp(), &pod).await?)
+}
+
+/// Renews pod `name`: its expires-at becomes `new`.
+pub async fn renew(pods: &Api<Pod>, name: &str, new: DateTime<Utc>) -> Result<()> {
+    let patch = json!({"metadata": {"annotations": expires_at(new)}});
+    pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// An error `{what}: {note}` unless `event`'s note holds each of `says`.
+pub fn check_note(event: Event, says: &[&str], what: &str) -> Result<()> {
+    let note = event.note.unwrap_or_default();
+    check(
+        says.iter().all(|s| note.contains(s)),
+        format!("{what}: {note}"),
+    )
+}
+
+/// An error `{what}: {stderr}` unless the command `out` is from exited 0.
+pub fn succeeded(out: &std::process::Output, what: &str) -> Result<()> {
+    check(
+        out.status.success(),
+        format!("{what}: {}", String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
 /// Polls until the object is gone (404); the instant it was first seen gone.
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<Instant>
 where
@@ -230,9 +262,6 @@ pub fn diagnose(pod: &Pod, now: DateTime<Utc>, config: &Path, work: &Path) -> Re
         .arg("--config")
         .arg(config)
         .output()?;
-    check(
-        out.status.success(),
-        format!("diagnose failed: {}", String::from_utf8_lossy(&out.stderr)),
-    )?;
+    succeeded(&out, "diagnose failed")?;
     Ok(serde_json::from_slice(&out.stdout)?)
 }

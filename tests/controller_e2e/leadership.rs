@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::Env;
 use crate::harness::{
     HOME, LEASE, LEASE_SECONDS, P, Result, check, check_at, create_expiring, in_seconds, pp, repo,
-    rfc3339, wait_gone,
+    rfc3339, succeeded, wait_gone,
 };
 
 /// The chart's renewal policy, rendered by helm as the apiserver serves the
@@ -92,10 +92,7 @@ fn render_renewal_policy() -> Result<String> {
         ])
         .args(["--show-only", "templates/controller-renewal-policy.yaml"])
         .output()?;
-    check(
-        out.status.success(),
-        format!("helm template: {}", String::from_utf8_lossy(&out.stderr)),
-    )?;
+    succeeded(&out, "helm template")?;
     Ok(String::from_utf8(out.stdout)?)
 }
 

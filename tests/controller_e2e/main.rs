@@ -85,6 +85,43 @@ impl Env {
         .await
     }
 
+    /// Waits up to three leases for one replica to lead: what a fresh
+    /// start of the replicas takes at most.
+    async fn led_after_start(&self) -> Result<()> {
+        self.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
+            .await
+            .map(|_| ())
+    }
+
+    /// Writes `config` and restarts both replicas with it (a replica reads
+    /// the file at start).
+    pub(crate) async fn reconfigure(&mut self, config: &str) -> Result<()> {
+        std::fs::write(&self.config, config)?;
+        for c in &mut self.controllers {
+            c.kill();
+        }
+        for c in &mut self.controllers {
+            c.restart()?;
+        }
+        self.led_after_start().await
+    }
+
+    /// The leader's `sandbox_webhook_expired_total` for `action`.
+    pub(crate) fn expired_total(&self, action: &str) -> Result<u64> {
+        self.leader()?
+            .metric("sandbox_webhook_expired_total", &[("action", action)])
+    }
+
+    /// An error unless the leader counted exactly one more expiry with
+    /// `action` than `before`.
+    pub(crate) fn expired_once_more(&self, action: &str, before: u64) -> Result<()> {
+        let after = self.expired_total(action)?;
+        check(
+            after == before + 1,
+            format!("expired_total{{{action}}} went {before} -> {after}"),
+        )
+    }
+
     pub(crate) fn diagnose(&self, pod: &Pod, now: chrono::DateTime<Utc>) -> Result<Value> {
         diagnose(pod, now, &self.config, &self.work)
     }
@@ -130,20 +167,14 @@ impl Env {
     /// file and one of them leading, whatever the scenario did to them.
     async fn restore(&mut self) -> Result<()> {
         if std::fs::read_to_string(&self.config)? != EMPTY_CONFIG {
-            std::fs::write(&self.config, EMPTY_CONFIG)?;
-            // A replica reads the file at start.
-            for c in &mut self.controllers {
-                c.kill();
-            }
+            return self.reconfigure(EMPTY_CONFIG).await;
         }
         for c in &mut self.controllers {
             if !c.running() {
                 c.restart()?;
             }
         }
-        self.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
-            .await
-            .map(|_| ())
+        self.led_after_start().await
     }
 }
 
@@ -165,8 +196,7 @@ async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
         config,
         controllers,
     };
-    env.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
-        .await?;
+    env.led_after_start().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     env.leader()?;
     Ok(env)

@@ -17,14 +17,15 @@ use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::Env;
 use crate::expiry::{job, owner_ref};
 use crate::harness::{
-    Result, check, create_expiring, expires_at, in_seconds, pp, rfc3339, sandbox, wait_gone, wall,
+    Result, check, create_expiring, expires_at, in_seconds, pp, renew, rfc3339, sandbox, wait_gone,
+    wall,
 };
 
 type Seen = Arc<Mutex<HashMap<String, DateTime<Utc>>>>;
@@ -129,9 +130,7 @@ pub(crate) async fn never_removed_before_its_time(env: &Env, id: &str) -> Result
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let new = old + TimeDelta::seconds(2);
-    let patch = json!({"metadata": {"annotations": expires_at(new)}});
-    pods.patch("renewed", &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    renew(&pods, "renewed", new).await?;
     due.push(("renewed".to_owned(), new));
 
     let names: Vec<&str> = due.iter().map(|(n, _)| n.as_str()).collect();

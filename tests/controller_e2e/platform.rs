@@ -9,9 +9,7 @@ use serde_json::json;
 
 use common::cluster::condition;
 
-use crate::harness::{
-    LEASE_SECONDS, P, Result, check, check_at, events, pp, rfc3339, sandbox, wait_gone,
-};
+use crate::harness::{P, Result, check, check_at, create_unexpiring, events, rfc3339, wait_gone};
 use crate::{CAPACITY_MESSAGE, Env, SCHEDULER_MESSAGE};
 
 pub(crate) async fn schedule_failure(pods: &Api<Pod>, name: &str, message: &str) -> Result<()> {
@@ -34,11 +32,7 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
     let pods = env.pods(ns);
     let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
     for name in ["arm", "cpu"] {
-        pods.create(
-            &pp(),
-            &sandbox(name, &json!({}), &json!({}), &json!({}), &arm)?,
-        )
-        .await?;
+        create_unexpiring(&pods, name, &arm).await?;
     }
     schedule_failure(&pods, "arm", SCHEDULER_MESSAGE).await?;
     schedule_failure(&pods, "cpu", CAPACITY_MESSAGE).await?;
@@ -122,26 +116,12 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
 /// removed by the expiry rules. Restarts both replicas with that file.
 /// contract: controller.platform-delete
 pub(crate) async fn delete_unschedulable_removes_the_pod(env: &mut Env, id: &str) -> Result<()> {
-    std::fs::write(
-        &env.config,
-        "controller: {platform: {deleteUnschedulable: true}}\n",
-    )?;
-    for c in &mut env.controllers {
-        c.kill();
-    }
-    for c in &mut env.controllers {
-        c.restart()?;
-    }
-    env.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
+    env.reconfigure("controller: {platform: {deleteUnschedulable: true}}\n")
         .await?;
     let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
     let arm = json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
-    pods.create(
-        &pp(),
-        &sandbox("arm-gone", &json!({}), &json!({}), &json!({}), &arm)?,
-    )
-    .await?;
+    create_unexpiring(&pods, "arm-gone", &arm).await?;
     schedule_failure(&pods, "arm-gone", SCHEDULER_MESSAGE).await?;
     wait_gone(&pods, "arm-gone", Duration::from_secs(15)).await?;
     // Reported before it was removed, and the removal said so.

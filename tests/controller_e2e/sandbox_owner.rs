@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::Env;
 use crate::expiry::owner_is_deleted_at;
 use crate::harness::{
-    LEASE_SECONDS, Result, check, check_at, expires_at, in_seconds, pp, rfc3339, sandbox,
+    Result, check, check_at, check_note, expires_at, in_seconds, pp, rfc3339, sandbox,
 };
 use common::cluster::wait_for;
 use common::crds;
@@ -83,10 +83,7 @@ async fn once_set(
 /// contract: controller.expiry-owner-actions, controller.expiry-events, controller.expiry-metric
 pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
-    let before = env.leader()?.metric(
-        "sandbox_webhook_expired_total",
-        &[("action", "shutdown-owner")],
-    )?;
+    let before = env.expired_total("shutdown-owner")?;
     let at = in_seconds(2);
     let (sandboxes, pod) =
         owned_pod(env, ns, "agent", json!({"shutdownPolicy": "Retain"}), at).await?;
@@ -113,23 +110,16 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
     let event = env
         .event(ns, "agent-pod", "SandboxExpired", Some("Normal"), 5)
         .await?;
-    let note = event.note.unwrap_or_default();
-    check(
-        note.contains("set spec.shutdownTime of its owner Sandbox agent to"),
-        format!("the Event names the action: {note}"),
+    check_note(
+        event,
+        &["set spec.shutdownTime of its owner Sandbox agent to"],
+        "the Event names the action",
     )?;
     check(
         sandboxes.get_opt("agent").await?.is_some(),
         "the Sandbox was deleted",
     )?;
-    let after = env.leader()?.metric(
-        "sandbox_webhook_expired_total",
-        &[("action", "shutdown-owner")],
-    )?;
-    check(
-        after == before + 1,
-        format!("shutdown-owner went {before} -> {after}"),
-    )?;
+    env.expired_once_more("shutdown-owner", before)?;
 
     // An earlier time already there is kept.
     let earlier = rfc3339(Utc::now() - TimeDelta::hours(1));
@@ -138,10 +128,10 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
     let event = env
         .event(ns, "early-pod", "SandboxExpired", None, 10)
         .await?;
-    let note = event.note.unwrap_or_default();
-    check(
-        note.contains(&format!("already shuts down at {earlier}")),
-        format!("the Event says the earlier time is kept: {note}"),
+    check_note(
+        event,
+        &[&format!("already shuts down at {earlier}")],
+        "the Event says the earlier time is kept",
     )?;
     let kept = sandboxes.get("early").await?.data["spec"]["shutdownTime"].clone();
     check(
@@ -150,29 +140,20 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
     )
 }
 
-/// Writes `config` and restarts both replicas with it.
-async fn reconfigure(env: &mut Env, config: &str) -> Result<()> {
-    std::fs::write(&env.config, config)?;
-    for c in &mut env.controllers {
-        c.kill();
-    }
-    for c in &mut env.controllers {
-        c.restart()?;
-    }
-    env.wait_leader(Duration::from_secs(LEASE_SECONDS * 3))
-        .await
-        .map(|_| ())
+/// Restarts both replicas configured to `action` (`suspend`, `delete`) an
+/// expired pod's Sandbox owner; scenario `id`'s namespace.
+async fn with_owner_action(env: &mut Env, id: &str, action: &str) -> Result<String> {
+    let config = format!(
+        "controller: {{expiry: {{ownerActions: {{Sandbox.agents.x-k8s.io: {action}}}}}}}\n"
+    );
+    env.reconfigure(&config).await?;
+    env.namespace(id).await
 }
 
 /// `suspend`: the Sandbox gets `spec.operatingMode: Suspended` at the
 /// pod's expiry, and stays. contract: controller.expiry-owner-actions
 pub(crate) async fn v1beta1_sandbox_owner_is_suspended(env: &mut Env, id: &str) -> Result<()> {
-    reconfigure(
-        env,
-        "controller: {expiry: {ownerActions: {Sandbox.agents.x-k8s.io: suspend}}}\n",
-    )
-    .await?;
-    let ns = &env.namespace(id).await?;
+    let ns = &with_owner_action(env, id, "suspend").await?;
     let at = in_seconds(2);
     let (sandboxes, pod) =
         owned_pod(env, ns, "paused", json!({"operatingMode": "Running"}), at).await?;
@@ -197,30 +178,22 @@ pub(crate) async fn v1beta1_sandbox_owner_is_suspended(env: &mut Env, id: &str) 
     let event = env
         .event(ns, "paused-pod", "SandboxExpired", None, 5)
         .await?;
-    let note = event.note.unwrap_or_default();
-    check(
-        note.contains("set spec.operatingMode of its owner Sandbox paused to Suspended"),
-        format!("the Event names the action: {note}"),
+    check_note(
+        event,
+        &["set spec.operatingMode of its owner Sandbox paused to Suspended"],
+        "the Event names the action",
     )?;
     // At least this one: a bare plane keeps the pods of the scenarios
     // before (their namespaces never finish terminating), and the
     // restarted replicas suspend their expired Sandboxes too.
-    let suspended = env.leader()?.metric(
-        "sandbox_webhook_expired_total",
-        &[("action", "suspended-owner")],
-    )?;
+    let suspended = env.expired_total("suspended-owner")?;
     check(suspended >= 1, format!("suspended-owner is {suspended}"))
 }
 
 /// `delete`: the Sandbox is deleted through the version its owner reference
 /// names. contract: controller.expiry-delete-owner
 pub(crate) async fn v1beta1_sandbox_owner_is_deleted(env: &mut Env, id: &str) -> Result<()> {
-    reconfigure(
-        env,
-        "controller: {expiry: {ownerActions: {Sandbox.agents.x-k8s.io: delete}}}\n",
-    )
-    .await?;
-    let ns = &env.namespace(id).await?;
+    let ns = &with_owner_action(env, id, "delete").await?;
     let at = in_seconds(2);
     let (sandboxes, pod) = owned_pod(env, ns, "agent", json!({}), at).await?;
     owner_is_deleted_at(env, &pod, at, &sandboxes, ("Sandbox", "agent")).await

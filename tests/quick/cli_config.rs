@@ -2,18 +2,23 @@
 //!
 //! `config validate` names every mistake of a file at once, so a platform team fixes them in one round, and says "tab" for a tab.
 
-use common::cli::{assert_exit, bin, run};
+use common::args::{ABSENT_TLS, LOOPBACK_PORTS};
+use common::cli::{Run, assert_exit, bin, run};
+
+/// Writes `yaml` to the file `name` in a fresh directory and runs
+/// `config validate` on it there.
+fn validate(name: &str, yaml: &str) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(name), yaml).unwrap();
+    run(&["config", "validate", name], dir.path())
+}
+
+/// Eight mistakes across five sections: `config validate` names them all.
+const EIGHT_MISTAKES: &str = "prefix: Not_A_Domain\nexecd:\n  image: 123\n  resources: {limits: {cpu: lots, memory: 1Gi}, requests: {memory: 2Gi}}\negress: {mode: nft, colour: red}\nexpiry: {defaultTimeoutSeconds: 7200, maxTimeoutSeconds: 3600}\ncontroller: {expiry: {deleteOwnerKinds: [job]}}\n";
 
 #[test]
 fn config_validate_reports_every_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    std::fs::write(
-        d.join("bad.yaml"),
-        "prefix: Not_A_Domain\nexecd:\n  image: 123\n  resources: {limits: {cpu: lots, memory: 1Gi}, requests: {memory: 2Gi}}\negress: {mode: nft, colour: red}\nexpiry: {defaultTimeoutSeconds: 7200, maxTimeoutSeconds: 3600}\ncontroller: {expiry: {deleteOwnerKinds: [job]}}\n",
-    )
-    .unwrap();
-    let r = run(&["config", "validate", "bad.yaml"], d);
+    let r = validate("bad.yaml", EIGHT_MISTAKES);
     assert_eq!(r.code, 1, "{}", r.stderr);
     let fields = [
         "  prefix: ",
@@ -42,15 +47,13 @@ fn config_validate_reports_every_error() {
     assert_eq!(lines.len(), 1 + fields.len(), "{}", r.stderr);
 
     // One mistake reads as before.
-    std::fs::write(d.join("one.yaml"), "egress: {mode: nft}\n").unwrap();
-    let one = run(&["config", "validate", "one.yaml"], d);
+    let one = validate("one.yaml", "egress: {mode: nft}\n");
     assert_eq!(
         one.stderr,
         "config file one.yaml: egress.mode: must be dns or dns+nft; got 'nft'\n"
     );
 
-    std::fs::write(d.join("tab.yaml"), "execd:\n\timage: x\n").unwrap();
-    let tab = run(&["config", "validate", "tab.yaml"], d);
+    let tab = validate("tab.yaml", "execd:\n\timage: x\n");
     assert_exit(&tab, 1, "line 2 is indented with a tab");
 }
 
@@ -59,14 +62,10 @@ fn config_validate_reports_every_error() {
 /// contract: config.controller
 #[test]
 fn config_validate_warns_about_delete_owner_kinds() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    std::fs::write(
-        d.join("old.yaml"),
+    let r = validate(
+        "old.yaml",
         "controller: {expiry: {deleteOwnerKinds: [Job.batch]}}\n",
-    )
-    .unwrap();
-    let r = run(&["config", "validate", "old.yaml"], d);
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.starts_with("old.yaml: OK"), "{}", r.stdout);
     assert!(
@@ -77,12 +76,10 @@ fn config_validate_warns_about_delete_owner_kinds() {
         "{}",
         r.stderr
     );
-    std::fs::write(
-        d.join("new.yaml"),
+    let r = validate(
+        "new.yaml",
         "controller: {expiry: {ownerActions: {Job.batch: delete}}}\n",
-    )
-    .unwrap();
-    let r = run(&["config", "validate", "new.yaml"], d);
+    );
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
 }
 
@@ -97,18 +94,11 @@ fn an_invalid_file_stops_serve_and_the_controller() {
     std::fs::write(d.join("bad.yaml"), "egress: {mode: nft}\n").unwrap();
     let said = "config file bad.yaml: egress.mode: must be dns or dns+nft; got 'nft'";
     let serve = [
-        "serve",
-        "--config",
-        "bad.yaml",
-        "--tls-cert",
-        "absent.crt",
-        "--tls-key",
-        "absent.key",
-        "--addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        "127.0.0.1:0",
-    ];
+        &["serve", "--config", "bad.yaml"],
+        ABSENT_TLS,
+        LOOPBACK_PORTS,
+    ]
+    .concat();
     let controller = [
         "controller",
         "--config",

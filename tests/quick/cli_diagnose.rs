@@ -4,12 +4,10 @@
 //! read, one result per pod of a List or stream, every field documented.
 
 use std::path::Path;
-use std::process::Command;
 
-use common::cli::{Run, run_with_input, temp_file};
+use common::cli::{Run, run, run_with_input, temp_file};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
 const SCHEDULER_MESSAGE: &str = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
 
 fn diagnose(manifest: &str, args: &[&str]) -> Run {
@@ -384,16 +382,8 @@ fn a_list_and_a_stream_give_one_result_per_pod() {
 #[test]
 fn every_field_is_documented() {
     let behaviour = include_str!("../../docs/behaviour.md");
-    let man = Command::new(BIN)
-        .args(["man", "diagnose"])
-        .output()
-        .unwrap();
-    let man = String::from_utf8(man.stdout).unwrap();
-    let help = Command::new(BIN)
-        .args(["diagnose", "--help"])
-        .output()
-        .unwrap();
-    let help = String::from_utf8(help.stdout).unwrap();
+    let man = run(&["man", "diagnose"], Path::new(".")).stdout;
+    let help = run(&["diagnose", "--help"], Path::new(".")).stdout;
     let yaml = UNSCHEDULABLE_POD.replace("MESSAGE", SCHEDULER_MESSAGE);
     let out = json_of(&diagnose(&yaml, &[]));
     let mut fields = vec!["pod".to_owned()];

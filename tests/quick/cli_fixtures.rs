@@ -7,6 +7,14 @@ use common::cli::{assert_lines, run};
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
 
+/// [`SANDBOX_POD`] with the `timeout` annotation `timeout`.
+fn sandbox_pod_with_timeout(timeout: &str) -> String {
+    SANDBOX_POD.replace(
+        "  labels:",
+        &format!("  annotations: {{opensandbox.io/timeout: {timeout}}}\n  labels:"),
+    )
+}
+
 /// A platform team's fixture directory, written by hand, with one wrong
 /// expectation (the configuration caps the timeout, so the pod is a 400,
 /// not the 403 its author expected).
@@ -14,10 +22,7 @@ fn user_fixtures() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("cases")).unwrap();
     let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
-    let long = SANDBOX_POD.replace(
-        "  labels:",
-        "  annotations: {opensandbox.io/timeout: 2h}\n  labels:",
-    );
+    let long = sandbox_pod_with_timeout("2h");
     write("cases/long.pod.yaml", &long);
     write(
         "cases/long.expected.yaml",
@@ -164,10 +169,7 @@ fn test_judges_fixtures_as_inject_does() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let write = |name: &str, text: &str| std::fs::write(d.join(name), text).unwrap();
-    let timeout = SANDBOX_POD.replace(
-        "  labels:",
-        "  annotations: {opensandbox.io/timeout: 1h}\n  labels:",
-    );
+    let timeout = sandbox_pod_with_timeout("1h");
     write("one.pod.yaml", &timeout);
     let one = run(&["test", ".", "--update"], d);
     assert_eq!(one.code, 0, "{}", one.stdout);

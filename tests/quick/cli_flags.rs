@@ -3,7 +3,7 @@
 //! current, so a new flag cannot ship undocumented.
 
 use clap::{CommandFactory, Parser};
-use sandbox_webhook::cli::Args;
+use sandbox_webhook::cli::{Args, limits_markdown, markdown};
 
 const CLI_MD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md");
 
@@ -41,20 +41,29 @@ fn every_long_flag_has_help() {
     assert!(missing.is_empty(), "undocumented:\n{}", missing.join("\n"));
 }
 
+/// Fails unless the repository's `doc` holds `want`, the text
+/// `sandbox-webhook {command}` prints now (saying how to refresh it); with
+/// `REFRESH_DOCS=1`, writes it first. Returns the file's text.
+#[track_caller]
+fn generated_doc_is_current(doc: &str, command: &str, want: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
+    if std::env::var_os("REFRESH_DOCS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{doc} is stale: run `cargo run -- {command} > {doc}` (or this test with REFRESH_DOCS=1)"
+    );
+    have
+}
+
 /// `docs/cli.md` is what `sandbox-webhook docs` prints now. To refresh it:
 /// `cargo run -- docs > docs/cli.md`, or run this test with
 /// `REFRESH_DOCS=1`.
 #[test]
 fn docs_cli_md_is_current() {
-    let want = sandbox_webhook::cli::markdown();
-    if std::env::var_os("REFRESH_DOCS").is_some_and(|v| v == "1") {
-        std::fs::write(CLI_MD, &want).unwrap();
-    }
-    let have = std::fs::read_to_string(CLI_MD).unwrap_or_default();
-    assert!(
-        have == want,
-        "docs/cli.md is stale: run `cargo run -- docs > docs/cli.md` (or this test with REFRESH_DOCS=1)"
-    );
+    let have = generated_doc_is_current("docs/cli.md", "docs", &markdown());
     for flag in ["--max-connections", "--egress-token", "--lease-grace"] {
         assert!(have.contains(&format!("`{flag}")), "docs/cli.md: no {flag}");
     }
@@ -186,22 +195,12 @@ fn serve_takes_the_documented_flags() {
     }
 }
 
-const LIMITS_MD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/limits.md");
-
 /// `docs/limits.md` is what `sandbox-webhook docs --limits` prints now,
 /// from the flags of `serve`. To refresh it: `cargo run -- docs --limits >
 /// docs/limits.md`, or run this test with `REFRESH_DOCS=1`.
 #[test]
 fn docs_limits_md_is_current() {
-    let want = sandbox_webhook::cli::limits_markdown();
-    if std::env::var_os("REFRESH_DOCS").is_some_and(|v| v == "1") {
-        std::fs::write(LIMITS_MD, &want).unwrap();
-    }
-    let have = std::fs::read_to_string(LIMITS_MD).unwrap_or_default();
-    assert!(
-        have == want,
-        "docs/limits.md is stale: run `cargo run -- docs --limits > docs/limits.md` (or this test with REFRESH_DOCS=1)"
-    );
+    let have = generated_doc_is_current("docs/limits.md", "docs --limits", &limits_markdown());
     for flag in [
         "--max-connections",
         "--idle-timeout",

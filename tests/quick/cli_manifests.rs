@@ -2,17 +2,40 @@
 //! pod templates injected, everything else passed through as written.
 
 use common::cli::{Run, assert_exit, assert_prints, run};
+use std::path::Path;
+
 use serde_json::Value;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
 
+/// `inject -f file` in `dir` at [`NOW`] with a fixed egress token, then
+/// the flags `extra`.
+fn inject_in(dir: &Path, file: &str, extra: &[&str]) -> Run {
+    let fixed = ["inject", "-f", file, "--now", NOW, "--egress-token", "t"];
+    run(&[&fixed[..], extra].concat(), dir)
+}
+
+/// `inject` on `file` of tests/manifests, then the flags `extra`.
+fn inject_with(file: &str, extra: &[&str]) -> Run {
+    inject_in(Path::new(DIR), &format!("{DIR}/{file}"), extra)
+}
+
 fn inject(file: &str) -> Run {
-    let path = format!("{DIR}/{file}");
-    run(
-        &["inject", "-f", &path, "--now", NOW, "--egress-token", "t"],
-        std::path::Path::new(DIR),
-    )
+    inject_with(file, &[])
+}
+
+/// `inject` on `file` of tests/manifests, which must exit 0.
+#[track_caller]
+fn injected(file: &str) -> Run {
+    let r = inject(file);
+    assert_eq!(r.code, 0, "{file}: {}", r.stderr);
+    r
+}
+
+/// The text of `file` of tests/manifests.
+fn manifest(file: &str) -> String {
+    std::fs::read_to_string(format!("{DIR}/{file}")).unwrap()
 }
 
 fn docs(text: &str) -> Vec<Value> {
@@ -29,9 +52,8 @@ fn annotations(v: &Value) -> &serde_json::Map<String, Value> {
 /// contract: manifest.inputs, manifest.templates, manifest.pass-through, manifest.unchanged-text
 #[test]
 fn service_and_deployment_file() {
-    let r = inject("service-deployment.yaml");
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let input = std::fs::read_to_string(format!("{DIR}/service-deployment.yaml")).unwrap();
+    let r = injected("service-deployment.yaml");
+    let input = manifest("service-deployment.yaml");
     // The Service is written back as it was, comments included, and first,
     // with no `---` before it, as the file has none.
     let service = input.split("---\n").next().unwrap();
@@ -76,8 +98,7 @@ fn service_and_deployment_file() {
 /// contract: manifest.inputs, manifest.pass-through
 #[test]
 fn a_list_has_its_pods_injected_in_place() {
-    let r = inject("list.yaml");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = injected("list.yaml");
     let out = docs(&r.stdout);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0]["kind"], "List");
@@ -99,8 +120,7 @@ fn job_and_cronjob_templates_are_injected_at_their_paths() {
         ("job.yaml", "/spec/template"),
         ("cronjob.yaml", "/spec/jobTemplate/spec/template"),
     ] {
-        let r = inject(file);
-        assert_eq!(r.code, 0, "{file}: {}", r.stderr);
+        let r = injected(file);
         let out = docs(&r.stdout);
         let t = out[0].pointer(pointer).unwrap();
         assert_eq!(
@@ -123,8 +143,7 @@ fn job_and_cronjob_templates_are_injected_at_their_paths() {
 /// know is written back as it was, with a note naming the known ones.
 #[test]
 fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
-    let r = inject("sandboxes.yaml");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = injected("sandboxes.yaml");
     let out = docs(&r.stdout);
     let versions: Vec<_> = out
         .iter()
@@ -158,7 +177,7 @@ fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
     assert_eq!(a["opensandbox.io/timeout"], "30m");
     assert!(!a.contains_key("opensandbox.io/expires-at"), "{a:?}");
     // The unknown version: its own text back, untouched, and the note.
-    let input = std::fs::read_to_string(format!("{DIR}/sandboxes.yaml")).unwrap();
+    let input = manifest("sandboxes.yaml");
     let future = input.rsplit("---\n").next().unwrap();
     assert!(r.stdout.ends_with(future), "{}", r.stdout);
     assert!(
@@ -181,13 +200,10 @@ fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
 #[test]
 fn a_lone_v1beta1_sandbox_is_patched_at_its_pod_template_once() {
     let dir = tempfile::tempdir().unwrap();
-    let input = std::fs::read_to_string(format!("{DIR}/sandboxes.yaml")).unwrap();
+    let input = manifest("sandboxes.yaml");
     let beta = input.split("---\n").next().unwrap();
     std::fs::write(dir.path().join("beta.yaml"), beta).unwrap();
-    let inject = |file: &str, output: &str| {
-        let args = ["inject", "-f", file, "-o", output, "--now", NOW];
-        run(&[&args[..], &["--egress-token", "t"]].concat(), dir.path())
-    };
+    let inject = |file: &str, output: &str| inject_in(dir.path(), file, &["-o", output]);
     let patch = inject("beta.yaml", "patch");
     assert_eq!(patch.code, 0, "{}", patch.stderr);
     let ops: json_patch::Patch = serde_json::from_str(&patch.stdout).unwrap();
@@ -211,9 +227,8 @@ fn a_lone_v1beta1_sandbox_is_patched_at_its_pod_template_once() {
 /// contract: manifest.pass-through
 #[test]
 fn a_labelled_configmap_passes_through_with_a_note() {
-    let r = inject("configmap.yaml");
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let input = std::fs::read_to_string(format!("{DIR}/configmap.yaml")).unwrap();
+    let r = injected("configmap.yaml");
+    let input = manifest("configmap.yaml");
     assert_eq!(r.stdout, input);
     assert!(
         r.stderr
@@ -223,28 +238,12 @@ fn a_labelled_configmap_passes_through_with_a_note() {
     );
 }
 
-fn inject_with(file: &str, output: &str) -> Run {
-    let path = format!("{DIR}/{file}");
-    let args = [
-        "inject",
-        "-f",
-        &path,
-        "-o",
-        output,
-        "--now",
-        NOW,
-        "--egress-token",
-        "t",
-    ];
-    run(&args, std::path::Path::new(DIR))
-}
-
 /// `-o diff` on a stream: every removed line is one of the input, every
 /// added line one of `-o manifest`'s output, and the untouched Service is
 /// not among them.
 #[test]
 fn a_streams_diff_shows_only_the_changed_documents() {
-    let r = inject_with("service-deployment.yaml", "diff");
+    let r = inject_with("service-deployment.yaml", &["-o", "diff"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     let path = format!("{DIR}/service-deployment.yaml");
     assert!(
@@ -280,7 +279,7 @@ fn a_streams_diff_shows_only_the_changed_documents() {
         );
     }
     // Nothing to inject: an empty diff, exit 0, the note still on stderr.
-    let r = inject_with("configmap.yaml", "diff");
+    let r = inject_with("configmap.yaml", &["-o", "diff"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{}", r.stderr);
     assert!(
         r.stderr
@@ -292,13 +291,9 @@ fn a_streams_diff_shows_only_the_changed_documents() {
 
 #[test]
 fn a_streams_patch_is_refused_with_the_way_out() {
-    let r = inject_with("service-deployment.yaml", "patch");
-    assert_eq!(r.code, 2, "{}", r.stdout);
-    assert!(
-        r.stderr.contains("-o patch takes one object") && r.stderr.contains("use -o diff"),
-        "{}",
-        r.stderr
-    );
+    let r = inject_with("service-deployment.yaml", &["-o", "patch"]);
+    assert_exit(&r, 2, "-o patch takes one object");
+    assert!(r.stderr.contains("use -o diff"), "{}", r.stderr);
     assert_eq!(r.stdout, "");
 }
 
@@ -306,9 +301,7 @@ fn a_streams_patch_is_refused_with_the_way_out() {
 #[test]
 fn a_denied_template_fails_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
-    let job = std::fs::read_to_string(format!("{DIR}/job.yaml"))
-        .unwrap()
-        .replace(", command: [sleep, '60']", "");
+    let job = manifest("job.yaml").replace(", command: [sleep, '60']", "");
     std::fs::write(dir.path().join("job.yaml"), job).unwrap();
     let r = run(&["inject", "-f", "job.yaml"], dir.path());
     assert!(r.stdout.is_empty(), "{}", r.stdout);
@@ -327,8 +320,7 @@ fn expires_at_stays_a_string_through_pyyaml() {
         has_pyyaml,
         "python3 with PyYAML is needed (tests/chart/run.sh installs it)"
     );
-    let r = inject("service-deployment.yaml");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = injected("service-deployment.yaml");
     pyyaml_check(
         &r.stdout,
         "import sys, yaml\n\
@@ -343,8 +335,7 @@ fn expires_at_stays_a_string_through_pyyaml() {
 /// The same for a single Pod, the most common input of `inject`.
 #[test]
 fn a_single_pods_expires_at_stays_a_string_through_pyyaml() {
-    let r = inject("../fixtures/timeout-seconds.pod.yaml");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = injected("../fixtures/timeout-seconds.pod.yaml");
     pyyaml_check(
         &r.stdout,
         "import sys, yaml\n\

@@ -116,33 +116,26 @@ fn the_unprivileged_installer_names_a_user_when_the_pod_asks_only_for_non_root()
     assert!(sc.get("runAsUser").is_none(), "{sc}");
 }
 
+/// The main container's drop list after `inject`, for a pod with a policy
+/// whose main container drops `given`.
+fn main_drops_after_inject(given: &str) -> Value {
+    let main = json!({"capabilities": {"drop": [given]}});
+    let (out, _) = inject(&pod(&json!({}), &main, true));
+    container(&out, "containers", "sandbox")["securityContext"]["capabilities"]["drop"].clone()
+}
+
 #[test]
 fn a_drop_list_with_all_is_not_given_net_admin_again() {
     for all in ["ALL", "all"] {
-        let main = json!({"capabilities": {"drop": [all]}});
-        let (out, _) = inject(&pod(&json!({}), &main, true));
-        assert_eq!(
-            container(&out, "containers", "sandbox")["securityContext"]["capabilities"]["drop"],
-            json!([all])
-        );
+        assert_eq!(main_drops_after_inject(all), json!([all]));
     }
     // containerd reads `CAP_ALL` as `CAP_CAP_ALL` and drops nothing.
-    let (out, _) = inject(&pod(
-        &json!({}),
-        &json!({"capabilities": {"drop": ["CAP_ALL"]}}),
-        true,
-    ));
     assert_eq!(
-        container(&out, "containers", "sandbox")["securityContext"]["capabilities"]["drop"],
+        main_drops_after_inject("CAP_ALL"),
         json!(["CAP_ALL", "NET_ADMIN", "NET_RAW"])
     );
-    let (out, _) = inject(&pod(
-        &json!({}),
-        &json!({"capabilities": {"drop": ["MKNOD"]}}),
-        true,
-    ));
     assert_eq!(
-        container(&out, "containers", "sandbox")["securityContext"]["capabilities"]["drop"],
+        main_drops_after_inject("MKNOD"),
         json!(["MKNOD", "NET_ADMIN", "NET_RAW"])
     );
 }

@@ -63,6 +63,11 @@ fn docs(repo: &Repo) -> Vec<String> {
     docs
 }
 
+/// What `find` reports for each Markdown file of the repository, in order.
+fn in_docs(repo: &Repo, find: impl Fn(&str) -> Vec<String>) -> Vec<String> {
+    docs(repo).iter().flat_map(|doc| find(doc)).collect()
+}
+
 #[track_caller]
 fn none(what: &str, found: &[String]) {
     assert!(found.is_empty(), "{what}:\n{}", found.join("\n"));
@@ -71,11 +76,13 @@ fn none(what: &str, found: &[String]) {
 #[test]
 fn every_path_link_and_anchor_in_the_docs_resolves() {
     let repo = repo();
-    let mut found = Vec::new();
-    for doc in docs(&repo) {
-        found.extend(scan::path_findings(&repo, &doc));
-        found.extend(scan::link_findings(&repo, &doc));
-    }
+    let found = in_docs(&repo, |doc| {
+        [
+            scan::path_findings(&repo, doc),
+            scan::link_findings(&repo, doc),
+        ]
+        .concat()
+    });
     none(
         "paths, links and anchors in the docs that lead nowhere",
         &found,
@@ -85,22 +92,16 @@ fn every_path_link_and_anchor_in_the_docs_resolves() {
 #[test]
 fn every_cargo_target_in_the_docs_exists() {
     let repo = repo();
-    let found: Vec<String> = docs(&repo)
-        .iter()
-        .flat_map(|doc| scan::cargo_findings(&repo, doc))
-        .collect();
+    let found = in_docs(&repo, |doc| scan::cargo_findings(&repo, doc));
     none("cargo commands in the docs that name no target", &found);
 }
 
 #[test]
 fn every_module_path_in_the_docs_and_code_comments_resolves() {
     let repo = repo();
-    let mut found = Vec::new();
-    for doc in docs(&repo) {
-        found.extend(scan::module_findings(&repo, &doc, &repo.text[&doc], |_| {
-            true
-        }));
-    }
+    let mut found = in_docs(&repo, |doc| {
+        scan::module_findings(&repo, doc, &repo.text[doc], |_| true)
+    });
     for (file, text) in repo.text.iter().filter(|(p, _)| scan::is(p, "rs")) {
         let comment = |line: &str| line.trim_start().starts_with("//");
         found.extend(scan::module_findings(&repo, file, text, comment));

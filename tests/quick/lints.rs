@@ -18,32 +18,35 @@ fn lints(manifest: &str) -> Vec<String> {
     out
 }
 
+/// The `[lints...]` tables of the repository's manifest `path`.
+fn lints_of(path: &str) -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    lints(&std::fs::read_to_string(root.join(path)).unwrap())
+}
+
+/// Fails unless the manifest `copy` holds `Cargo.toml`'s `[lints]` tables.
+#[track_caller]
+fn assert_lints_copied(copy: &str) {
+    assert_eq!(
+        lints_of(copy),
+        lints_of("Cargo.toml"),
+        "{copy}'s [lints] differ from Cargo.toml's: copy Cargo.toml's tables over"
+    );
+}
+
 #[test]
 fn the_fuzz_crate_has_the_crates_lints() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
-    let main = lints(&read("Cargo.toml"));
+    let main = lints_of("Cargo.toml");
     assert!(
         main.iter().any(|l| l.starts_with("pedantic")),
         "Cargo.toml: no pedantic in [lints.clippy]: {main:?}"
     );
-    let fuzz = lints(&read("fuzz/Cargo.toml"));
-    assert_eq!(
-        fuzz, main,
-        "fuzz/Cargo.toml's [lints] differ from Cargo.toml's: copy Cargo.toml's tables over"
-    );
+    assert_lints_copied("fuzz/Cargo.toml");
 }
 
 /// The test-support crate (`tests/common/`, a workspace member) carries the
 /// same copy: `[lints]` is not inherited without a `[workspace.lints]`.
 #[test]
 fn the_test_support_crate_has_the_crates_lints() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
-    let main = lints(&read("Cargo.toml"));
-    let support = lints(&read("tests/common/Cargo.toml"));
-    assert_eq!(
-        support, main,
-        "tests/common/Cargo.toml's [lints] differ from Cargo.toml's: copy Cargo.toml's tables over"
-    );
+    assert_lints_copied("tests/common/Cargo.toml");
 }

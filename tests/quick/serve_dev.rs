@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::args::LOOPBACK_PORTS;
 use common::children;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sandbox-webhook");
@@ -68,14 +69,8 @@ fn exit_within(mut cmd: Command, limit: Duration) -> (Option<i32>, String) {
 fn serve_until_ready(dir: &Path) -> String {
     let mut command = Command::new(BIN);
     command
-        .args([
-            "serve",
-            "--dev",
-            "--addr",
-            "127.0.0.1:0",
-            "--admin-addr",
-            "127.0.0.1:0",
-        ])
+        .args(["serve", "--dev"])
+        .args(LOOPBACK_PORTS)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

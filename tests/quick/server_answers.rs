@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use common::args::ABSENT_TLS;
 use common::cli::{bin, stdout_of};
 use common::clock::NOW;
 use common::context::TestContext;
@@ -104,13 +105,8 @@ async fn fixed_patch_handler_answers_its_patch() {
     std::fs::write(&bad, r#"{"op": "add"}"#).unwrap();
     // Refused before the certificates are read, so none are needed.
     let out = bin()
-        .args([
-            "serve",
-            "--tls-cert",
-            "absent.crt",
-            "--tls-key",
-            "absent.key",
-        ])
+        .arg("serve")
+        .args(ABSENT_TLS)
         .arg("--fixed-patch")
         .arg(&bad)
         .output()

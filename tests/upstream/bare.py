@@ -271,25 +271,26 @@ def _main_container(case, want, got, named):
         g["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
 
 
+def _has(value, key):
+    """Whether the object `value` has `key`, or the list `value` index `key`."""
+    return key in value if isinstance(value, dict) else key < len(value)
+
+
 def differences(want, got, path=""):
     """The JSON paths where `got` differs from `want`."""
     if isinstance(want, dict) and isinstance(got, dict):
-        out = []
-        for key in list(want) + [k for k in got if k not in want]:
-            if key not in got or key not in want:
-                out.append(f"{path}.{key} ({'missing' if key not in got else 'extra'})")
-            else:
-                out += differences(want[key], got[key], f"{path}.{key}")
-        return out
-    if isinstance(want, list) and isinstance(got, list):
-        out = []
-        for i in range(max(len(want), len(got))):
-            if i >= len(want) or i >= len(got):
-                out.append(f"{path}[{i}] ({'missing' if i >= len(got) else 'extra'})")
-            else:
-                out += differences(want[i], got[i], f"{path}[{i}]")
-        return out
-    return [] if want == got else [f"{path}: {json.dumps(want)[:80]} != {json.dumps(got)[:80]}"]
+        keys = [(k, f"{path}.{k}") for k in list(want) + [k for k in got if k not in want]]
+    elif isinstance(want, list) and isinstance(got, list):
+        keys = [(i, f"{path}[{i}]") for i in range(max(len(want), len(got)))]
+    else:
+        return [] if want == got else [f"{path}: {json.dumps(want)[:80]} != {json.dumps(got)[:80]}"]
+    out = []
+    for key, at in keys:
+        if _has(want, key) and _has(got, key):
+            out += differences(want[key], got[key], at)
+        else:
+            out.append(f"{at} ({'missing' if not _has(got, key) else 'extra'})")
+    return out
 
 
 def deliberate_denial(case, message):

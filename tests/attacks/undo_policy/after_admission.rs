@@ -19,6 +19,17 @@ fn update(old: &Value, new: &Value, sub: Option<&str>) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
+/// The answer to an UPDATE of `old`'s `ephemeralcontainers` subresource
+/// to `new`: what `kubectl debug` sends.
+async fn ephemeral_update(
+    c: &reqwest::Client,
+    server: &Running,
+    old: &Value,
+    new: &Value,
+) -> (Value, Vec<u8>) {
+    answer_to(c, server, update(old, new, Some("ephemeralcontainers"))).await
+}
+
 /// Item 9: the guarantee holds after admission. The webhook's containers
 /// keep their images; an ephemeral container beside a policy is held to
 /// the rules of any other container and loses NET_RAW and NET_ADMIN.
@@ -80,12 +91,7 @@ async fn the_guarantee_holds_after_admission() {
         ),
     ] {
         let new = debug(sc, target);
-        let (response, _) = answer_to(
-            &c,
-            &server,
-            update(&stored, &new, Some("ephemeralcontainers")),
-        )
-        .await;
+        let (response, _) = ephemeral_update(&c, &server, &stored, &new).await;
         assert_eq!(response["allowed"], false, "{new}: {response}");
         let message = response["status"]["message"].as_str().unwrap();
         assert!(
@@ -95,30 +101,15 @@ async fn the_guarantee_holds_after_admission() {
     }
     // `kubectl debug`'s default: admitted, without NET_RAW or NET_ADMIN.
     let new = debug(Value::Null, Some("sandbox"));
-    let (response, body) = answer_to(
-        &c,
-        &server,
-        update(&stored, &new, Some("ephemeralcontainers")),
-    )
-    .await;
+    let (response, body) = ephemeral_update(&c, &server, &stored, &new).await;
     assert_eq!(response["allowed"], true, "{response}");
     let debugged = applied(&new, &body);
     let (_, drop) = caps(&debugged["spec"]["ephemeralContainers"][0]);
     assert_eq!(drop, ["NET_ADMIN", "NET_RAW"]);
-    let (again, _) = answer_to(
-        &c,
-        &server,
-        update(&stored, &debugged, Some("ephemeralcontainers")),
-    )
-    .await;
+    let (again, _) = ephemeral_update(&c, &server, &stored, &debugged).await;
     assert!(again.get("patch").is_none(), "{again}");
     // An ephemeral container the pod had before this request is not judged again.
-    let (later, _) = answer_to(
-        &c,
-        &server,
-        update(&debugged, &debugged, Some("ephemeralcontainers")),
-    )
-    .await;
+    let (later, _) = ephemeral_update(&c, &server, &debugged, &debugged).await;
     assert_eq!(later["allowed"], true);
     assert!(later.get("patch").is_none(), "{later}");
 }

@@ -1,0 +1,50 @@
+//! The server's answer to one review, as the attacks on a pod's egress
+//! policy read it: the `response`, and the pod as the apiserver would
+//! store it after the patch.
+
+use common::https::{patch_of, post_review};
+use common::pods::SandboxPod;
+use common::server::{Running, review_body};
+use serde_json::Value;
+
+/// Both images, so an admitted policy gets the sidecar and the installer.
+pub(crate) const CONFIG: &str =
+    "egress:\n  image: example.com/egress:v1\nexecd:\n  image: example.com/execd:v1\n";
+pub(crate) const POLICY: &str =
+    r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}"#;
+
+/// The `response` of the server's answer to the review `body`, and the
+/// whole answer; fails, showing the review, unless it is a 200.
+pub(crate) async fn answer_to(
+    c: &reqwest::Client,
+    server: &Running,
+    body: Vec<u8>,
+) -> (Value, Vec<u8>) {
+    let sent = String::from_utf8_lossy(&body).into_owned();
+    let r = post_review(c, &server.url("/mutate"), body).await;
+    assert_eq!(r.status(), 200, "{sent}");
+    let body = r.bytes().await.expect("an answer").to_vec();
+    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    (answer["response"].clone(), body)
+}
+
+/// The `response` of the server's answer to a review of `pod`'s CREATE,
+/// and the whole answer.
+pub(crate) async fn answer(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<u8>) {
+    answer_to(c, server, review_body("u-policy", pod)).await
+}
+
+/// `pod` with the patch of the answer `body` applied.
+pub(crate) fn applied(pod: &Value, body: &[u8]) -> Value {
+    let ops: json_patch::Patch = serde_json::from_value(patch_of(body)).expect("a JSON patch");
+    let mut out = pod.clone();
+    json_patch::patch(&mut out, &ops).expect("the patch applies");
+    out
+}
+
+/// Sandbox pod `name` in `team-a` asking for [`POLICY`].
+pub(crate) fn policy_pod(name: &str) -> SandboxPod {
+    SandboxPod::new(name)
+        .namespace("team-a")
+        .annotation("network-policy", POLICY)
+}
