@@ -15,6 +15,8 @@ mod quote;
 mod select;
 mod update;
 
+use smallvec::SmallVec;
+
 use crate::config::{Config, Keys};
 
 pub use context::Context;
@@ -397,8 +399,9 @@ struct Parts<'a> {
 impl Parts<'_> {
     fn patch(self, pod: &PodView<'_>, keys: &Keys) -> Result<Patch, String> {
         let spec = pod.spec();
-        let mut annotations: Vec<(&str, Str<'_>)> = Vec::new();
-        let mut labels: Vec<(&str, Str<'_>)> = Vec::new();
+        // At most three annotations and two labels: on the stack.
+        let mut annotations: SmallVec<[(&str, Str<'_>); 3]> = SmallVec::new();
+        let mut labels: SmallVec<[(&str, Str<'_>); 2]> = SmallVec::new();
         match &self.expiry {
             Some(Expiry::At(at)) => annotations.push((&keys.expires_at, Str::Text(at))),
             Some(Expiry::Manual) => labels.push((&keys.manual_cleanup, Str::Text("true"))),

@@ -12,6 +12,7 @@
 
 use json_patch::PatchOperation;
 use serde::ser::{Serialize, SerializeMap, Serializer};
+use smallvec::SmallVec;
 
 /// A finished patch: a JSON array of operations, or nothing.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -56,6 +57,10 @@ impl Patch {
         serde_json::from_slice(self.as_json())
     }
 }
+
+/// A pointer's tokens, built on the stack: the deepest path the webhook
+/// writes has seven.
+type Tokens<'a> = SmallVec<[&'a str; 8]>;
 
 #[derive(Debug, Default)]
 pub struct PatchBuilder {
@@ -118,7 +123,7 @@ impl PatchBuilder {
         }
         if exists {
             for (key, value) in entries {
-                let mut tokens: Vec<&str> = parent.to_vec();
+                let mut tokens: Tokens<'_> = parent.iter().copied().collect();
                 tokens.push(key.as_ref());
                 self.add(&tokens, value);
             }
@@ -178,7 +183,7 @@ impl PatchBuilder {
             return;
         }
         if exists {
-            let mut tokens: Vec<&str> = parent.iter().map(AsRef::as_ref).collect();
+            let mut tokens: Tokens<'_> = parent.iter().map(AsRef::as_ref).collect();
             tokens.push("-");
             for item in items {
                 self.add(&tokens, item);

@@ -87,6 +87,7 @@ pub(crate) fn judge(
 fn annotation(pod: &PodView<'_>, key: &str) -> Option<String> {
     pod.annotation(key)
         .and_then(|raw| decode_string(raw).ok().flatten())
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// The images of `execd-installer` and `egress`, in either list, as they

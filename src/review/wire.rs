@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use base64_simd::{Out, STANDARD as BASE64};
+use base64_simd::STANDARD as BASE64;
 use kube::core::Status;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -262,12 +262,9 @@ impl<'a> ResponseOut<'a> {
         serde_json::to_writer(&mut *out, &self.status)?;
         if let Some(patch) = self.patch {
             out.extend_from_slice(br#","patch":""#);
-            let at = out.len();
-            let len = BASE64.encoded_length(patch.len());
-            out.resize(at + len, 0);
-            // `encode` asserts that it has room, which is `len` exactly.
-            let encoded = BASE64.encode(patch, Out::from_slice(&mut out[at..]));
-            debug_assert_eq!(encoded.len(), len);
+            // Into the buffer's spare room: no zeroing of bytes the
+            // encoder overwrites at once.
+            BASE64.encode_append(patch, out);
             out.extend_from_slice(br#"","patchType":"JSONPatch""#);
         }
         if !self.warnings.is_empty() {

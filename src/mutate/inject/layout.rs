@@ -24,6 +24,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 use super::egress::Sidecar;
 use super::execd::Installer;
@@ -400,7 +401,8 @@ impl Layout<'_> {
     /// come before the init containers and the main container's
     /// operations, which then use [`Layout::main_index`].
     pub fn write_first(&self, patch: &mut PatchBuilder) {
-        let added: Vec<Volume<'_>> = self
+        // At most three volumes (binary, isolation, CA): on the stack.
+        let added: SmallVec<[Volume<'_>; 3]> = self
             .volumes
             .iter()
             .filter(|(_, plan)| *plan == VolumePlan::Add)
@@ -432,7 +434,7 @@ impl Layout<'_> {
                 installer,
                 sidecar,
             } => {
-                let new: Vec<Item<'_, '_>> = installer
+                let new: SmallVec<[Item<'_, '_>; 2]> = installer
                     .then_some(Item::Installer(wanted.installer))
                     .into_iter()
                     .chain(native.filter(|_| *sidecar).map(Item::Sidecar))
@@ -440,8 +442,9 @@ impl Layout<'_> {
                 if spec.init_containers.is_none() {
                     patch.append(&["spec", "initContainers"], false, &new);
                 } else {
+                    let mut index = itoa::Buffer::new();
                     for (at, c) in (*at..).zip(&new) {
-                        patch.add(&["spec", "initContainers", &at.to_string()], c);
+                        patch.add(&["spec", "initContainers", index.format(at)], c);
                     }
                 }
             }

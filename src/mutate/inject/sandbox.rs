@@ -244,9 +244,10 @@ impl SandboxChanges<'_> {
     /// The main container's operations; it is at `index` by then (the
     /// layout may have removed a sidecar before it).
     pub fn write(&self, index: usize, patch: &mut PatchBuilder) {
-        let idx = index.to_string();
-        // Paths are arrays on the stack: this runs on every admission.
-        let c = ["spec", "containers", idx.as_str()];
+        // Paths are arrays on the stack, the index's text too: this runs
+        // on every admission.
+        let mut idx = itoa::Buffer::new();
+        let c = ["spec", "containers", idx.format(index)];
         match &self.command {
             CommandChange::Keep => {}
             CommandChange::Prepend => patch.add(&[c[0], c[1], c[2], "command", "0"], BOOTSTRAP),

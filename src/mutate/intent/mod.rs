@@ -11,6 +11,8 @@ pub(crate) mod policy;
 pub(crate) mod token;
 pub(crate) mod typo;
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
@@ -22,6 +24,7 @@ use self::expires_at::parse_expires_at;
 use self::platform::{Platform, PlatformError};
 use self::policy::{NetworkPolicy, PolicyError};
 use self::token::is_egress_token;
+use crate::json::text::Text;
 use crate::mutate::quote::clip;
 use crate::mutate::read::pod::PodView;
 
@@ -207,7 +210,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
     read_command(&mut intent, &get, keys)?;
 
     intent.sandbox_id = match pod.label(&keys.id).map(decode_string) {
-        Some(Ok(Some(id))) => id,
+        Some(Ok(Some(id))) => id.into_owned(),
         // `select` admits only pods that carry the label.
         None => String::new(),
         Some(_) => {
@@ -246,7 +249,7 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
                 "must be a non-empty string of visible ASCII characters; remove it to have one generated",
             ));
         }
-        intent.egress_token = Some(value);
+        intent.egress_token = Some(value.into_owned());
     }
 
     Ok(Some(intent))
@@ -254,9 +257,9 @@ pub(crate) fn read(pod: &PodView<'_>, config: &Config) -> Result<Option<Intent>,
 
 /// `<prefix>/entrypoint` and `<prefix>/main-container`: what runs, and in
 /// which container.
-fn read_command(
+fn read_command<'a>(
     intent: &mut Intent,
-    get: &impl Fn(&str) -> Result<Option<String>, IntentError>,
+    get: &impl Fn(&str) -> Result<Option<Cow<'a, str>>, IntentError>,
     keys: &Keys,
 ) -> Result<(), IntentError> {
     if let Some(value) = get(&keys.entrypoint)? {
@@ -292,9 +295,9 @@ fn read_command(
 /// egress.extra-env-needs-policy): both configure a sidecar, so both
 /// need a policy, and a credential proxy needs `dns+nft` and certificate
 /// checks.
-fn read_sidecar_env(
+fn read_sidecar_env<'a>(
     intent: &mut Intent,
-    get: &impl Fn(&str) -> Result<Option<String>, IntentError>,
+    get: &impl Fn(&str) -> Result<Option<Cow<'a, str>>, IntentError>,
     config: &Config,
 ) -> Result<(), IntentError> {
     let keys = config.keys();
@@ -389,7 +392,10 @@ fn timeout_error(e: &DurationError, value: &str, key: &str) -> IntentError {
 
 /// Annotation values are strings in any pod the apiserver sends; anything
 /// else is reported rather than guessed at.
-fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, IntentError> {
+fn string_annotation<'a>(
+    pod: &PodView<'a>,
+    key: &str,
+) -> Result<Option<Cow<'a, str>>, IntentError> {
     let Some(raw) = pod.annotation(key) else {
         return Ok(None);
     };
@@ -397,8 +403,10 @@ fn string_annotation(pod: &PodView<'_>, key: &str) -> Result<Option<String>, Int
 }
 
 /// `Ok(None)` for JSON null, which the apiserver would not send but a file may.
-pub(crate) fn decode_string(raw: &RawValue) -> Result<Option<String>, serde_json::Error> {
-    serde_json::from_str::<Option<String>>(raw.get())
+/// Borrowed from the request unless the value holds escapes: every sandbox
+/// has several of these read.
+pub(crate) fn decode_string(raw: &RawValue) -> Result<Option<Cow<'_, str>>, serde_json::Error> {
+    Ok(serde_json::from_str::<Option<Text<'_>>>(raw.get())?.map(|t| t.0))
 }
 
 /// `true` or `false`, trimmed, in any case: how every yes/no annotation

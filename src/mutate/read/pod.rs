@@ -62,8 +62,14 @@ deserialize_by_visitor! {
 #[derive(Debug)]
 pub struct List<T>(pub Vec<T>);
 
-/// Enough for most lists in a pod; longer ones grow as usual.
-const LIST_CAPACITY: usize = 8;
+/// Room for most lists in a pod (eight items), within 1 KiB: glibc serves
+/// blocks up to 1,032 bytes from a per-thread cache, and larger ones from
+/// its shared bins, which costs more and sorts freed blocks on the way.
+/// A container's view is a few hundred bytes, so `containers` starts with
+/// room for four. Longer lists grow as usual.
+fn list_capacity<T>() -> usize {
+    (1024 / size_of::<T>().max(1)).clamp(1, 8)
+}
 
 impl<T> Default for List<T> {
     fn default() -> Self {
@@ -82,7 +88,7 @@ deserialize_by_visitor! {
     impl<'de, T> for List<T>, visitor V<T> where [T: Deserialize<'de>];
     expecting "an array", by deserialize_seq;
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(LIST_CAPACITY);
+        let mut items = Vec::with_capacity(list_capacity::<T>());
         while let Some(item) = seq.next_element()? {
             items.push(item);
         }

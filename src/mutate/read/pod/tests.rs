@@ -154,3 +154,17 @@ fn arrays_are_not_objects() {
         );
     }
 }
+
+/// A pod's containers are read into a list whose first block glibc serves
+/// from its per-thread cache (1,032 bytes at most), with room for more
+/// than one container.
+#[test]
+fn a_container_list_starts_within_the_allocators_thread_cache() {
+    let room = list_capacity::<ContainerView<'_>>();
+    let bytes = room * size_of::<ContainerView<'_>>();
+    assert!(
+        (2..=8).contains(&room) && bytes <= 1024,
+        "{room} containers of {} bytes",
+        size_of::<ContainerView<'_>>()
+    );
+}
