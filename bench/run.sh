@@ -213,7 +213,7 @@ CLK_TCK=$(getconf CLK_TCK)
 source bench/server-lib.sh
 
 ERRORS=0 # summed by the callers: these functions run in subshells
-# wrk at saturation: prints "rps errors cpu_us_per_request p99_ms"
+# wrk at saturation: prints "rps errors cpu_us_per_request p99_ms connect_errors"
 saturate() { # pid port body seconds connections
   local pid=$1 port=$2 body=$3 seconds=$4 conns=$5 before after out
   before=$(cpu_ticks "$pid")
@@ -226,8 +226,8 @@ saturate() { # pid port body seconds connections
   p99=$(field p99_us "$out")
   ((requests > 0)) || { echo "wrk completed no requests: $out" >&2; errors=$((errors + 1)); requests=1; }
   awk -v r="$requests" -v s="$seconds_run" -v e="$errors" -v t=$((after - before)) \
-    -v hz="$CLK_TCK" -v p="$p99" \
-    'BEGIN { printf "%.0f %d %.1f %.2f\n", r / s, e, t * 1e6 / hz / r, p / 1000 }'
+    -v hz="$CLK_TCK" -v p="$p99" -v c="$(field connect "$out")" \
+    'BEGIN { printf "%.0f %d %.1f %.2f %d\n", r / s, e, t * 1e6 / hz / r, p / 1000, c }'
 }
 
 # loadgen at a fixed rate, PACED_RUNS times: prints "p50_ms p99_ms errors",
@@ -273,7 +273,7 @@ if ((!FLAVOURS_ONLY)); then
       log "$handler $pod: warm-up, saturation (wrk, 32 connections)"
       read -r _ errs _ < <(saturate "$pid" "$port" "$body" 1 32)
       ERRORS=$((ERRORS + errs))
-      read -r rps errs cpu sat_p99 < <(saturate "$pid" "$port" "$body" "$LOAD_SECONDS" 32)
+      read -r rps errs cpu sat_p99 _ < <(saturate "$pid" "$port" "$body" "$LOAD_SECONDS" 32)
       half=$((rps / 2))
       log "$handler $pod: $rps/s, $errs errors, $cpu µs CPU/request; latency at $half/s (loadgen)"
       read -r p50 p99 perrs < <(paced "$port" "$body" "$half" "$LOAD_SECONDS")
@@ -290,8 +290,9 @@ if ((!FLAVOURS_ONLY)); then
   MEM_PID=$SERVER_PID MEM_PORT=$SERVER_PORT
   sleep 1
   MEM_IDLE_KB=$(status_kb "$MEM_PID" VmRSS)
-  read -r mem_rps mem_errs _ < <(saturate "$MEM_PID" "$MEM_PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
-  ERRORS=$((ERRORS + mem_errs))
+  read -r mem_rps mem_errs _ _ mem_shed < <(saturate "$MEM_PID" "$MEM_PORT" bench/reviews/pod-30k.json "$LOAD_SECONDS" 128)
+  ((mem_shed == 0)) || log "memory: $mem_shed handshakes of the burst shed by the gate (docs/performance.md, Memory): not failed"
+  ERRORS=$((ERRORS + mem_errs - mem_shed))
   MEM_PEAK_KB=$(status_kb "$MEM_PID" VmHWM)
   sleep 3
   MEM_AFTER_KB=$(status_kb "$MEM_PID" VmRSS)
