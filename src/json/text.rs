@@ -23,6 +23,19 @@ deserialize_by_visitor! {
     }
 }
 
+/// An optional [`Text`] as a `Cow`, for a field `Option<Cow<'a, str>>`
+/// (`#[serde(default, borrow, deserialize_with = "...")]`): serde borrows
+/// a `Cow<str>` field, but an `Option` of one it always reads owned, one
+/// allocation per field and request.
+///
+/// # Errors
+/// The deserializer's, when the value is neither null nor a string.
+pub fn optional<'de: 'a, 'a, D: de::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    Ok(<Option<Text<'a>> as de::Deserialize>::deserialize(d)?.map(|t| t.0))
+}
+
 impl PartialEq<str> for Text<'_> {
     fn eq(&self, other: &str) -> bool {
         self.0 == other

@@ -49,11 +49,11 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
     pub(super) kind: GroupVersionKind<'a>,
     #[serde(default, borrow)]
     pub(super) resource: Option<GroupVersionResource<'a>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub(super) sub_resource: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub(super) name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub(super) namespace: Option<Cow<'a, str>>,
     #[serde(borrow)]
     pub(super) operation: Cow<'a, str>,

@@ -7,6 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 use super::egress::Sidecar;
 use super::execd::EmptyDirVolume;
@@ -41,8 +42,8 @@ pub(crate) fn injected_volumes<'a>(
     volumes: Option<&Volumes<'_>>,
     isolation: bool,
     ca: Option<CaVolume<'a>>,
-) -> Vec<(Volume<'a>, Option<VolumeAt>)> {
-    let mut out = Vec::with_capacity(3);
+) -> SmallVec<[(Volume<'a>, Option<VolumeAt>); 3]> {
+    let mut out = SmallVec::new();
     out.push((
         Volume::EmptyDir(&EmptyDirVolume::BIN),
         volumes.and_then(|v| v.bin),

@@ -47,7 +47,7 @@ pub(crate) struct Layout<'a> {
     native: bool,
     /// The binary volume's, with isolated sessions the isolation volume's,
     /// and with the upstream proxy's CA bundle its Secret volume's.
-    volumes: Vec<(Volume<'a>, VolumePlan)>,
+    volumes: SmallVec<[(Volume<'a>, VolumePlan); 3]>,
     /// The pod has `spec.volumes`.
     volumes_exist: bool,
     /// One per container or volume fixed, for `kubectl` users.
@@ -282,7 +282,7 @@ pub(crate) fn plan<'a>(
         }
     }
 
-    let mut planned = Vec::with_capacity(held.len());
+    let mut planned = SmallVec::new();
     for (volume, at) in held {
         let plan = match at {
             None => VolumePlan::Add,

@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use smallvec::SmallVec;
 
 use crate::config::Config;
 
@@ -33,11 +34,11 @@ struct ListAdd<T> {
 /// The main container's changes.
 pub(crate) struct SandboxChanges<'a> {
     command: CommandChange<'a>,
-    env: ListAdd<Vec<EnvVar<'a>>>,
+    env: ListAdd<SmallVec<[EnvVar<'a>; 5]>>,
     /// An `OPENSANDBOX_ID` entry whose value is not the sandbox's id: its
     /// index, and the id it gets.
     id: Option<(usize, &'a str)>,
-    mounts: ListAdd<Vec<Mount>>,
+    mounts: ListAdd<SmallVec<[Mount; 2]>>,
     security: Security,
 }
 
@@ -89,7 +90,7 @@ pub(crate) fn plan<'a>(
         .and_then(|e| e.id_at)
         .filter(|at| !sets_id(pod, main, *at, &intent.sandbox_id))
         .map(|at| (at, intent.sandbox_id.as_str()));
-    let mut mounts = Vec::with_capacity(2);
+    let mut mounts = SmallVec::new();
     if !c.mounts_bin() {
         mounts.push(BIN);
     }
@@ -139,8 +140,12 @@ fn command_change<'a>(
 /// The variables the main container lacks, in the contract's order
 /// (contract: execd.env-order); one it
 /// already has is never overwritten (but `OPENSANDBOX_ID`, see `plan`).
-fn env<'a>(c: &ContainerView<'_>, intent: &'a Intent, config: &Config) -> Vec<EnvVar<'a>> {
-    let mut env = Vec::with_capacity(5);
+fn env<'a>(
+    c: &ContainerView<'_>,
+    intent: &'a Intent,
+    config: &Config,
+) -> SmallVec<[EnvVar<'a>; 5]> {
+    let mut env = SmallVec::new();
     let mut push = |known: KnownEnv, value: &'a str| {
         if !c.has_env(known) {
             env.push(EnvVar {

@@ -12,6 +12,8 @@
 use serde_json::value::RawValue;
 use thiserror::Error;
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::mutate::quote::clip;
 use crate::mutate::read::affinity;
 use crate::mutate::read::pod::NodeSelector;
@@ -81,24 +83,25 @@ pub struct Platform {
 impl Platform {
     /// `<os>/<arch>`, trimmed and lower-cased; os is checked before arch.
     pub fn parse(value: &str) -> Result<Platform, PlatformError> {
-        let normalized = value.trim().to_ascii_lowercase();
-        let mut parts = normalized.split('/');
+        // Compared without case, so that a valid value is read without
+        // allocating; a refused part is named lower-cased.
+        let mut parts = value.trim().split('/');
         let (Some(os), Some(arch), None) = (parts.next(), parts.next(), parts.next()) else {
             return Err(PlatformError::Shape(value.to_owned()));
         };
         let (os, arch) = (os.trim(), arch.trim());
         let unsupported = |field, value: &str, supported| PlatformError::Unsupported {
             field,
-            value: value.to_owned(),
+            value: value.to_ascii_lowercase(),
             supported,
         };
         let os_name = SUPPORTED_OS
             .iter()
-            .find(|s| **s == os)
+            .find(|s| s.eq_ignore_ascii_case(os))
             .ok_or_else(|| unsupported("os", os, &SUPPORTED_OS))?;
         let arch = SUPPORTED_ARCH
             .iter()
-            .find(|s| **s == arch)
+            .find(|s| s.eq_ignore_ascii_case(arch))
             .ok_or_else(|| unsupported("arch", arch, &SUPPORTED_ARCH))?;
         Ok(Platform {
             os: if *os_name == "windows" {
@@ -113,10 +116,10 @@ impl Platform {
 
     /// The node labels this platform pins, in the order they are checked.
     /// Windows pods pin only the architecture (contract: platform.windows).
-    pub fn requested(&self) -> Vec<(&'static str, &'static str)> {
+    pub fn requested(&self) -> Pins {
         match self.os {
-            Os::Linux => vec![(OS_KEY, self.os_name), (ARCH_KEY, self.arch)],
-            Os::Windows => vec![(ARCH_KEY, self.arch)],
+            Os::Linux => smallvec![(OS_KEY, self.os_name), (ARCH_KEY, self.arch)],
+            Os::Windows => smallvec![(ARCH_KEY, self.arch)],
         }
     }
 
@@ -128,13 +131,16 @@ impl Platform {
     }
 }
 
+/// Node labels a platform pins, `(key, value)`: one or two, on the stack.
+pub type Pins = SmallVec<[(&'static str, &'static str); 2]>;
+
 /// What has to change in `spec.nodeSelector`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SelectorChange {
     /// The selector is missing or not an object: set it to these entries.
-    Create(Vec<(&'static str, &'static str)>),
+    Create(Pins),
     /// Add (or overwrite a null) entry for each of these keys.
-    Set(Vec<(&'static str, &'static str)>),
+    Set(Pins),
 }
 
 /// `apply_platform_node_selector`: conflicts with the pod's own nodeSelector,
@@ -165,7 +171,7 @@ pub fn plan_node_selector(
     Ok(match selector {
         None => Some(SelectorChange::Create(requested)),
         Some(selector) => {
-            let missing: Vec<_> = requested
+            let missing: Pins = requested
                 .into_iter()
                 .filter(|(k, _)| selector.get(k).is_none())
                 .collect();
@@ -196,6 +202,7 @@ fn ensure_compatible_with_affinity(
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+    use smallvec::smallvec;
 
     fn linux(arch: &'static str) -> Platform {
         Platform {
@@ -312,7 +319,7 @@ mod tests {
         let sel = json!({"disk": "ssd", "kubernetes.io/os": "linux", "kubernetes.io/arch": null});
         assert_eq!(
             plan_node_selector(Some(&raw(&sel)), None, &linux("arm64")).unwrap(),
-            Some(SelectorChange::Set(vec![(ARCH_KEY, "arm64")]))
+            Some(SelectorChange::Set(smallvec![(ARCH_KEY, "arm64")]))
         );
         let full = json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"});
         assert_eq!(
@@ -322,7 +329,7 @@ mod tests {
         // Not an object: treated as empty, then replaced (seed's setdefault branch).
         assert_eq!(
             plan_node_selector(Some(&raw(&json!("x"))), None, &linux("amd64")).unwrap(),
-            Some(SelectorChange::Create(vec![
+            Some(SelectorChange::Create(smallvec![
                 (OS_KEY, "linux"),
                 (ARCH_KEY, "amd64")
             ]))
@@ -334,7 +341,7 @@ mod tests {
         let sel = json!({"kubernetes.io/os": "linux"});
         assert_eq!(
             plan_node_selector(Some(&raw(&sel)), None, &windows("amd64")).unwrap(),
-            Some(SelectorChange::Set(vec![(ARCH_KEY, "amd64")]))
+            Some(SelectorChange::Set(smallvec![(ARCH_KEY, "amd64")]))
         );
         let aff =
             affinity(&json!([{"matchExpressions": [expr(ARCH_KEY, "In", &json!(["arm64"]))]}]));

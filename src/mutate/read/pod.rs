@@ -175,11 +175,11 @@ objects_only! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", remote = "Self")]
 pub struct MetaView<'a> {
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub name: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub generate_name: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub namespace: Option<Cow<'a, str>>,
     #[serde(borrow)]
     pub labels: Option<RawMap<'a>>,
@@ -209,7 +209,7 @@ pub struct SpecView<'a> {
     pub host_network: Option<bool>,
     pub security_context: Option<PodSecurityView>,
     pub automount_service_account_token: Option<bool>,
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
     pub runtime_class_name: Option<Cow<'a, str>>,
     /// Only the apiserver's `ephemeralcontainers` subresource adds them;
     /// a CREATE that carries some is refused by the apiserver anyway.
