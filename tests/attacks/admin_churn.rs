@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::attack::{Bound, alone, open_files_for};
 use common::server::start_tuned;
+use common::under_attack::evicted;
 use tokio::net::TcpStream;
 
 /// One kubelet-like probe, blocking (the kubelet writes its request as
@@ -104,12 +105,7 @@ async fn probes_are_never_cut_under_admin_connection_churn() {
         c.await.unwrap();
     }
     let churned = opened.load(Ordering::Relaxed);
-    let evicted = server
-        .metric(
-            "sandbox_webhook_connections_evicted_total",
-            &[("listener", "admin")],
-        )
-        .await;
+    let evicted = evicted(&server, "admin").await;
     eprintln!(
         "{PROBES} probes in {took:?} while {churned} admin connections were opened ({evicted} evicted): {} failed {:?}",
         failed.len(),

@@ -4,8 +4,9 @@
 
 use common::https::{patch_of, post_review};
 use common::pods::SandboxPod;
-use common::server::{Running, review_body};
+use common::server::{Pki, Running, review_body};
 use serde_json::Value;
+use tokio::sync::MutexGuard;
 
 /// Both images, so an admitted policy gets the sidecar and the installer.
 pub(crate) const CONFIG: &str =
@@ -28,10 +29,48 @@ pub(crate) async fn answer_to(
     (answer["response"].clone(), body)
 }
 
-/// The `response` of the server's answer to a review of `pod`'s CREATE,
-/// and the whole answer.
-pub(crate) async fn answer(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<u8>) {
-    answer_to(c, server, review_body("u-policy", pod)).await
+/// A test alone against a server that reads [`CONFIG`], and a keep-alive
+/// client that trusts it: what the attacks on a pod's policy review their
+/// pods with.
+pub(crate) struct PolicyServer {
+    pub(crate) server: Running,
+    c: reqwest::Client,
+    /// Kept: the server polls its files.
+    _pki: Pki,
+    _alone: MutexGuard<'static, ()>,
+}
+
+impl PolicyServer {
+    pub(crate) async fn start() -> PolicyServer {
+        let (alone, pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+        PolicyServer {
+            server,
+            c,
+            _pki: pki,
+            _alone: alone,
+        }
+    }
+
+    /// [`answer_to`] the review `body`.
+    pub(crate) async fn answer_to(&self, body: Vec<u8>) -> (Value, Vec<u8>) {
+        answer_to(&self.c, &self.server, body).await
+    }
+
+    /// The `response` of the server's answer to a review of `pod`'s
+    /// CREATE, and the whole answer.
+    pub(crate) async fn answer(&self, pod: &Value) -> (Value, Vec<u8>) {
+        self.answer_to(review_body("u-policy", pod)).await
+    }
+
+    /// The value of the one series `name` with exactly `labels`.
+    pub(crate) async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.server.metric(name, labels).await
+    }
+
+    /// Stops the server, which must stop cleanly.
+    pub(crate) async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
 }
 
 /// `pod` with the patch of the answer `body` applied.

@@ -12,12 +12,14 @@
 //! - YAML nested 100,000 deep: a parse of minutes, quadratic; now refused
 //!   at once, in `inject` and `config validate` alike.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::attack::{Bound, alone_blocking};
 use common::cli::{Bounded, run_bounded};
 use common::processes::under_test;
+use tempfile::TempDir;
+use tokio::sync::MutexGuard;
 
 /// Far longer than any of these takes once fixed; far shorter than a hang.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -46,12 +48,28 @@ fn mkfifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
 }
 
+/// This test alone, and a fresh directory for the CLI to run in.
+fn alone_in_a_tempdir() -> (MutexGuard<'static, ()>, TempDir) {
+    let alone = alone_blocking();
+    (alone, tempfile::tempdir().unwrap())
+}
+
+/// A new directory `name` in `dir` holding a pod as `pod_file` and a FIFO
+/// as `fifo_file`: a read of the FIFO blocks until a writer comes, and
+/// none ever does.
+fn pod_beside_a_fifo(dir: &Path, name: &str, pod_file: &str, fifo_file: &str) -> PathBuf {
+    let folder = dir.join(name);
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join(pod_file), pod(0)).unwrap();
+    mkfifo(&folder.join(fifo_file));
+    folder
+}
+
 /// contract: manifest.inputs
 #[test]
 fn inject_holds_one_document_at_a_time() {
     const DOCS: usize = 5_000;
-    let _alone = alone_blocking();
-    let dir = tempfile::tempdir().unwrap();
+    let (_alone, dir) = alone_in_a_tempdir();
     std::fs::write(dir.path().join("one.yaml"), pod(0)).unwrap();
     let many: String = (0..DOCS).map(pod).collect();
     std::fs::write(dir.path().join("many.yaml"), &many).unwrap();
@@ -85,8 +103,7 @@ fn inject_holds_one_document_at_a_time() {
 /// contract: manifest.inputs
 #[test]
 fn inject_reads_each_file_once_through_a_link_loop() {
-    let _alone = alone_blocking();
-    let dir = tempfile::tempdir().unwrap();
+    let (_alone, dir) = alone_in_a_tempdir();
     let tree = dir.path().join("manifests");
     std::fs::create_dir_all(tree.join("sub")).unwrap();
     std::fs::write(tree.join("sub/pod.yaml"), pod(0)).unwrap();
@@ -113,12 +130,8 @@ fn inject_reads_each_file_once_through_a_link_loop() {
 /// contract: manifest.inputs, cli.test-report
 #[test]
 fn what_is_not_a_regular_file_is_passed_over() {
-    let _alone = alone_blocking();
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("manifests");
-    std::fs::create_dir(&tree).unwrap();
-    std::fs::write(tree.join("a.yaml"), pod(0)).unwrap();
-    mkfifo(&tree.join("b.yaml"));
+    let (_alone, dir) = alone_in_a_tempdir();
+    let tree = pod_beside_a_fifo(dir.path(), "manifests", "a.yaml", "b.yaml");
     std::os::unix::fs::symlink("/dev/zero", tree.join("c.yaml")).unwrap();
     let r = run(&["inject", "-f", "manifests", "-o", "json"], dir.path());
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -132,10 +145,7 @@ fn what_is_not_a_regular_file_is_passed_over() {
         );
     }
     // `test` on a case that is a FIFO: passed over, the others run.
-    let cases = dir.path().join("cases");
-    std::fs::create_dir(&cases).unwrap();
-    std::fs::write(cases.join("good.pod.yaml"), pod(0)).unwrap();
-    mkfifo(&cases.join("hang.pod.yaml"));
+    pod_beside_a_fifo(dir.path(), "cases", "good.pod.yaml", "hang.pod.yaml");
     let r = run(&["test", "cases", "--update"], dir.path());
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let report = std::fs::read_to_string(&r.stdout).unwrap();
@@ -146,8 +156,7 @@ fn what_is_not_a_regular_file_is_passed_over() {
 /// contract: limits.yaml-depth
 #[test]
 fn yaml_nested_100000_deep_is_refused_at_once() {
-    let _alone = alone_blocking();
-    let dir = tempfile::tempdir().unwrap();
+    let (_alone, dir) = alone_in_a_tempdir();
     let deep = |head: &str| format!("{head}{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
     std::fs::write(dir.path().join("config.yaml"), deep("excludedNamespaces: ")).unwrap();
     let manifest = format!(

@@ -6,6 +6,7 @@
 //! A change is applied only once two polls in a row read it, so every
 //! answer is one version or the other.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -27,6 +28,22 @@ fn versions(patch: &str) -> (Option<u32>, Option<u32>) {
     (find("execd"), find("egress"))
 }
 
+/// Rewrites the configuration file at `path` `times` times, between
+/// versions 1 and 2, each as a tool that truncates the file and writes it
+/// in two parts would; then clears `rewriting`.
+fn rewrite_in_place(path: &Path, times: u32, rewriting: &AtomicBool) {
+    for i in 0..times {
+        let (whole, first) = version(1 + i % 2);
+        std::fs::write(path, &first).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        std::fs::write(path, &whole).unwrap();
+        // Stable long enough for two polls, then rewritten at a random
+        // phase of the poll.
+        std::thread::sleep(Duration::from_millis(420 + fastrand::u64(0..200)));
+    }
+    rewriting.store(false, Ordering::Release);
+}
+
 /// contract: config.reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_rewritten_in_place_is_never_applied_half_written() {
@@ -34,23 +51,10 @@ async fn a_config_rewritten_in_place_is_never_applied_half_written() {
     let _alone = common::attack::alone().await;
     let (pki, server, path) = start_with_config(&version(0).0).await;
     let rewriting = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (path, rewriting) = (path.clone(), rewriting.clone());
-        std::thread::spawn(move || {
-            for i in 0..REWRITES {
-                // Between versions 1 and 2, each written as a tool that
-                // truncates the file and writes it in two parts would.
-                let (whole, first) = version(1 + i % 2);
-                std::fs::write(&path, &first).unwrap();
-                std::thread::sleep(Duration::from_millis(30));
-                std::fs::write(&path, &whole).unwrap();
-                // Stable long enough for two polls, then rewritten at a
-                // random phase of the poll.
-                std::thread::sleep(Duration::from_millis(420 + fastrand::u64(0..200)));
-            }
-            rewriting.store(false, Ordering::Release);
-        })
-    };
+    let writer = std::thread::spawn({
+        let rewriting = rewriting.clone();
+        move || rewrite_in_place(&path, REWRITES, &rewriting)
+    });
     let c = client(&pki);
     let url = server.url("/mutate");
     let (mut answers, mut mixed, mut changed) = (0, Vec::new(), 0);

@@ -15,34 +15,30 @@
 //! `ConfigMap` holds), or before its nesting costs anything, and counted as
 //! a failed reload; the server keeps what it had and goes on polling.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::attack::{Bound, alone};
-use common::metrics::Metrics;
+use common::attack::Bound;
 use common::served::Served;
 use common::server::{replace, timed_review};
-use common::wire::{get, tls_connect};
+use common::under_attack::{Series, metric, served_alone};
+use common::wire::tls_connect;
+use tokio::sync::MutexGuard;
 
 /// Polls every 200 ms (production: 5 s), so a reload shows within a second.
 const POLL: &str = "200ms";
 const PATIENCE: Duration = Duration::from_secs(15);
 
-fn metric(served: &Served, name: &str, labels: &[(&str, &str)]) -> u64 {
-    let (_, text) = get(&served.admin.to_string(), "/metrics").expect("metrics");
-    Metrics::parse(&text).value(name, labels)
-}
-
 /// Waits until `name{labels}` reaches `at_least`, failing after
 /// [`PATIENCE`], or as soon as the server's RSS passes `rss_mib`.
-fn wait_for(served: &Served, (name, labels): (&str, &[(&str, &str)]), at_least: u64, rss_mib: u64) {
-    wait_within(served, (name, labels), at_least, rss_mib, PATIENCE);
+fn wait_for(served: &Served, series: Series, at_least: u64, rss_mib: u64) {
+    wait_within(served, series, at_least, rss_mib, PATIENCE);
 }
 
 /// [`wait_for`] with its own patience.
 fn wait_within(
     served: &Served,
-    (name, labels): (&str, &[(&str, &str)]),
+    (name, labels): Series,
     at_least: u64,
     rss_mib: u64,
     patience: Duration,
@@ -51,7 +47,7 @@ fn wait_within(
     loop {
         let rss = common::served::rss_kib(served.pid()) / 1024;
         assert!(rss < rss_mib, "the server's RSS reached {rss} MiB");
-        if metric(served, name, labels) >= at_least {
+        if metric(served, (name, labels)) >= at_least {
             eprintln!(
                 "{name}{labels:?} reached {at_least} after {:?}",
                 started.elapsed()
@@ -96,20 +92,34 @@ async fn still_answers(served: &Served) {
         .expect("a review answered");
 }
 
-const CERT_FAILURES: (&str, &[(&str, &str)]) = (
-    "sandbox_webhook_cert_reloads_total",
-    &[("result", "failure")],
-);
-const CONFIG_FAILURES: (&str, &[(&str, &str)]) = (
-    "sandbox_webhook_config_reloads_total",
-    &[("result", "failure")],
-);
+const CERT_RELOADS: &str = "sandbox_webhook_cert_reloads_total";
+const CONFIG_RELOADS: &str = "sandbox_webhook_config_reloads_total";
+const CERT_FAILURES: Series = (CERT_RELOADS, &[("result", "failure")]);
+const CERT_SUCCESSES: Series = (CERT_RELOADS, &[("result", "success")]);
+const CONFIG_FAILURES: Series = (CONFIG_RELOADS, &[("result", "failure")]);
+const CONFIG_SUCCESSES: Series = (CONFIG_RELOADS, &[("result", "success")]);
+/// 1 while the last reload of the configuration was applied, 0 once one
+/// was refused.
+const CONFIG_APPLIED: Series = ("sandbox_webhook_config_last_reload_success", &[]);
+
+/// This test alone against the binary polling the configuration file it
+/// returns (in the directory it returns), first written with `first`.
+async fn served_with_config(
+    first: &[u8],
+) -> (MutexGuard<'static, ()>, Served, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, first).unwrap();
+    let config_arg = config.display().to_string();
+    let args = ["--reload-interval", POLL, "--config", &config_arg];
+    let (alone, served) = served_alone(&args).await;
+    (alone, served, dir, config)
+}
 
 /// contract: limits.polled-files
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_linked_to_dev_zero_is_refused_unread() {
-    let _alone = alone().await;
-    let served = Served::start(&["--reload-interval", POLL]);
+    let (_alone, served) = served_alone(&["--reload-interval", POLL]).await;
     let before = served_cert(&served).await;
     let rss = common::served::rss_kib(served.pid()) / 1024;
     let cert = served.pki.path("tls.crt");
@@ -132,8 +142,7 @@ async fn a_certificate_linked_to_dev_zero_is_refused_unread() {
 /// contract: limits.polled-files
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fifo_does_not_stop_certificate_rotation() {
-    let _alone = alone().await;
-    let served = Served::start(&["--reload-interval", POLL]);
+    let (_alone, served) = served_alone(&["--reload-interval", POLL]).await;
     let cert = served.pki.path("tls.crt");
     mkfifo(&cert);
     // No writer ever comes: a blocking open waits for ever.
@@ -154,12 +163,7 @@ async fn a_fifo_does_not_stop_certificate_rotation() {
         "the good pair was applied {:?} after it was written",
         started.elapsed()
     );
-    let successes = metric(
-        &served,
-        "sandbox_webhook_cert_reloads_total",
-        &[("result", "success")],
-    );
-    assert_eq!(successes, 1);
+    assert_eq!(metric(&served, CERT_SUCCESSES), 1);
 }
 
 /// A valid configuration padded with comments to `bytes`.
@@ -175,12 +179,7 @@ fn padded_config(bytes: usize) -> Vec<u8> {
 /// contract: limits.polled-files
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_100_mb_configuration_is_refused_unread() {
-    let _alone = alone().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, padded_config(100)).unwrap();
-    let config_arg = config.display().to_string();
-    let served = Served::start(&["--reload-interval", POLL, "--config", &config_arg]);
+    let (_alone, served, _dir, config) = served_with_config(&padded_config(100)).await;
     let rss = common::served::rss_kib(served.pid()) / 1024;
     let sampled = served.sample_rss();
     replace(&config, &padded_config(100_000_000));
@@ -192,28 +191,19 @@ async fn a_100_mb_configuration_is_refused_unread() {
         "a 100 MB configuration took the RSS to {} MiB",
         sampled.peak_mib()
     );
-    let success = metric(&served, "sandbox_webhook_config_last_reload_success", &[]);
-    assert_eq!(success, 0, "the refusal is what the gauge says");
+    let applied = metric(&served, CONFIG_APPLIED);
+    assert_eq!(applied, 0, "the refusal is what the gauge says");
     still_answers(&served).await;
 }
 
 /// contract: limits.polled-files, limits.yaml-depth
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configuration_nested_100000_deep_is_refused_at_once() {
-    let _alone = alone().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "prefix: opensandbox.io\n").unwrap();
-    let config_arg = config.display().to_string();
-    let served = Served::start(&["--reload-interval", POLL, "--config", &config_arg]);
+    let (_alone, served, _dir, config) = served_with_config(b"prefix: opensandbox.io\n").await;
     // The control window: how long a good change takes to be applied.
     let started = Instant::now();
     replace(&config, b"prefix: example.com\n");
-    let success = (
-        "sandbox_webhook_config_reloads_total",
-        &[("result", "success")][..],
-    );
-    wait_for(&served, success, 1, 1024);
+    wait_for(&served, CONFIG_SUCCESSES, 1, 1024);
     let control = started.elapsed();
     let deep = format!(
         "excludedNamespaces: {}{}\n",

@@ -34,14 +34,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::attack::{
-    Bound, GOOD_ANSWER, GOOD_P99, P99_WITHIN, alone, open_files_for, sandbox_review,
-};
-use common::metrics::Metrics;
+use common::attack::{Bound, GOOD_ANSWER, GOOD_P99, P99_WITHIN, sandbox_review};
 use common::served::Served;
 use common::server::timed_review;
 use common::stats::percentile;
-use common::wire::{get, post, read_response, tls_connect};
+use common::under_attack::{Series, metric, served_holding};
+use common::wire::{post, read_response, tls_connect};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
@@ -274,10 +272,17 @@ fn cost_of(n: usize, cost: f64) -> Duration {
     Duration::from_secs_f64(n as f64 * cost)
 }
 
-fn metric(served: &Served, name: &str, labels: &[(&str, &str)]) -> u64 {
-    let (_, text) = get(&served.admin.to_string(), "/metrics").expect("metrics");
-    Metrics::parse(&text).value(name, labels)
-}
+/// Connections the server closed to make room at its cap.
+const EVICTED: Series = (
+    "sandbox_webhook_connections_evicted_total",
+    &[("listener", "admission")],
+);
+
+/// Hellos the server did not compute: shed when their address's line was
+/// full, or refused unread as seen before.
+const HANDSHAKE_FAILURES: &str = "sandbox_webhook_tls_handshake_failures_total";
+const SHED: Series = (HANDSHAKE_FAILURES, &[("reason", "shed")]);
+const REPLAYED: Series = (HANDSHAKE_FAILURES, &[("reason", "replayed")]);
 
 /// What the good clients and the flood did during the attack window.
 struct Through {
@@ -418,21 +423,9 @@ async fn good_clients_through(served: &Served, kind: Flood, may_fail: bool) -> T
 /// contract: limits.handshakes, limits.good-client, limits.max-connections
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unique_hellos_from_a_thousand_addresses_do_not_hold_up_clients_that_finish_theirs() {
-    let _alone = alone().await;
-    open_files_for(16_000);
-    let served = Served::start(&["--worker-threads", "2"]);
+    let (_alone, served) = served_holding(16_000, &["--worker-threads", "2"]).await;
     good_clients_through(&served, Flood::Fresh { addresses: 1000 }, false).await;
-    let admission = [("listener", "admission")];
-    let evicted = metric(
-        &served,
-        "sandbox_webhook_connections_evicted_total",
-        &admission,
-    );
-    let shed = metric(
-        &served,
-        "sandbox_webhook_tls_handshake_failures_total",
-        &[("reason", "shed")],
-    );
+    let (evicted, shed) = (metric(&served, EVICTED), metric(&served, SHED));
     eprintln!("{evicted} connections evicted, {shed} handshakes shed");
     assert!(evicted > 0, "the flood held more connections than the cap");
 }
@@ -440,15 +433,9 @@ async fn unique_hellos_from_a_thousand_addresses_do_not_hold_up_clients_that_fin
 /// contract: limits.handshakes, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replayed_hellos_from_the_clients_own_address_do_not_shed_its_handshakes() {
-    let _alone = alone().await;
-    open_files_for(4000);
-    let served = Served::start(&["--worker-threads", "2"]);
+    let (_alone, served) = served_holding(4000, &["--worker-threads", "2"]).await;
     good_clients_through(&served, Flood::Replayed { from: GOOD }, false).await;
-    let replayed = metric(
-        &served,
-        "sandbox_webhook_tls_handshake_failures_total",
-        &[("reason", "replayed")],
-    );
+    let replayed = metric(&served, REPLAYED);
     eprintln!("{replayed} replayed hellos refused unread");
 }
 
@@ -463,9 +450,7 @@ async fn replayed_hellos_from_the_clients_own_address_do_not_shed_its_handshakes
 /// docs/security.md, "What only the network can stop".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unique_hellos_from_the_clients_own_address_shed_its_new_connections_no_more_than_theirs() {
-    let _alone = alone().await;
-    open_files_for(16_000);
-    let served = Served::start(&["--worker-threads", "2"]);
+    let (_alone, served) = served_holding(16_000, &["--worker-threads", "2"]).await;
     let through = good_clients_through(&served, Flood::FreshFrom { from: GOOD }, true).await;
     let [(_, keep_alive_failed), (answered, failed)] = through.reviews;
     let (sent, computed) = through.hellos;

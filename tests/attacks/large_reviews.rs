@@ -22,12 +22,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::P;
-use common::attack::{Bound, P99_WITHIN, alone};
+use common::attack::{Bound, P99_WITHIN};
 use common::pods::SandboxPod;
 use common::requests::create_request;
 use common::reviews::review;
-use common::served::Served;
 use common::stats::percentile;
+use common::under_attack::served_alone;
 use common::wire::{Tls, post, read_response, tls_over};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -130,8 +130,7 @@ async fn good_reviews(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ordinary_large_review_waits_for_at_most_one_other() {
-    let _alone = alone().await;
-    let served = Served::start(&["--worker-threads", "2"]);
+    let (_alone, served) = served_alone(&["--worker-threads", "2"]).await;
     let (addr, config) = (served.addr, served.pki.client_config());
     // The controls: the good review alone, and one large UPDATE alone.
     let control = good_reviews(addr, config.clone(), 10).await;

@@ -12,17 +12,15 @@
 //! - clients that send large reviews back to back (they run off the async
 //!   workers, which keep answering small reviews within 50 ms at p99).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::attack::{
-    Bound, Control, GOOD_P99, P99_WITHIN, Then, alone, control_window, good_client, open_files_for,
-    sent,
-};
+use common::attack::{Bound, Control, GOOD_P99, P99_WITHIN, Then, sent};
 use common::pods::SandboxPod;
 use common::requests::create_request;
 use common::served::Served;
+use common::under_attack::{Target, served_alone, served_holding};
 use common::wire::{Tls, read_response, tls_connect};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -133,35 +131,28 @@ fn check_rss(during: &str, rss: &common::served::Rss) {
 
 /// A good client's 20 reviews, each answered in time and their p99 within
 /// four times the bound, while `held` (unread answers) are held.
-async fn good_client_beside(
-    served: &Served,
-    config: &Arc<rustls::ClientConfig>,
-    held: &str,
-    control: &Control,
-) {
+async fn good_client_beside(target: &Target, held: &str, control: &Control) {
     let bound = (20, Bound::new(4 * P99_WITHIN));
-    good_client(served.addr, config, bound, held, control).await;
+    target.good_client(bound, held, control).await;
 }
 
 /// contract: limits.answers, limits.body-budget, limits.object-size
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_left_unread_do_not_take_the_memory() {
-    let _alone = alone().await;
-    open_files_for(1000);
-    let served = Served::start(&["--worker-threads", "6"]);
-    let config = served.pki.client_config();
-    let control = control_window(served.addr, &config).await;
+    let (_alone, served) = served_holding(1000, &["--worker-threads", "6"]).await;
+    let target = Target::served(&served);
+    let control = target.control_window().await;
     let rss = served.sample_rss();
     // The figure of the report: 54 answers of a 6 MB entrypoint, never read. No
     // apiserver can store that pod, so it is refused before it is read.
     let held = unread(&served, 54, &echoed_entrypoint(6_000_000)).await;
-    good_client_beside(&served, &config, "54 unread 6 MB answers", &control).await;
+    good_client_beside(&target, "54 unread 6 MB answers", &control).await;
     check_rss("54 unread answers of 6 MB entrypoints", &rss);
     drop(held);
     // Just under the annotation limit: 250 KB entrypoints, answered with
     // 340 KB each; 400 of them are 136 MB of answers, never read.
     let held = unread(&served, 400, &echoed_entrypoint(250_000)).await;
-    good_client_beside(&served, &config, "400 unread 340 KB answers", &control).await;
+    good_client_beside(&target, "400 unread 340 KB answers", &control).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     check_rss("400 unread answers of 250 KB entrypoints", &rss);
     drop(held);
@@ -170,8 +161,7 @@ async fn answers_left_unread_do_not_take_the_memory() {
 /// contract: limits.object-size, limits.large-reviews
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reviews_with_a_million_arguments_do_not_take_the_memory() {
-    let _alone = alone().await;
-    let served = Served::start(&["--worker-threads", "6"]);
+    let (_alone, served) = served_alone(&["--worker-threads", "6"]).await;
     let rss = served.sample_rss();
     // The figure of the report: six 6.9 MiB reviews at once, on both paths.
     let mutate = at_once(&served, 6, 2, &many_arguments(1_000_000)).await;
@@ -187,72 +177,25 @@ async fn reviews_with_a_million_arguments_do_not_take_the_memory() {
     answered_or_queued_past_the_deadline(&[&mutate, &validate]);
 }
 
-/// A client that sends `request` back to back on keep-alive connections
-/// until `until`.
-async fn back_to_back(
-    addr: SocketAddr,
-    config: Arc<rustls::ClientConfig>,
-    request: Arc<Vec<u8>>,
-    until: Instant,
-) -> usize {
-    let mut answered = 0;
-    let mut conn: Option<Tls> = None;
-    while Instant::now() < until {
-        let tls = match conn.as_mut() {
-            Some(tls) => tls,
-            None => match tls_connect(addr, config.clone()).await {
-                Ok(tls) => conn.insert(tls),
-                Err(_) => continue,
-            },
-        };
-        let answer = async {
-            tls.write_all(&request).await?;
-            read_response(tls).await
-        };
-        match answer.await {
-            Ok(r) if !r.closes() => answered += 1,
-            Ok(_) => {
-                answered += 1;
-                conn = None;
-            }
-            Err(_) => conn = None,
-        }
-    }
-    answered
-}
-
 /// contract: limits.large-reviews, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_reviews_back_to_back_do_not_slow_small_ones() {
-    let _alone = alone().await;
-    let served = Served::start(&["--worker-threads", "2"]);
-    let config = served.pki.client_config();
-    let control = control_window(served.addr, &config).await;
-    let request = Arc::new(many_arguments(95_000));
-    let until = Instant::now() + Duration::from_secs(8);
+    let (_alone, served) = served_alone(&["--worker-threads", "2"]).await;
+    let target = Target::served(&served);
+    let control = target.control_window().await;
+    // Clients at full speed, each a large review after another on a
+    // keep-alive connection, until the good client is done.
+    let answered = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..4)
-        .map(|_| {
-            tokio::spawn(back_to_back(
-                served.addr,
-                config.clone(),
-                request.clone(),
-                until,
-            ))
-        })
+        .map(|_| target.keep_alive(many_arguments(95_000), &answered))
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    good_client(
-        served.addr,
-        &config,
-        (100, GOOD_P99),
-        "4 clients sending 95,000-argument reviews back to back",
-        &control,
-    )
-    .await;
-    let mut answered = 0;
+    let during = "4 clients sending 95,000-argument reviews back to back";
+    target.good_client((100, GOOD_P99), during, &control).await;
     for c in clients {
-        answered += c.await.unwrap();
+        c.abort();
     }
+    let answered = answered.load(Ordering::Relaxed);
     eprintln!("{answered} large reviews answered meanwhile");
     assert!(answered > 0);
 }

@@ -6,11 +6,9 @@
 
 use std::time::Duration;
 
-use common::attack::{
-    Bound, Control, GOOD_P99, P99_WITHIN, Then, alone, control_window, good_client, hold,
-    sandbox_review, sent, start_for_attack,
-};
-use common::server::{Pki, Running, eventually};
+use common::attack::{Bound, GOOD_P99, P99_WITHIN, Then, hold, sandbox_review, sent};
+use common::server::{Running, eventually};
+use common::under_attack::{Attack, evicted};
 use common::wire::{Tls, post, read_response};
 use tokio::io::AsyncWriteExt;
 
@@ -30,18 +28,17 @@ async fn wait_metric(server: &Running, name: &str, labels: &[(&str, &str)], at_l
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     const HOSTILE: usize = 2000;
-    let _alone = alone().await;
     // The deadline is long enough for the request held in flight across
     // the attack.
-    let (pki, server) = start_for_attack(2 * HOSTILE as u64 + 200, |_| {}).await;
-    let (addr, config) = (server.addr, pki.client_config());
-    let control = control_window(addr, &config).await;
+    let attack = Attack::start(2 * HOSTILE as u64 + 200, |_| {}).await;
+    let (server, target) = (&attack.server, &attack.target);
+    let (addr, config) = (target.addr, &target.config);
     let review = post("/mutate", "application/json", &sandbox_review("in-flight"));
     let (first, rest) = review.split_at(review.len() - 1);
     let mut in_flight = sent(addr, config.clone(), first.to_vec(), Then::Stalls)
         .await
         .unwrap();
-    wait_metric(&server, "sandbox_webhook_requests_in_flight", &[], 1).await;
+    wait_metric(server, "sandbox_webhook_requests_in_flight", &[], 1).await;
 
     let get = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n".to_vec();
     // New ones the server closes to make room (before the first are idle
@@ -51,49 +48,30 @@ async fn idle_connections_that_sent_a_request_do_not_lock_out_new_clients() {
     })
     .await;
     let admission = [("listener", "admission")];
-    wait_metric(
-        &server,
-        "sandbox_webhook_open_connections",
-        &admission,
-        1024,
-    )
-    .await;
+    wait_metric(server, "sandbox_webhook_open_connections", &admission, 1024).await;
 
-    good_client(
-        addr,
-        &config,
-        (100, GOOD_P99),
-        "2,000 idle connections",
-        &control,
-    )
-    .await;
+    let during = "2,000 idle connections";
+    attack.good_client((100, GOOD_P99), during).await;
     // The oldest connection of all, but its request is in flight: not cut.
     in_flight.write_all(rest).await.unwrap();
     let answer = read_response(&mut in_flight).await.expect("answered");
     assert_eq!(answer.status, 200);
     assert_eq!(held.len(), HOSTILE, "idle connections opened");
-    let evicted = server
-        .metric("sandbox_webhook_connections_evicted_total", &admission)
-        .await;
+    let evicted = evicted(server, "admission").await;
     assert!(evicted >= (HOSTILE - 1024) as u64, "{evicted} evicted");
     drop(held);
-    server.shutdown().await;
+    attack.server.shutdown().await;
 }
 
-/// A server with a body budget of `budget` bytes, its control window, and
-/// `n` connections that each declare a 256 KiB body, send `sent` bytes of
-/// it and stall.
-async fn stalled_bodies(
-    budget: u64,
-    n: usize,
-    sent_bytes: usize,
-) -> (Pki, Running, Control, Vec<Tls>) {
-    let (pki, server) = start_for_attack(2 * n as u64 + 200, |t| {
+/// An attack on a server with a body budget of `budget` bytes, and `n`
+/// connections that each declare a 256 KiB body, send `sent` bytes of it
+/// and stall.
+async fn stalled_bodies(budget: u64, n: usize, sent_bytes: usize) -> (Attack, Vec<Tls>) {
+    let attack = Attack::start(2 * n as u64 + 200, |t| {
         t.max_buffered_bytes = budget;
     })
     .await;
-    let (addr, config) = (server.addr, pki.client_config());
-    let control = control_window(addr, &config).await;
+    let (addr, config) = (attack.target.addr, &attack.target.config);
     let mut bytes = format!(
         "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{",
         256 * 1024
@@ -105,7 +83,7 @@ async fn stalled_bodies(
     })
     .await;
     assert_eq!(held.len(), n);
-    (pki, server, control, held)
+    (attack, held)
 }
 
 /// 400 connections that declare a 256 KiB body and send one byte: the body
@@ -114,14 +92,13 @@ async fn stalled_bodies(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
     const HOSTILE: usize = 400;
-    let _alone = alone().await;
-    let (pki, server, control, held) = stalled_bodies(64 * 1024 * 1024, HOSTILE, 1).await;
+    let (attack, held) = stalled_bodies(64 * 1024 * 1024, HOSTILE, 1).await;
+    let server = &attack.server;
     let in_flight = "sandbox_webhook_requests_in_flight";
-    wait_metric(&server, in_flight, &[], HOSTILE as u64).await;
+    wait_metric(server, in_flight, &[], HOSTILE as u64).await;
 
     let during = "400 stalled declared bodies";
-    let config = pki.client_config();
-    good_client(server.addr, &config, (100, GOOD_P99), during, &control).await;
+    attack.good_client((100, GOOD_P99), during).await;
     let buffered = server
         .metric("sandbox_webhook_request_body_buffered_bytes", &[])
         .await;
@@ -130,7 +107,7 @@ async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
         "{buffered} bytes charged for {HOSTILE} bytes sent"
     );
     drop(held);
-    server.shutdown().await;
+    attack.server.shutdown().await;
 }
 
 /// 64 connections that send most of a 256 KiB body and stall, more than
@@ -139,26 +116,19 @@ async fn bodies_declared_but_not_sent_do_not_hold_the_budget() {
 /// contract: limits.body-budget, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_stall_after_a_burst_are_shed_for_new_ones() {
-    let _alone = alone().await;
-    let (pki, server, control, held) = stalled_bodies(14 * 1024 * 1024, 64, 200 * 1024).await;
+    let (attack, held) = stalled_bodies(14 * 1024 * 1024, 64, 200 * 1024).await;
     // The small pool (a quarter of 14 MiB) is full, and its holders are
     // old enough to be judged slow.
     let buffered = "sandbox_webhook_request_body_buffered_bytes";
-    wait_metric(&server, buffered, &[], 3 * 1024 * 1024).await;
+    wait_metric(&attack.server, buffered, &[], 3 * 1024 * 1024).await;
     tokio::time::sleep(SECOND / 2).await;
 
     // Each good review sheds a stalled body and lets a waiting one in, which
     // reads its 200 KiB: tens of milliseconds of a debug build's CPU on a
     // busy machine. Without shedding, the reviews wait for the deadline.
     let during = "64 bodies stalled after 200 KiB";
-    good_client(
-        server.addr,
-        &pki.client_config(),
-        (100, Bound::new(4 * P99_WITHIN)),
-        during,
-        &control,
-    )
-    .await;
+    let bound = (100, Bound::new(4 * P99_WITHIN));
+    attack.good_client(bound, during).await;
     drop(held);
-    server.shutdown().await;
+    attack.server.shutdown().await;
 }

@@ -15,12 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::attack::{
-    GOOD_P99, alone, control_window, good_client, hold, sandbox_review, start_for_attack,
-};
+use common::attack::{GOOD_P99, hold, sandbox_review};
 use common::pods::SandboxPod;
 use common::server::review_body;
-use common::wire::{Load, Tls, keep_alive_client, post, tls_over};
+use common::under_attack::{Attack, evicted};
+use common::wire::{Load, Tls, post, tls_over};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
@@ -69,13 +68,11 @@ async fn slow_reader(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     const HOSTILE: usize = 300;
-    let _alone = alone().await;
-    let (pki, server) = start_for_attack(2 * HOSTILE as u64 + 400, |t| {
+    let attack = Attack::start(2 * HOSTILE as u64 + 400, |t| {
         t.max_connections = CAP;
     })
     .await;
-    let (addr, config) = (server.addr, pki.client_config());
-    let control = control_window(addr, &config).await;
+    let target = &attack.target;
 
     // Clients that read at once, until the end: a review with a 150 KB
     // answer, then normal ones, on keep-alive connections.
@@ -91,12 +88,7 @@ async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
                     &sandbox_review(&format!("reader-{i}")),
                 )
             };
-            tokio::spawn(keep_alive_client(
-                addr,
-                config.clone(),
-                request,
-                answered.clone(),
-            ))
+            target.keep_alive(request, &answered)
         })
         .collect();
 
@@ -112,7 +104,7 @@ async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     let pipelined = Arc::new(pipelined);
     // New ones the server closes to make room are opened again.
     let held = hold(HOSTILE, 16, 5 * SECOND, HOSTILE, |_| {
-        slow_reader(addr, config.clone(), pipelined.clone())
+        slow_reader(target.addr, target.config.clone(), pipelined.clone())
     })
     .await;
     assert_eq!(held.len(), HOSTILE, "slow readers opened");
@@ -134,19 +126,14 @@ async fn slow_readers_do_not_hold_the_slots_and_no_answered_review_is_lost() {
     tokio::time::sleep(2 * SECOND).await;
 
     let during = "300 slow readers with 150 reviews pipelined each";
-    good_client(addr, &config, (100, GOOD_P99), during, &control).await;
-    let evicted = server
-        .metric(
-            "sandbox_webhook_connections_evicted_total",
-            &[("listener", "admission")],
-        )
-        .await;
+    attack.good_client((100, GOOD_P99), during).await;
+    let evicted = evicted(&attack.server, "admission").await;
     eprintln!("{evicted} connections evicted");
     assert!(evicted > 0);
 
     // The readers stop when the listener closes; each counts what it wrote
     // whole and was never answered.
-    server.shutdown().await;
+    attack.server.shutdown().await;
     let mut load = Load::default();
     for r in readers {
         load = load + r.await.unwrap();

@@ -9,18 +9,17 @@
 //! the sidecar.
 
 use common::pods::SandboxPod;
-use common::server::Running;
 use serde_json::{Value, json};
 
-use crate::answers::{CONFIG, POLICY, answer, applied, policy_pod};
+use crate::answers::{POLICY, PolicyServer, applied, policy_pod};
 
 const EGRESS_IMAGE: &str = "example.com/egress:v1";
 const EXECD_IMAGE: &str = "example.com/execd:v1";
 
 /// Fails unless `stored`, the webhook's own output, admitted again needs
 /// nothing.
-async fn assert_settled(c: &reqwest::Client, server: &Running, stored: &Value) {
-    let (again, _) = answer(c, server, stored).await;
+async fn assert_settled(server: &PolicyServer, stored: &Value) {
+    let (again, _) = server.answer(stored).await;
     assert!(again.get("patch").is_none(), "{again}");
 }
 
@@ -34,8 +33,8 @@ fn assert_warned(warnings: &[String], prefix: &str, case: &str) {
 }
 
 /// `pod` as the apiserver stores it after the server's answer.
-async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> (Value, Vec<String>) {
-    let (response, body) = answer(c, server, pod).await;
+async fn admitted(server: &PolicyServer, pod: &Value) -> (Value, Vec<String>) {
+    let (response, body) = server.answer(pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     let out = applied(pod, &body);
     let warnings = response["warnings"]
@@ -87,7 +86,7 @@ fn assert_real_sidecar(pod: &Value, rules: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     let busybox = json!({"name": "egress", "image": "busybox:1.36", "command": ["sleep", "infinity"],
         "env": [{"name": "OPENSANDBOX_EGRESS_RULES", "value": "{}"}]});
     let installer = json!({"name": "execd-installer", "image": "attacker/installer",
@@ -113,39 +112,39 @@ async fn spoofed_sidecars_and_installers_come_out_as_the_webhooks_own() {
         )
         .json();
     for pod in [as_container, as_init, fake_installer, both] {
-        let (stored, warnings) = admitted(&c, &server, &pod).await;
+        let (stored, warnings) = admitted(&server, &pod).await;
         assert_real_sidecar(&stored, POLICY);
         assert_warned(
             &warnings,
             "replaced ",
             pod["metadata"]["name"].as_str().unwrap(),
         );
-        assert_settled(&c, &server, &stored).await;
+        assert_settled(&server, &stored).await;
     }
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_changed_between_passes_reaches_the_sidecar() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
-    let (mut stored, _) = admitted(&c, &server, &policy_pod("repolicy").json()).await;
+    let server = PolicyServer::start().await;
+    let (mut stored, _) = admitted(&server, &policy_pod("repolicy").json()).await;
     assert_real_sidecar(&stored, POLICY);
     // Another webhook changes the policy; the apiserver calls this one again.
     let new = r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"files.pythonhosted.org"}]}"#;
     stored["metadata"]["annotations"]["opensandbox.io/network-policy"] = json!(new);
-    let (updated, warnings) = admitted(&c, &server, &stored).await;
+    let (updated, warnings) = admitted(&server, &stored).await;
     assert_real_sidecar(&updated, new);
     assert_eq!(
         warnings,
         ["replaced init container 'egress': its env differed from what the webhook injects"]
     );
-    assert_settled(&c, &server, &updated).await;
+    assert_settled(&server, &updated).await;
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_other_container_that_could_undo_the_rules_is_denied() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     let helper = |sc: Value| json!({"name": "helper", "image": "busybox", "securityContext": sc});
     for (list, sc, says) in [
         (
@@ -179,7 +178,7 @@ async fn every_other_container_that_could_undo_the_rules_is_denied() {
             Some(items) => items.push(helper(sc.clone())),
             None => pod["spec"][list] = json!([helper(sc.clone())]),
         }
-        let (response, _) = answer(&c, &server, &pod).await;
+        let (response, _) = server.answer(&pod).await;
         assert_eq!(response["allowed"], false, "{list} {sc}: {response}");
         assert_eq!(response["status"]["code"], 403);
         let message = response["status"]["message"].as_str().unwrap();
@@ -192,11 +191,11 @@ async fn every_other_container_that_could_undo_the_rules_is_denied() {
         .as_array_mut()
         .unwrap()
         .push(helper(json!({"capabilities": {"add": ["SYS_ADMIN"]}})));
-    let (response, _) = answer(&c, &server, &pod).await;
+    let (response, _) = server.answer(&pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     let mut pod = SandboxPod::new("no-policy").namespace("team-a").json();
     pod["spec"]["initContainers"] = json!([helper(json!({"privileged": true}))]);
-    let (response, _) = answer(&c, &server, &pod).await;
+    let (response, _) = server.answer(&pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     server.shutdown().await;
 }
@@ -205,8 +204,8 @@ async fn every_other_container_that_could_undo_the_rules_is_denied() {
 /// server builds: the sidecar among the containers, its rules in Python's
 /// spacing with an upper-case action, no token annotation (the sidecar
 /// holds the token).
-async fn server_like(c: &reqwest::Client, server: &Running, name: &str) -> Value {
-    let (mut pod, _) = admitted(c, server, &policy_pod(name).json()).await;
+async fn server_like(server: &PolicyServer, name: &str) -> Value {
+    let (mut pod, _) = admitted(server, &policy_pod(name).json()).await;
     let inits = pod["spec"]["initContainers"].as_array_mut().unwrap();
     let mut sidecar = inits.remove(1);
     sidecar.as_object_mut().unwrap().remove("restartPolicy");
@@ -235,9 +234,9 @@ async fn server_like(c: &reqwest::Client, server: &Running, name: &str) -> Value
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rules() {
     type Change = fn(&mut Value);
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
-    let exact = server_like(&c, &server, "imitation").await;
-    let (response, _) = answer(&c, &server, &exact).await;
+    let server = PolicyServer::start().await;
+    let exact = server_like(&server, "imitation").await;
+    let (response, _) = server.answer(&exact).await;
     assert!(response.get("patch").is_none(), "{response}");
     let token = env(&exact["spec"]["containers"][1], "OPENSANDBOX_EGRESS_TOKEN")
         .unwrap()
@@ -283,7 +282,7 @@ async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rul
     for (field, change) in changes {
         let mut pod = exact.clone();
         change(&mut pod["spec"]["containers"][1]);
-        let (stored, warnings) = admitted(&c, &server, &pod).await;
+        let (stored, warnings) = admitted(&server, &pod).await;
         assert_real_sidecar(&stored, POLICY);
         let sidecar = &stored["spec"]["initContainers"][1];
         assert_eq!(
@@ -298,7 +297,7 @@ async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rul
                 .is_none(),
             "{field}"
         );
-        assert_settled(&c, &server, &stored).await;
+        assert_settled(&server, &stored).await;
     }
     server.shutdown().await;
 }
@@ -310,8 +309,8 @@ async fn imitating_the_server_beside_a_policy_keeps_only_the_spelling_of_the_rul
 /// is warned about and counted, never denied or changed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_pod_that_could_undo_its_policy_is_kept_warned_about_and_counted() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
-    let mut pod = server_like(&c, &server, "risky").await;
+    let server = PolicyServer::start().await;
+    let mut pod = server_like(&server, "risky").await;
     pod["metadata"]["annotations"]
         .as_object_mut()
         .unwrap()
@@ -321,7 +320,7 @@ async fn a_server_pod_that_could_undo_its_policy_is_kept_warned_about_and_counte
     let before = server
         .metric("sandbox_webhook_admission_skips_total", &skips)
         .await;
-    let (response, _) = answer(&c, &server, &pod).await;
+    let (response, _) = server.answer(&pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     assert!(response.get("patch").is_none(), "{response}");
     assert_eq!(

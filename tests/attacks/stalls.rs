@@ -12,14 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::attack::{
-    GOOD_P99, Then, alone, control_window, good_client, hold, open_files_for, sandbox_review, sent,
-};
+use common::attack::{GOOD_P99, Then, alone, hold, sandbox_review, sent};
 use common::children;
 use common::metrics::Metrics;
 use common::processes::under_test;
 use common::served::Served;
-use common::wire::{get, keep_alive_client, post};
+use common::under_attack::{Series, Target, metric, served_holding};
+use common::wire::{get, post};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -67,19 +66,15 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
         assert!(started.elapsed() < 30 * SECOND, "not ready");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let config = pki.client_config();
-    let control = control_window(addr, &config).await;
+    let target = Target::new(addr, &pki);
+    let control = target.control_window().await;
     // A client at full speed: a line of some 300 bytes a review, hundreds
     // of reviews a second, more than 64 KiB/s.
     let answered = Arc::new(AtomicUsize::new(0));
     let request = post("/mutate", "application/json", &sandbox_review("busy"));
-    let busy = tokio::spawn(keep_alive_client(
-        addr,
-        config.clone(),
-        request,
-        answered.clone(),
-    ));
-    good_client(addr, &config, (100, GOOD_P99), "a free log sink", &control).await;
+    let busy = target.keep_alive(request, &answered);
+    let during = "a free log sink";
+    target.good_client((100, GOOD_P99), during, &control).await;
     free.store(false, Ordering::Relaxed);
     // Until the sink has fallen behind: the pipe and the queue are full,
     // and lines are being dropped (a server that waits for its log never
@@ -93,14 +88,8 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
         tokio::time::sleep(SECOND / 10).await;
     }
     eprintln!("the sink fell behind after {:?}", behind.elapsed());
-    good_client(
-        addr,
-        &config,
-        (200, GOOD_P99),
-        "a log sink drained at 64 KiB/s",
-        &control,
-    )
-    .await;
+    let during = "a log sink drained at 64 KiB/s";
+    target.good_client((200, GOOD_P99), during, &control).await;
     let dropped = dropped();
     eprintln!(
         "{} reviews answered at full speed, {dropped} log lines dropped",
@@ -114,19 +103,26 @@ async fn a_slow_log_sink_does_not_slow_reviews() {
     drainer.join().unwrap();
 }
 
+/// The requests answered 503 at their deadline, before their operation was
+/// read.
+const DEADLINE_ERRORS: Series = (
+    "sandbox_webhook_admission_requests_total",
+    &[("operation", "unknown"), ("outcome", "error")],
+);
+
 /// contract: limits.request-timeout, limits.good-client
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews() {
     const HOSTILE: usize = 400;
-    let _alone = alone().await;
-    open_files_for(2 * HOSTILE as u64 + 200);
-    let served = Served::start(&["--worker-threads", "2", "--request-timeout", "5s"]);
-    let (addr, config) = (served.addr, served.pki.client_config());
-    let control = control_window(addr, &config).await;
+    let args = ["--worker-threads", "2", "--request-timeout", "5s"];
+    let (_alone, served) = served_holding(2 * HOSTILE as u64 + 200, &args).await;
+    let target = Target::served(&served);
+    let control = target.control_window().await;
     let head = "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 262144\r\n\r\n{";
     let first = Instant::now();
     let stalled = hold(HOSTILE, 16, 2 * SECOND, 8, |_| {
-        sent(addr, config.clone(), head.as_bytes().to_vec(), Then::Stalls)
+        let bytes = head.as_bytes().to_vec();
+        sent(target.addr, target.config.clone(), bytes, Then::Stalls)
     })
     .await;
     assert_eq!(stalled.len(), HOSTILE);
@@ -134,17 +130,13 @@ async fn stalled_bodies_that_reach_their_deadline_together_do_not_slow_reviews()
     // From just before the first deadline until after the last.
     tokio::time::sleep_until((first + Duration::from_millis(4600)).into()).await;
     let during = "400 stalled bodies reaching their 5 s deadline";
-    good_client(addr, &config, (300, GOOD_P99), during, &control).await;
+    target.good_client((300, GOOD_P99), during, &control).await;
     eprintln!(
         "the stalled bodies were sent within {opened:?}; the good client ran until {:?} after the first",
         first.elapsed()
     );
     tokio::time::sleep_until((first + opened + Duration::from_millis(5500)).into()).await;
-    let (_, text) = get(&served.admin.to_string(), "/metrics").unwrap();
-    let errors = Metrics::parse(&text).value(
-        "sandbox_webhook_admission_requests_total",
-        &[("operation", "unknown"), ("outcome", "error")],
-    );
+    let errors = metric(&served, DEADLINE_ERRORS);
     eprintln!("{errors} answered 503 at their deadline");
     assert!(errors >= HOSTILE as u64, "{errors} answered 503");
     drop(stalled);

@@ -43,170 +43,181 @@ fn container(fields: &str) -> String {
 
 /// Bodies the server refuses with HTTP 400, and what the error must say.
 fn envelopes() -> Vec<(String, &'static str)> {
-    let with = |extra: &str| review(&format!("{HEAD},{extra}"));
-    vec![
-        ("5".into(), "expected an object, got the number 5"),
+    // Whole bodies.
+    let bodies = [
+        ("5", "expected an object, got the number 5"),
         // An array is no object: serde's derived readers would read its
         // items into the fields in order.
-        ("[]".into(), "expected an object, got an array"),
+        ("[]", "expected an object, got an array"),
         (
-            r#"{"apiVersion":5}"#.into(),
+            r#"{"apiVersion":5}"#,
             "apiVersion: expected a string, got the number 5",
         ),
         (
-            r#"{"request":[]}"#.into(),
+            r#"{"request":[]}"#,
             "request: expected an object, got an array",
         ),
         (
-            r#"{"request":"x"}"#.into(),
+            r#"{"request":"x"}"#,
             r#"request: expected an object, got the string "x""#,
         ),
         (
-            r#"{"request":null}"#.into(),
+            r#"{"request":null}"#,
             "request: is required but missing or null",
         ),
-        (review(""), "request.uid: is required but missing"),
+    ];
+    // The fields of a review's request (without braces).
+    let requests = [
+        ("", "request.uid: is required but missing"),
         (
-            review(r#""uid":5"#),
+            r#""uid":5"#,
             "request.uid: expected a string, got the number 5",
         ),
         (
-            review(r#""uid":"u","kind":5"#),
+            r#""uid":"u","kind":5"#,
             "request.kind: expected an object, got the number 5",
         ),
         (
-            review(r#""uid":"u","kind":{"group":1}"#),
+            r#""uid":"u","kind":{"group":1}"#,
             "request.kind.group: expected a string, got the number 1",
         ),
         (
-            review(r#""uid":"u","kind":{"kind":"Pod"}"#),
+            r#""uid":"u","kind":{"kind":"Pod"}"#,
             "request.operation: is required but missing",
         ),
         (
-            review(r#""uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","resource":"pods""#),
+            r#""uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","resource":"pods""#,
             r#"request.resource: expected an object, got the string "pods""#,
         ),
+    ];
+    // Fields after a Pod CREATE's head.
+    let after_head = [
         (
-            with(r#""dryRun":"no""#),
+            r#""dryRun":"no""#,
             r#"request.dryRun: expected a boolean, got the string "no""#,
         ),
         (
-            with(r#""name":[]"#),
+            r#""name":[]"#,
             "request.name: expected a string, got an array",
         ),
         (
-            with(r#""subResource":{}"#),
+            r#""subResource":{}"#,
             "request.subResource: expected a string, got an object",
         ),
-        (
-            with(r#""uid":"again""#),
-            "request.uid: is given more than once",
-        ),
-        (format!("{} x", create("{}")), "trailing characters"),
-        (
-            create("{").trim_end_matches('}').to_owned(),
-            "EOF while parsing",
-        ),
-    ]
+        (r#""uid":"again""#, "request.uid: is given more than once"),
+    ];
+    let mut cases = Vec::from(bodies.map(|(body, want)| (body.to_owned(), want)));
+    cases.extend(requests.map(|(fields, want)| (review(fields), want)));
+    cases.extend(after_head.map(|(extra, want)| (review(&format!("{HEAD},{extra}")), want)));
+    cases.push((format!("{} x", create("{}")), "trailing characters"));
+    cases.push((
+        create("{").trim_end_matches('}').to_owned(),
+        "EOF while parsing",
+    ));
+    cases
 }
 
 /// Pod CREATEs whose object is not a readable pod: denied (HTTP 200, code
 /// 400 in the answer), and what the denial must say.
 fn objects() -> Vec<(String, &'static str)> {
-    vec![
+    // The object itself.
+    let objects = [
+        ("5", "request.object: expected an object, got the number 5"),
         (
-            create("5"),
-            "request.object: expected an object, got the number 5",
-        ),
-        (
-            create(r#""pod""#),
+            r#""pod""#,
             r#"request.object: expected an object, got the string "pod""#,
         ),
         (
-            create(r#"{"metadata":5}"#),
+            r#"{"metadata":5}"#,
             "request.object.metadata: expected an object, got the number 5",
         ),
         (
-            create(r#"{"metadata":{"labels":[]}}"#),
+            r#"{"metadata":{"labels":[]}}"#,
             "request.object.metadata.labels: expected an object, got an array",
         ),
         (
-            create(r#"{"metadata":{"annotations":true}}"#),
+            r#"{"metadata":{"annotations":true}}"#,
             "request.object.metadata.annotations: expected an object, got true",
         ),
         (
-            create(r#"{"metadata":{"name":1}}"#),
+            r#"{"metadata":{"name":1}}"#,
             "request.object.metadata.name: expected a string, got the number 1",
         ),
         (
-            create(r#"{"metadata":{"name":"a","name":"b"}}"#),
+            r#"{"metadata":{"name":"a","name":"b"}}"#,
             "request.object.metadata.name: is given more than once",
         ),
+    ];
+    // A sandbox pod's spec.
+    let specs = [
         (
-            create(&pod("5")),
+            "5",
             "request.object.spec: expected an object, got the number 5",
         ),
         (
-            create(&pod(r#"{"containers":{}}"#)),
+            r#"{"containers":{}}"#,
             "request.object.spec.containers: expected an array, got an object",
         ),
         (
-            create(&pod(r#"{"containers":[5]}"#)),
+            r#"{"containers":[5]}"#,
             "request.object.spec.containers[0]: expected an object, got the number 5",
         ),
         (
-            create(&pod(r#"{"initContainers":"x"}"#)),
+            r#"{"initContainers":"x"}"#,
             r#"request.object.spec.initContainers: expected an array, got the string "x""#,
         ),
         (
-            create(&pod(r#"{"volumes":[{"name":1}]}"#)),
+            r#"{"volumes":[{"name":1}]}"#,
             "request.object.spec.volumes[0].name: expected a string, got the number 1",
         ),
         (
-            create(&pod(r#"{"hostNetwork":"yes"}"#)),
+            r#"{"hostNetwork":"yes"}"#,
             r#"request.object.spec.hostNetwork: expected a boolean, got the string "yes""#,
         ),
         (
-            create(&pod(r#"{"nodeSelector":{"kubernetes.io/os":1}}"#)),
+            r#"{"nodeSelector":{"kubernetes.io/os":1}}"#,
             r#"request.object.spec.nodeSelector["kubernetes.io/os"]: expected a string (quote the value), got the number 1"#,
         ),
         (
-            create(&container(r#","command":"sleep""#)),
+            r#"{"containers":[{"name":"a"}],"securityContext":[true, 0]}"#,
+            "request.object.spec.securityContext: expected an object, got an array",
+        ),
+    ];
+    // The fields of its container `main` (after a comma).
+    let containers = [
+        (
+            r#","command":"sleep""#,
             r#"request.object.spec.containers[0].command: expected an array, got the string "sleep""#,
         ),
         (
-            create(&container(r#","env":[{"name":[]}]"#)),
+            r#","env":[{"name":[]}]"#,
             "request.object.spec.containers[0].env[0].name: expected a string, got an array",
         ),
         (
-            create(&container(r#","volumeMounts":[{"mountPath":5}]"#)),
+            r#","volumeMounts":[{"mountPath":5}]"#,
             "request.object.spec.containers[0].volumeMounts[0].mountPath: expected a string, got the number 5",
         ),
         (
-            create(&container(r#","securityContext":{"privileged":"yes"}"#)),
+            r#","securityContext":{"privileged":"yes"}"#,
             r#"request.object.spec.containers[0].securityContext.privileged: expected a boolean, got the string "yes""#,
         ),
         (
-            create(&container(
-                r#","securityContext":{"capabilities":{"add":[1]}}"#,
-            )),
+            r#","securityContext":{"capabilities":{"add":[1]}}"#,
             "request.object.spec.containers[0].securityContext.capabilities.add[0]: expected a string, got the number 1",
         ),
         (
-            create(&container(r#","securityContext":[true]"#)),
+            r#","securityContext":[true]"#,
             "request.object.spec.containers[0].securityContext: expected an object, got an array",
         ),
         (
-            create(&container(r#","env":[["EXECD","/bin/sh"]]"#)),
+            r#","env":[["EXECD","/bin/sh"]]"#,
             "request.object.spec.containers[0].env[0]: expected an object, got an array",
         ),
-        (
-            create(&pod(
-                r#"{"containers":[{"name":"a"}],"securityContext":[true, 0]}"#,
-            )),
-            "request.object.spec.securityContext: expected an object, got an array",
-        ),
-    ]
+    ];
+    let mut cases = Vec::from(objects.map(|(object, want)| (create(object), want)));
+    cases.extend(specs.map(|(spec, want)| (create(&pod(spec)), want)));
+    cases.extend(containers.map(|(fields, want)| (create(&container(fields)), want)));
+    cases
 }
 
 /// Workload reviews for `/validate` with a template that is no pod.
@@ -287,6 +298,19 @@ impl TypeNames {
         }
     }
 
+    /// Fails unless one of `texts` (the answer to `input`) says `want`, or
+    /// if any of them names a type.
+    #[track_caller]
+    fn assert_says(&self, texts: &[String], want: &str, input: &str) {
+        assert!(
+            texts.iter().any(|t| t.contains(want)),
+            "{want:?} not in {texts:?} for {input}"
+        );
+        for text in texts {
+            self.assert_none(text, input);
+        }
+    }
+
     #[track_caller]
     fn assert_none(&self, answer: &str, input: &str) {
         let why = |what: &str| format!("{what} in the answer {answer:?} to {input}");
@@ -328,14 +352,6 @@ fn texts(body: &Value) -> Vec<String> {
     out
 }
 
-#[track_caller]
-fn assert_says(texts: &[String], want: &str, input: &str) {
-    assert!(
-        texts.iter().any(|t| t.contains(want)),
-        "{want:?} not in {texts:?} for {input}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_answers_in_json_words() {
     let (_alone, _pki, server, c) = common::attack::attacked(None).await;
@@ -355,11 +371,7 @@ async fn the_server_answers_in_json_words() {
                 assert_eq!(answer["response"]["allowed"], false, "{answer}");
                 assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
             }
-            let texts = texts(&answer);
-            assert_says(&texts, want, &body);
-            for text in &texts {
-                names.assert_none(text, &body);
-            }
+            names.assert_says(&texts(&answer), want, &body);
         }
     }
     server.shutdown().await;
@@ -373,24 +385,23 @@ fn the_cli_answers_in_json_words() {
     let file = dir.path().join("input");
     let write = |text: &str| std::fs::write(&file, text).unwrap();
     let path = file.to_str().unwrap();
+    // `command` on the file fails, saying `want` and naming no type.
+    let refused = |command: &str, want: &str, input: &str| {
+        let out = run(&[command, "-f", path], dir.path());
+        assert_ne!(out.code, 0, "{input}");
+        names.assert_says(std::slice::from_ref(&out.stderr), want, input);
+    };
 
     for (body, want) in envelopes() {
         write(&body);
-        let out = run(&["review", "-f", path], dir.path());
-        assert_ne!(out.code, 0, "{body}");
-        assert_says(std::slice::from_ref(&out.stderr), want, &body);
-        names.assert_none(&out.stderr, &body);
+        refused("review", want, &body);
     }
     for (body, want) in objects() {
         write(&body);
         let out = run(&["review", "-f", path], dir.path());
         assert_eq!(out.code, 0, "{}", out.stderr);
         let answer: Value = serde_json::from_str(&out.stdout).expect("an AdmissionReview");
-        let texts = texts(&answer);
-        assert_says(&texts, want, &body);
-        for text in &texts {
-            names.assert_none(text, &body);
-        }
+        names.assert_says(&texts(&answer), want, &body);
         names.assert_none(&out.stderr, &body);
         // `inject` reads the object itself, so its paths start there.
         let object = body
@@ -404,10 +415,7 @@ fn the_cli_answers_in_json_words() {
             r#"{{"apiVersion":"v1","kind":"Pod",{}"#,
             &object[1..]
         ));
-        let out = run(&["inject", "-f", path], dir.path());
-        assert_ne!(out.code, 0, "{object}");
-        assert_says(std::slice::from_ref(&out.stderr), want, object);
-        names.assert_none(&out.stderr, object);
+        refused("inject", want, object);
     }
     for (pod, want) in [
         (
@@ -430,10 +438,7 @@ fn the_cli_answers_in_json_words() {
         ("status: 5", "status: expected an object, got the number 5"),
     ] {
         write(&format!("apiVersion: v1\nkind: Pod\n{pod}\n"));
-        let out = run(&["diagnose", "-f", path], dir.path());
-        assert_ne!(out.code, 0, "{pod}");
-        assert_says(std::slice::from_ref(&out.stderr), want, pod);
-        names.assert_none(&out.stderr, pod);
+        refused("diagnose", want, pod);
     }
 }
 

@@ -11,10 +11,9 @@
 //! (`policy.rs`) shows the same attacks on a real node.
 
 use common::pods::SandboxPod;
-use common::server::Running;
 use serde_json::{Value, json};
 
-use crate::answers::{CONFIG, answer, answer_to, applied, policy_pod};
+use crate::answers::{PolicyServer, applied, policy_pod};
 
 /// A pod's main container given `capabilities` (`add`, `drop`).
 trait MainCapabilities {
@@ -33,18 +32,18 @@ const CHOSEN: &str = "Zx8-q1Lr0_kPw3Ym5nTb7vUc9dHs2fGa";
 
 /// `pod` as stored after the answer, which must allow it; admitted again,
 /// it needs nothing.
-async fn admitted(c: &reqwest::Client, server: &Running, pod: &Value) -> Value {
-    let (response, body) = answer(c, server, pod).await;
+async fn admitted(server: &PolicyServer, pod: &Value) -> Value {
+    let (response, body) = server.answer(pod).await;
     assert_eq!(response["allowed"], true, "{response}");
     let stored = applied(pod, &body);
-    let (again, _) = answer(c, server, &stored).await;
+    let (again, _) = server.answer(&stored).await;
     assert!(again.get("patch").is_none(), "not settled: {again}");
     stored
 }
 
 /// The denial's code and message; fails if `pod` is admitted.
-async fn denied(c: &reqwest::Client, server: &Running, pod: &Value) -> (u64, String) {
-    let (response, _) = answer(c, server, pod).await;
+async fn denied(server: &PolicyServer, pod: &Value) -> (u64, String) {
+    let (response, _) = server.answer(pod).await;
     assert_eq!(response["allowed"], false, "admitted: {pod}");
     let status = &response["status"];
     (
@@ -53,14 +52,8 @@ async fn denied(c: &reqwest::Client, server: &Running, pod: &Value) -> (u64, Str
     )
 }
 
-async fn assert_denied(
-    c: &reqwest::Client,
-    server: &Running,
-    pod: &Value,
-    code: u64,
-    says: &[&str],
-) {
-    let (got, message) = denied(c, server, pod).await;
+async fn assert_denied(server: &PolicyServer, pod: &Value, code: u64, says: &[&str]) {
+    let (got, message) = denied(server, pod).await;
     assert_eq!(got, code, "{message}");
     for s in says {
         assert!(message.contains(s), "{s:?} not in: {message}");
@@ -92,7 +85,7 @@ fn caps(c: &Value) -> (Vec<&str>, Vec<&str>) {
 /// holds the app back until it answers /healthz.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_container_but_the_sidecar_loses_net_raw_and_net_admin() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     let pod = policy_pod("ordinary")
         .main_capabilities(json!({"drop": ["MKNOD"]}))
         .spec_field(
@@ -103,7 +96,7 @@ async fn every_container_but_the_sidecar_loses_net_raw_and_net_admin() {
         &pod,
         json!({"name": "helper", "image": "busybox", "securityContext": {"capabilities": {"drop": ["cap_net_raw"]}}}),
     );
-    let stored = admitted(&c, &server, &pod).await;
+    let stored = admitted(&server, &pod).await;
     let spec = &stored["spec"];
     let mut seen = Vec::new();
     for c in spec["initContainers"]
@@ -157,7 +150,7 @@ async fn every_container_but_the_sidecar_loses_net_raw_and_net_admin() {
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_are_judged_as_runtimes_read_them() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     for (spelled, read_as) in [
         ("net_adm\u{131}n", "NET_ADMIN"),
         ("NET_ADM\u{131}N", "NET_ADMIN"),
@@ -185,7 +178,7 @@ async fn capabilities_are_judged_as_runtimes_read_them() {
             (init, "init container 'prep'"),
             (main, "container 'sandbox'"),
         ] {
-            assert_denied(&c, &server, &pod, 403, &[who, read_as, "capabilities.add"]).await;
+            assert_denied(&server, &pod, 403, &[who, read_as, "capabilities.add"]).await;
         }
     }
     // Shapes that grant nothing stay admitted.
@@ -194,7 +187,7 @@ async fn capabilities_are_judged_as_runtimes_read_them() {
         json!({"name": "second", "image": "busybox",
                "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE", "NET_ADM\u{130}N"]}}}),
     );
-    admitted(&c, &server, &fine).await;
+    admitted(&server, &fine).await;
 }
 
 /// Item 3: the token reaches only the sidecar. The downward API exposes
@@ -202,7 +195,7 @@ async fn capabilities_are_judged_as_runtimes_read_them() {
 /// token may not copy it anywhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_reaches_no_other_container() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
     let env_ref = |path: &str| {
         policy_pod("env-ref")
@@ -211,7 +204,6 @@ async fn the_token_reaches_no_other_container() {
     };
     let token_ref = format!("metadata.annotations['{TOKEN_KEY}']");
     assert_denied(
-        &c,
         &server,
         &env_ref(&token_ref),
         403,
@@ -231,7 +223,6 @@ async fn the_token_reaches_no_other_container() {
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
         {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}});
     assert_denied(
-        &c,
         &server,
         &volume(all),
         403,
@@ -240,7 +231,7 @@ async fn the_token_reaches_no_other_container() {
     .await;
     let projected = json!({"name": "podinfo", "projected": {"sources": [
         {"downwardAPI": {"items": [{"path": "t", "fieldRef": {"fieldPath": token_ref}}]}}]}});
-    assert_denied(&c, &server, &volume(projected), 403, &["volume 'podinfo'"]).await;
+    assert_denied(&server, &volume(projected), 403, &["volume 'podinfo'"]).await;
 
     // A token the pod chose, copied where the sandbox reads it.
     let chosen = policy_pod("chosen").annotation("egress-auth-token", CHOSEN);
@@ -249,7 +240,6 @@ async fn the_token_reaches_no_other_container() {
         .main_field("env", json!([{"name": "EGRESS", "value": CHOSEN}]))
         .json();
     assert_denied(
-        &c,
         &server,
         &copied_env,
         403,
@@ -260,7 +250,7 @@ async fn the_token_reaches_no_other_container() {
         .clone()
         .main_field("args", json!(["--token", format!("Bearer {CHOSEN}")]))
         .json();
-    assert_denied(&c, &server, &copied_args, 403, &["(args[1])"]).await;
+    assert_denied(&server, &copied_args, 403, &["(args[1])"]).await;
     let init_copy = chosen
         .clone()
         .spec_field(
@@ -269,7 +259,6 @@ async fn the_token_reaches_no_other_container() {
         )
         .json();
     assert_denied(
-        &c,
         &server,
         &init_copy,
         403,
@@ -284,7 +273,7 @@ async fn the_token_reaches_no_other_container() {
             json!([{"name": "T", "valueFrom": field("metadata.annotations['opensandbox.io/innocent']")}]),
         )
         .json();
-    assert_denied(&c, &server, &relabelled, 403, &["opensandbox.io/innocent"]).await;
+    assert_denied(&server, &relabelled, 403, &["opensandbox.io/innocent"]).await;
 
     // What hands out no token is admitted: another annotation, the labels,
     // the pod's name; and the chosen token in the sidecar only.
@@ -300,8 +289,8 @@ async fn the_token_reaches_no_other_container() {
             json!([{"name": "l", "downwardAPI": {"items": [{"path": "l", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]),
         )
         .json();
-    admitted(&c, &server, &harmless).await;
-    let stored = admitted(&c, &server, &chosen.json()).await;
+    admitted(&server, &harmless).await;
+    let stored = admitted(&server, &chosen.json()).await;
     assert_eq!(stored["metadata"]["annotations"][TOKEN_KEY], CHOSEN);
 }
 
@@ -309,7 +298,7 @@ async fn the_token_reaches_no_other_container() {
 /// rules when it starts; the sandbox may not be able to write it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_policy_file_is_out_of_the_sandboxs_reach() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     let file = |path: &str| {
         policy_pod("policy-file")
             .annotation(
@@ -327,7 +316,6 @@ async fn the_policy_file_is_out_of_the_sandboxs_reach() {
         ("policy.json", "relative"),
     ] {
         assert_denied(
-            &c,
             &server,
             &file(path),
             403,
@@ -335,7 +323,7 @@ async fn the_policy_file_is_out_of_the_sandboxs_reach() {
         )
         .await;
     }
-    let stored = admitted(&c, &server, &file("/var/lib/egress/policy.json")).await;
+    let stored = admitted(&server, &file("/var/lib/egress/policy.json")).await;
     let env = stored["spec"]["initContainers"][1]["env"].to_string();
     assert!(env.contains("/var/lib/egress/policy.json"), "{env}");
 }
@@ -344,7 +332,7 @@ async fn the_policy_file_is_out_of_the_sandboxs_reach() {
 /// nameservers the pod chose in dns+nft mode, and a Windows platform.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ptrace_nameservers_and_windows_cannot_widen_the_policy() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
+    let server = PolicyServer::start().await;
     for share in ["shareProcessNamespace", "hostPID"] {
         let field = format!("spec.{share}");
         for spelled in ["SYS_PTRACE", "\u{17f}ys_ptrace"] {
@@ -352,14 +340,14 @@ async fn ptrace_nameservers_and_windows_cannot_widen_the_policy() {
                 .spec_field(share, json!(true))
                 .main_capabilities(json!({"add": [spelled]}))
                 .json();
-            assert_denied(&c, &server, &pod, 403, &["SYS_PTRACE", &field]).await;
+            assert_denied(&server, &pod, 403, &["SYS_PTRACE", &field]).await;
         }
     }
     // SYS_PTRACE alone sees only its own container's processes.
     let own = policy_pod("ptrace-alone")
         .main_capabilities(json!({"add": ["SYS_PTRACE"]}))
         .json();
-    admitted(&c, &server, &own).await;
+    admitted(&server, &own).await;
 
     let dns = |mode: &str| {
         policy_pod("dns")
@@ -369,7 +357,6 @@ async fn ptrace_nameservers_and_windows_cannot_widen_the_policy() {
             .json()
     };
     assert_denied(
-        &c,
         &server,
         &dns("dns+nft"),
         403,
@@ -377,13 +364,12 @@ async fn ptrace_nameservers_and_windows_cannot_widen_the_policy() {
     )
     .await;
     // DNS filtering alone opens no address to the nameservers.
-    admitted(&c, &server, &dns("dns")).await;
+    admitted(&server, &dns("dns")).await;
 
     let windows = policy_pod("windows")
         .annotation("platform", "windows/amd64")
         .json();
     assert_denied(
-        &c,
         &server,
         &windows,
         400,

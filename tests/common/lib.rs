@@ -39,6 +39,7 @@ pub mod served;
 pub mod server;
 pub mod stats;
 pub mod suite;
+pub mod under_attack;
 pub mod wire;
 pub mod workloads;
 

@@ -19,15 +19,26 @@ fn update(old: &Value, new: &Value, sub: Option<&str>) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
+/// The subresource `kubectl debug` updates.
+const EPHEMERAL: &str = "ephemeralcontainers";
+
 /// The answer to an UPDATE of `old`'s `ephemeralcontainers` subresource
 /// to `new`: what `kubectl debug` sends.
-async fn ephemeral_update(
-    c: &reqwest::Client,
-    server: &Running,
+async fn ephemeral_update(server: &PolicyServer, old: &Value, new: &Value) -> (Value, Vec<u8>) {
+    server.answer_to(update(old, new, Some(EPHEMERAL))).await
+}
+
+/// The message of the server's denial of an UPDATE of `old` to `new`
+/// (`sub` the subresource); fails if it is allowed.
+async fn update_denied(
+    server: &PolicyServer,
     old: &Value,
     new: &Value,
-) -> (Value, Vec<u8>) {
-    answer_to(c, server, update(old, new, Some("ephemeralcontainers"))).await
+    sub: Option<&str>,
+) -> String {
+    let (response, _) = server.answer_to(update(old, new, sub)).await;
+    assert_eq!(response["allowed"], false, "{new}: {response}");
+    response["status"]["message"].as_str().unwrap().to_owned()
 }
 
 /// Item 9: the guarantee holds after admission. The webhook's containers
@@ -36,27 +47,24 @@ async fn ephemeral_update(
 /// contract: select.pod-update, egress.update-images, egress.ephemeral
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guarantee_holds_after_admission() {
-    let (_alone, _pki, server, c) = common::attack::attacked(Some(CONFIG)).await;
-    let stored = admitted(&c, &server, &policy_pod("later").json()).await;
+    let server = PolicyServer::start().await;
+    let stored = admitted(&server, &policy_pod("later").json()).await;
 
     let mut swapped = stored.clone();
     swapped["spec"]["initContainers"][1]["image"] = json!("attacker/egress:latest");
-    let (response, _) = answer_to(&c, &server, update(&stored, &swapped, None)).await;
-    assert_eq!(response["allowed"], false, "{response}");
-    let message = response["status"]["message"].as_str().unwrap();
+    let message = update_denied(&server, &stored, &swapped, None).await;
     assert!(
         message.contains("init container 'egress'") && message.contains("attacker/egress:latest"),
         "{message}"
     );
     let mut installer = stored.clone();
     installer["spec"]["initContainers"][0]["image"] = json!("attacker/execd");
-    let (response, _) = answer_to(&c, &server, update(&stored, &installer, None)).await;
-    assert_eq!(response["allowed"], false, "{response}");
+    update_denied(&server, &stored, &installer, None).await;
     // The sandbox's own image may change; so may labels. Nothing to patch.
     let mut main = stored.clone();
     main["spec"]["containers"][0]["image"] = json!("busybox:1.37");
     main["metadata"]["labels"]["team"] = json!("a");
-    let (response, _) = answer_to(&c, &server, update(&stored, &main, None)).await;
+    let (response, _) = server.answer_to(update(&stored, &main, None)).await;
     assert_eq!(response["allowed"], true, "{response}");
     assert!(response.get("patch").is_none(), "{response}");
 
@@ -91,9 +99,7 @@ async fn the_guarantee_holds_after_admission() {
         ),
     ] {
         let new = debug(sc, target);
-        let (response, _) = ephemeral_update(&c, &server, &stored, &new).await;
-        assert_eq!(response["allowed"], false, "{new}: {response}");
-        let message = response["status"]["message"].as_str().unwrap();
+        let message = update_denied(&server, &stored, &new, Some(EPHEMERAL)).await;
         assert!(
             message.contains("ephemeral container 'debugger'") && message.contains(says),
             "{message}"
@@ -101,15 +107,15 @@ async fn the_guarantee_holds_after_admission() {
     }
     // `kubectl debug`'s default: admitted, without NET_RAW or NET_ADMIN.
     let new = debug(Value::Null, Some("sandbox"));
-    let (response, body) = ephemeral_update(&c, &server, &stored, &new).await;
+    let (response, body) = ephemeral_update(&server, &stored, &new).await;
     assert_eq!(response["allowed"], true, "{response}");
     let debugged = applied(&new, &body);
     let (_, drop) = caps(&debugged["spec"]["ephemeralContainers"][0]);
     assert_eq!(drop, ["NET_ADMIN", "NET_RAW"]);
-    let (again, _) = ephemeral_update(&c, &server, &stored, &debugged).await;
+    let (again, _) = ephemeral_update(&server, &stored, &debugged).await;
     assert!(again.get("patch").is_none(), "{again}");
     // An ephemeral container the pod had before this request is not judged again.
-    let (later, _) = ephemeral_update(&c, &server, &debugged, &debugged).await;
+    let (later, _) = ephemeral_update(&server, &debugged, &debugged).await;
     assert_eq!(later["allowed"], true);
     assert!(later.get("patch").is_none(), "{later}");
 }
