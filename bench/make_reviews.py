@@ -10,6 +10,8 @@ import json
 import os
 import re
 
+from admission import pod_create_review
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "reviews")
 P = "opensandbox.io"
@@ -111,24 +113,8 @@ def pod(size, rules):
         "spec": spec,
         "status": {},
     }
-    return {
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "sandboxes",
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:opensandbox:server", "uid": "e3b0c442", "groups": ["system:serviceaccounts", "system:serviceaccounts:opensandbox", "system:authenticated"]},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        },
-    }
+    user = {"username": "system:serviceaccount:opensandbox:server", "uid": "e3b0c442", "groups": ["system:serviceaccounts", "system:serviceaccounts:opensandbox", "system:authenticated"]}
+    return pod_create_review(obj, "705ab4f5-6393-11e8-b7cc-42010a800002", "sandboxes", user)
 
 
 def main():

@@ -30,7 +30,7 @@ pub use intent::token::{FixedToken, RandomTokens, TokenError, TokenSource, is_eg
 pub use intent::typo::KNOWN as ANNOTATION_NAMES;
 pub use patch::Patch;
 pub use select::SkipReason;
-pub(crate) use update::EPHEMERAL_CONTAINERS;
+pub(crate) use update::{EPHEMERAL_CONTAINERS, judge as judge_update};
 
 use inject::automount::Automount;
 use inject::egress::Sidecar;
@@ -99,35 +99,26 @@ pub(crate) fn decide_view(
     namespace: Option<&str>,
     ctx: &Context<'_>,
 ) -> Decision {
-    let namespace = namespace
-        .filter(|n| !n.is_empty())
-        .or(pod.namespace())
-        .unwrap_or("default");
+    let namespace = select::request_namespace(namespace, pod);
     if let Some(reason) = select::skip_reason(pod, namespace, ctx) {
         return Decision::Skip(reason);
     }
     mutate(pod, ctx).unwrap_or_else(Decision::Deny)
 }
 
-/// Decides for a Pod UPDATE, of the pod itself (`sub_resource` `None`) or
-/// of its ephemeral containers (contract: select.pod-update). `namespace`
-/// is the request's.
-#[must_use]
-pub(crate) fn decide_update(
-    new: &PodView<'_>,
-    old: &PodView<'_>,
-    sub_resource: Option<&str>,
-    namespace: Option<&str>,
-    ctx: &Context<'_>,
-) -> Decision {
-    match update::judge(new, old, sub_resource, namespace, ctx) {
-        update::Judged::Skip(reason) => Decision::Skip(reason),
-        update::Judged::Admit(patch) => Decision::Admit(Admission {
-            patch,
-            warnings: Vec::new(),
-            injected: None,
-        }),
-        update::Judged::Deny(denial) => Decision::Deny(denial),
+/// An UPDATE's judgement as the webhook answers it: an admitted UPDATE
+/// carries a patch only, no warnings and no injection record.
+impl From<update::Judged> for Decision {
+    fn from(judged: update::Judged) -> Self {
+        match judged {
+            update::Judged::Skip(reason) => Decision::Skip(reason),
+            update::Judged::Admit(patch) => Decision::Admit(Admission {
+                patch,
+                warnings: Vec::new(),
+                injected: None,
+            }),
+            update::Judged::Deny(denial) => Decision::Deny(denial),
+        }
     }
 }
 

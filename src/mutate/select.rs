@@ -5,6 +5,15 @@
 use super::context::Context;
 use super::read::pod::PodView;
 
+/// The namespace a request is judged in: the request's, else the pod's
+/// own, else `default` (an empty one counts as none).
+pub(super) fn request_namespace<'a>(request: Option<&'a str>, pod: &'a PodView<'_>) -> &'a str {
+    request
+        .filter(|n| !n.is_empty())
+        .or(pod.namespace())
+        .unwrap_or("default")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SkipReason {
     /// Not a CREATE of a core/v1 Pod without subresource.

@@ -29,12 +29,12 @@ use super::patch::Patch;
 use super::patch::PatchBuilder;
 use super::read::pod::{ContainerView, PodView};
 use super::read::raw::Named;
-use super::select::SkipReason;
+use super::select::{SkipReason, request_namespace};
 
 /// The subresource that adds ephemeral containers.
 pub(crate) const EPHEMERAL_CONTAINERS: &str = "ephemeralcontainers";
 
-/// What a Pod UPDATE gets: `mod.rs` turns it into a `Decision`.
+/// What a Pod UPDATE gets: `mod.rs` turns it into a `Decision` (`From`).
 #[derive(Debug)]
 pub(crate) enum Judged {
     Skip(SkipReason),
@@ -44,7 +44,8 @@ pub(crate) enum Judged {
 }
 
 /// Judges a Pod UPDATE, of the pod itself (`sub_resource` `None`) or of
-/// its ephemeral containers. `namespace` is the request's.
+/// its ephemeral containers (contract: select.pod-update). `namespace` is
+/// the request's.
 #[must_use]
 pub(crate) fn judge(
     new: &PodView<'_>,
@@ -55,10 +56,7 @@ pub(crate) fn judge(
 ) -> Judged {
     let config = ctx.config;
     let keys = config.keys();
-    let namespace = namespace
-        .filter(|n| !n.is_empty())
-        .or(new.namespace())
-        .unwrap_or("default");
+    let namespace = request_namespace(namespace, new);
     if ctx.own_namespace == Some(namespace)
         || config.excluded_namespaces.iter().any(|n| n == namespace)
     {

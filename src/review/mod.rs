@@ -102,13 +102,14 @@ fn update(body: &str, ctx: &Context<'_>) -> Result<Reviewed, ReviewError> {
             .and_then(|r| PodView::parse(r.get()).ok()),
     );
     let decision = match (&new, &old) {
-        (Some(new), Some(old)) => mutate::decide_update(
+        (Some(new), Some(old)) => mutate::judge_update(
             new,
             old,
             request.sub_resource.as_deref(),
             request.namespace.as_deref(),
             ctx,
-        ),
+        )
+        .into(),
         _ => Decision::Skip(SkipReason::NotPodCreate),
     };
     let subject = Subject {

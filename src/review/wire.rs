@@ -101,34 +101,32 @@ impl<O, Old> RequestIn<'_, O, Old> {
     /// A CREATE of a core/v1 Pod without subresource: the only request the
     /// webhook mutates.
     pub(super) fn is_pod_create(&self) -> bool {
-        let resource_is_pods = self
-            .resource
-            .as_ref()
-            .is_none_or(|res| res.group.is_empty() && res.resource == "pods");
         self.operation == "CREATE"
-            && self.kind.group.is_empty()
-            && self.kind.version == "v1"
-            && self.kind.kind == "Pod"
-            && resource_is_pods
+            && self.is_core_pod()
             && self.sub_resource.as_deref().is_none_or(str::is_empty)
     }
 
     /// An UPDATE of a core/v1 Pod, whole or of its ephemeral containers:
     /// what `/mutate` judges after admission (contract: select.pod-update).
     pub(super) fn is_pod_update(&self) -> bool {
-        let resource_is_pods = self
-            .resource
-            .as_ref()
-            .is_none_or(|res| res.group.is_empty() && res.resource == "pods");
         self.operation == "UPDATE"
-            && self.kind.group.is_empty()
-            && self.kind.version == "v1"
-            && self.kind.kind == "Pod"
-            && resource_is_pods
+            && self.is_core_pod()
             && self
                 .sub_resource
                 .as_deref()
                 .is_none_or(|s| s.is_empty() || s == crate::mutate::EPHEMERAL_CONTAINERS)
+    }
+
+    /// Of kind core/v1 Pod, and of resource `pods` when the request names
+    /// one.
+    fn is_core_pod(&self) -> bool {
+        self.kind.group.is_empty()
+            && self.kind.version == "v1"
+            && self.kind.kind == "Pod"
+            && self
+                .resource
+                .as_ref()
+                .is_none_or(|res| res.group.is_empty() && res.resource == "pods")
     }
 
     /// A CREATE or UPDATE of a whole object (no subresource): the only

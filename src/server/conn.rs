@@ -35,9 +35,11 @@ use super::settings::Tuning;
 use super::shutdown::stopped;
 
 mod drained;
+mod forward;
 mod state;
 
 pub(crate) use drained::Drained;
+pub(crate) use forward::forward_io;
 
 #[cfg(test)]
 pub(crate) use state::ANSWER_GRACE;

@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::{LazyConfigAcceptor, StartHandshake};
 
-use super::conn::{ConnState, Drained};
+use super::conn::{ConnState, Drained, forward_io};
 use super::heavy::Heavy;
 use super::log::{Clean, RateLimit};
 #[cfg(test)]
@@ -194,6 +194,13 @@ impl Hello {
         }
     }
 
+    /// Keeps what `read` adds to the head, up to its size.
+    fn keep(&mut self, read: &[u8]) {
+        let take = read.len().min(self.head.len() - self.len);
+        self.head[self.len..self.len + take].copy_from_slice(&read[..take]);
+        self.len += take;
+    }
+
     fn head(&self) -> &[u8] {
         &self.head[..self.len]
     }
@@ -209,34 +216,14 @@ impl AsyncRead for Hello {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
         let before = buf.filled().len();
-        let read = Pin::new(&mut this.io).poll_read(cx, buf);
-        let new = &buf.filled()[before..];
-        let take = new.len().min(this.head.len() - this.len);
-        this.head[this.len..this.len + take].copy_from_slice(&new[..take]);
-        this.len += take;
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        self.keep(&buf.filled()[before..]);
         read
     }
 }
 
-impl AsyncWrite for Hello {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
+forward_io!(impl AsyncWrite for Hello => io);
 
 /// A fixed label for a failed handshake, so a client cannot mint series.
 pub(crate) fn handshake_failure_reason(e: &io::Error) -> &'static str {

@@ -37,6 +37,10 @@ import time
 
 import yaml
 
+# The review as the apiserver sends it, shared with the benchmarks.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from admission import pod_create_review  # noqa: E402
+
 import bare
 import cases
 import server_pods
@@ -90,19 +94,9 @@ def apply_patch(doc, ops):
 
 def review(webhook, pod, config_yaml, token=None):
     """The webhook's answer to the CREATE of `pod`: (allowed, ops, warnings, message)."""
-    request = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "differential",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": pod["metadata"]["namespace"],
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:sandbox:controller"},
-            "object": pod,
-        },
-    }
+    request = pod_create_review(
+        pod, "differential", pod["metadata"]["namespace"], {"username": "system:serviceaccount:sandbox:controller"}
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as config:
         config.write(config_yaml)
         config.flush()

@@ -26,23 +26,34 @@ struct EnvView<'a> {
     #[serde(default, borrow)]
     name: Cow<'a, str>,
     #[serde(borrow)]
-    value_from: Option<ValueFromView<'a>>,
+    value_from: Option<WithFieldRef<'a>>,
 }
 
 objects_only! {
     impl<'de, 'a> for EnvView<'a> where ['de: 'a];
 }
 
-/// An env item's `valueFrom`: only a `fieldRef` matters (the downward API).
+/// An env item's `valueFrom`, or an item of a `downwardAPI` volume or
+/// projected source: only a `fieldRef` matters (the downward API).
 #[derive(Debug, Default, Deserialize)]
 #[serde(remote = "Self", rename_all = "camelCase")]
-struct ValueFromView<'a> {
+struct WithFieldRef<'a> {
     #[serde(borrow)]
     field_ref: Option<FieldRefView<'a>>,
 }
 
 objects_only! {
-    impl<'de, 'a> for ValueFromView<'a> where ['de: 'a];
+    impl<'de, 'a> for WithFieldRef<'a> where ['de: 'a];
+}
+
+impl WithFieldRef<'_> {
+    /// Reads the pod's annotations or labels, all or one: where the egress
+    /// token lives (`egress::guard` reads such a reference whole).
+    fn reads_metadata_maps(&self) -> bool {
+        self.field_ref
+            .as_ref()
+            .is_some_and(|f| reads_metadata_maps(&f.field_path))
+    }
 }
 
 /// A downward API `fieldRef`, in env or in a volume.
@@ -55,14 +66,6 @@ struct FieldRefView<'a> {
 
 objects_only! {
     impl<'de, 'a> for FieldRefView<'a> where ['de: 'a];
-}
-
-impl FieldRefView<'_> {
-    /// Reads the pod's annotations or labels, all or one: where the egress
-    /// token lives (`egress::guard` reads such a reference whole).
-    fn reads_metadata_maps(&self) -> bool {
-        reads_metadata_maps(&self.field_path)
-    }
 }
 
 /// Whether a downward API `fieldPath` reads the pod's annotations or
@@ -86,17 +89,6 @@ objects_only! {
 
 #[derive(Debug, Default)]
 struct DownwardItems(bool);
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(remote = "Self", rename_all = "camelCase")]
-struct DownwardItem<'a> {
-    #[serde(borrow)]
-    field_ref: Option<FieldRefView<'a>>,
-}
-
-objects_only! {
-    impl<'de, 'a> for DownwardItem<'a> where ['de: 'a];
-}
 
 /// A `projected` volume: whether a `downwardAPI` source reads the
 /// annotations or labels.
@@ -200,8 +192,8 @@ macro_rules! summary_of_list {
     };
 }
 
-summary_of_list!(DownwardItems; DownwardItem<'de>, |found, item| {
-    found.0 |= item.field_ref.as_ref().is_some_and(FieldRefView::reads_metadata_maps);
+summary_of_list!(DownwardItems; WithFieldRef<'de>, |found, item| {
+    found.0 |= item.reads_metadata_maps();
 });
 
 summary_of_list!(ProjectedSources; ProjectedSource, |found, source| {
@@ -289,8 +281,7 @@ summary_of_list!(EnvNames; EnvView<'de>, |names, item| {
     names.reads_metadata_maps |= item
         .value_from
         .as_ref()
-        .and_then(|v| v.field_ref.as_ref())
-        .is_some_and(FieldRefView::reads_metadata_maps);
+        .is_some_and(WithFieldRef::reads_metadata_maps);
     names.len += 1;
 });
 

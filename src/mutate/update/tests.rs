@@ -1,4 +1,4 @@
-//! UPDATE decisions through `decide_update`, on pod views.
+//! UPDATE judgements through `judge`, on pod views.
 
 use serde_json::{Value, json};
 
