@@ -33,6 +33,7 @@ mod server_errors;
 mod server_lifecycle;
 mod server_limits;
 mod server_observability;
+mod server_support;
 mod server_tls;
 mod server_validate;
 mod upstream_secrecy;

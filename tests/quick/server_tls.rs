@@ -13,6 +13,8 @@ use common::server::{
 use sandbox_webhook::certs::{Ca, Pair};
 use sandbox_webhook::server::{Server, TlsFiles};
 
+use crate::server_support::start_fresh;
+
 const CERT_RELOADS: &str = "sandbox_webhook_cert_reloads_total";
 
 /// Sets up `dir` like a kubelet Secret volume: the files are symlinks
@@ -148,8 +150,7 @@ async fn tls_12_and_13_are_served_with_alpn_http_11() {
     use std::sync::Arc;
     use tokio::io::AsyncWriteExt;
 
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (pki, server) = start_fresh().await;
     let mut roots = rustls::RootCertStore::empty();
     let ca = pki.ca.cert_pem();
     for cert in rustls_pemfile::certs(&mut ca.as_bytes()) {
