@@ -1,7 +1,7 @@
 //! `inject` on real manifests: each shape a repository holds, its
 //! pod templates injected, everything else passed through as written.
 
-use common::cli::{Run, assert_exit, assert_prints, run};
+use common::cli::{Run, assert_exit, assert_prints, run, stdout_of, temp_file};
 use std::path::Path;
 
 use serde_json::Value;
@@ -351,16 +351,10 @@ fn a_single_pods_expires_at_stays_a_string_through_pyyaml() {
 /// Runs `script` in python3 with PyYAML on `stdout` written to a file
 /// (`sys.argv[1]`); the test fails with its stderr unless it exits 0.
 fn pyyaml_check(stdout: &str, script: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("out.yaml"), stdout).unwrap();
-    let check = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(dir.path().join("out.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
+    let (_dir, out) = temp_file("out.yaml", stdout);
+    stdout_of(
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(out),
     );
 }
