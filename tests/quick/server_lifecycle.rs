@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use crate::server_support::{half_sent_review, metric_reaches, start_fresh};
+use crate::server_support::{egress_review_request, half_sent_review, metric_reaches, start_fresh};
 
 /// contract: config.reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +119,7 @@ async fn shutdown_finishes_the_request_in_flight() {
 async fn during_the_shutdown_delay_responses_close_their_connection() {
     let (pki, mut server) = start_tuned(|t| t.shutdown_delay = Duration::from_secs(2)).await;
     let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
-    let review = post("/mutate", "application/json", &egress_review("uid-1", true));
+    let review = egress_review_request("uid-1");
     answered_keeping_alive(&mut stream, &review).await;
 
     shut_down_until_unready(&mut server, "not ready").await;
@@ -202,11 +202,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let idle = Duration::from_secs(1);
     let (pki, server) = start_tuned(|t| t.idle_timeout = idle).await;
     let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
-    let review = post(
-        "/mutate",
-        "application/json",
-        &egress_review("uid-idle", true),
-    );
+    let review = egress_review_request("uid-idle");
     for i in 0..3 {
         if i > 0 {
             tokio::time::sleep(idle / 2).await;

@@ -19,7 +19,9 @@ use sandbox_webhook::certs::Ca;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::server_support::{HANDSHAKE_FAILURES, half_sent_review, metric_reaches, start_fresh};
+use crate::server_support::{
+    HANDSHAKE_FAILURES, half_sent_review, metric_reaches, post_create, start_fresh,
+};
 
 /// contract: metrics.handshakes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,9 +63,8 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
 /// contract: metrics.build-info
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_expiry_and_build_are_exposed() {
-    let pki = Pki::new();
-    let settings = pki.settings();
-    let pem = std::fs::read(&settings.tls.cert).unwrap();
+    let (pki, server) = start_fresh().await;
+    let pem = std::fs::read(pki.path("tls.crt")).unwrap();
     let der = rustls_pemfile::certs(&mut &pem[..])
         .next()
         .unwrap()
@@ -71,7 +72,6 @@ async fn certificate_expiry_and_build_are_exposed() {
     let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
     let not_after = u64::try_from(cert.validity().not_after.timestamp()).unwrap();
 
-    let server = Running::start(settings).await;
     let text = server.metrics().await;
     let metrics = Metrics::parse(&text);
     assert_eq!(
@@ -228,7 +228,7 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
     let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]}});
     for (uid, pod) in [("uid-logged", &sandbox), ("uid-plain", &plain)] {
-        let r = post_review(&c, &url, reviews::review(uid, "team", "CREATE", pod, None)).await;
+        let r = post_create(&c, &url, uid, pod).await;
         assert_eq!(r.status(), 200);
     }
     let log_path = pki.path("serve.log");
@@ -288,12 +288,7 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
         )
         .unwrap();
     let url = format!("https://127.0.0.1:{}/mutate", addr.port());
-    let r = post_review(
-        &client(&pki),
-        &url,
-        reviews::review("uid-warn", "team", "CREATE", &sandbox, None),
-    )
-    .await;
+    let r = post_create(&client(&pki), &url, "uid-warn", &sandbox).await;
     assert_eq!(r.status(), 200);
     daemon.terminate().unwrap();
     let quiet = std::fs::read_to_string(&log_path).unwrap();
@@ -334,8 +329,7 @@ async fn admission_lines_are_written_whole_and_none_waits_for_more() {
         async move {
             for i in 0..25 {
                 let uid = format!("uid-{k}-{i}");
-                let r =
-                    post_review(c, url, reviews::review(&uid, "team", "CREATE", pod, None)).await;
+                let r = post_create(c, url, &uid, pod).await;
                 assert_eq!(r.status(), 200);
             }
         }
@@ -350,12 +344,7 @@ async fn admission_lines_are_written_whole_and_none_waits_for_more() {
         },
     )
     .await;
-    let r = post_review(
-        &c,
-        &url,
-        reviews::review("uid-lone", "team", "CREATE", &pod, None),
-    )
-    .await;
+    let r = post_create(&c, &url, "uid-lone", &pod).await;
     assert_eq!(r.status(), 200);
     eventually("the lone review's line", Duration::from_secs(10), || {
         let lone = uids().iter().any(|u| u == "uid-lone");

@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
-use common::server::{Pki, Running, egress_review, eventually, start_tuned, tls_connect};
+use common::https::post_review;
+use common::reviews;
+use common::server::{Pki, Running, egress_review, eventually, post, start_tuned, tls_connect};
 use common::wire::Tls;
+use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 /// TLS handshakes that failed, by reason.
@@ -55,4 +58,25 @@ pub async fn half_sent_review(server: &Running, pki: &Pki, uid: &str) -> (Tls, V
     stream.write_all(first).await.unwrap();
     stream.flush().await.unwrap();
     (stream, rest.to_vec())
+}
+
+/// The HTTP/1.1 request of an egress review of `uid` (the pod brings its
+/// token), as written on a raw connection.
+pub fn egress_review_request(uid: &str) -> Vec<u8> {
+    post("/mutate", "application/json", &egress_review(uid, true))
+}
+
+/// Posts the review of `pod`'s CREATE in the namespace `team`, as `uid`.
+pub async fn post_create(
+    client: &reqwest::Client,
+    url: &str,
+    uid: &str,
+    pod: &Value,
+) -> reqwest::Response {
+    post_review(
+        client,
+        url,
+        reviews::review(uid, "team", "CREATE", pod, None),
+    )
+    .await
 }
