@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use common::cli::{assert_lines, run};
+use common::cli::{assert_lines, run, temp_file};
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
 
@@ -166,11 +166,10 @@ fn junit_counts(xml: &str) -> (usize, usize) {
 /// reported; expected files quote `expires-at`; "1 case".
 #[test]
 fn test_judges_fixtures_as_inject_does() {
-    let dir = tempfile::tempdir().unwrap();
+    let timeout = sandbox_pod_with_timeout("1h");
+    let (dir, _) = temp_file("one.pod.yaml", &timeout);
     let d = dir.path();
     let write = |name: &str, text: &str| std::fs::write(d.join(name), text).unwrap();
-    let timeout = sandbox_pod_with_timeout("1h");
-    write("one.pod.yaml", &timeout);
     let one = run(&["test", ".", "--update"], d);
     assert_eq!(one.code, 0, "{}", one.stdout);
     assert_lines(&one.stdout, &["1 case: 0 passed, 0 failed, 1 updated"]);

@@ -7,6 +7,8 @@ use std::path::Path;
 use common::cli::{Run, assert_exit, assert_prints, run, run_with_input};
 use serde_json::Value;
 
+use crate::cli_support::assert_diff_of;
+
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
 const POD: &str = "# a sandbox\napiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  labels: {opensandbox.io/id: demo}\n  annotations: {opensandbox.io/timeout: 1h}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
@@ -50,12 +52,7 @@ fn a_diff_applies_to_the_file_and_gives_the_manifest() {
         );
         let diff = inject(d, &["-f", file, "-o", "diff"]);
         assert_eq!(diff.code, 1, "{file}: changes exit 1: {}", diff.stderr);
-        assert!(
-            diff.stdout
-                .starts_with(&format!("--- a/{file}\n+++ b/{file}\n@@ ")),
-            "{file}: {}",
-            diff.stdout
-        );
+        assert_diff_of(&diff.stdout, file);
         assert!(!diff.stdout.contains("\n+---\n"), "{file}: {}", diff.stdout);
         let applied = tempfile::tempdir().unwrap();
         std::fs::copy(d.join(file), applied.path().join(file)).unwrap();

@@ -18,6 +18,7 @@ mod cli_flags;
 mod cli_inject;
 mod cli_manifests;
 mod cli_security;
+mod cli_support;
 mod contract;
 mod diagnose_agrees;
 mod doc_references;
