@@ -7,7 +7,7 @@ use std::path::Path;
 use common::cli::{Run, assert_exit, assert_prints, run, run_with_input};
 use serde_json::Value;
 
-use crate::cli_support::assert_diff_of;
+use crate::cli_support::{assert_diff_of, assert_holds};
 
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
@@ -102,8 +102,7 @@ fn diff_colours_and_exit_codes() {
     let none = inject(d, &["-f", "configmap.yaml", "-o", "diff", "--color=always"]);
     assert_prints(&none, 0, "");
     let help = run(&["inject", "--help"], d).stdout;
-    assert!(help.contains("exit 1 when there are changes"), "{help}");
-    assert!(help.contains("--color <WHEN>"), "{help}");
+    assert_holds(&help, &["exit 1 when there are changes", "--color <WHEN>"]);
 }
 
 /// Item 2: a single-document workload has a JSON patch too, which applied
