@@ -6,6 +6,8 @@ use common::cli::{assert_exit, assert_prints, bin, run};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{ServerName, UnixTime};
 
+use crate::cli_support::{assert_a_line_holds, assert_diff_of};
+
 /// contract: cli.certs
 #[test]
 fn certs_writes_a_ca_and_a_serving_pair() {
@@ -346,18 +348,9 @@ fn inject_prints_the_patch_or_a_diff() {
     // Changes: exit 1, as `kubectl diff`.
     let diff = inject("pod.yaml", "diff");
     assert_eq!(diff.code, 1, "{}", diff.stderr);
-    assert!(
-        diff.stdout
-            .starts_with("--- a/pod.yaml\n+++ b/pod.yaml\n@@ "),
-        "{}",
-        diff.stdout
-    );
+    assert_diff_of(&diff.stdout, "pod.yaml");
     let added: Vec<_> = diff.stdout.lines().filter(|l| l.starts_with('+')).collect();
-    assert!(
-        added.iter().any(|l| l.contains("name: execd-installer")),
-        "{}",
-        diff.stdout
-    );
+    assert_a_line_holds(&added, "name: execd-installer", &diff.stdout);
     assert!(
         diff.stdout.lines().any(|l| l.starts_with(' ')),
         "no context: {}",

@@ -7,7 +7,7 @@ use std::path::Path;
 use common::cli::{Run, assert_exit, assert_prints, run, run_with_input};
 use serde_json::Value;
 
-use crate::cli_support::{assert_diff_of, assert_holds};
+use crate::cli_support::{assert_diff_of, assert_holds, assert_starts};
 
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
@@ -93,11 +93,7 @@ fn diff_colours_and_exit_codes() {
     let always = inject(d, &["-f", "pod.yaml", "-o", "diff", "--color=always"]);
     assert_eq!(always.code, 1);
     assert!(always.stdout.contains("\x1b[32m+"), "{}", always.stdout);
-    assert!(
-        always.stdout.starts_with("\x1b[1m--- a/pod.yaml"),
-        "{}",
-        always.stdout
-    );
+    assert_starts(&always.stdout, "\x1b[1m--- a/pod.yaml");
     // Nothing to change: exit 0, no output.
     let none = inject(d, &["-f", "configmap.yaml", "-o", "diff", "--color=always"]);
     assert_prints(&none, 0, "");
@@ -190,11 +186,7 @@ fn no_internal_type_name_in_any_message() {
     for pod in pods {
         let r = run_with_input(&["inject", "-f", "-"], d, pod.as_bytes());
         assert_eq!(r.code, 1, "{pod}: {}", r.stderr);
-        assert!(
-            r.stderr.starts_with("the pod could not be read: "),
-            "{}",
-            r.stderr
-        );
+        assert_starts(&r.stderr, "the pod could not be read: ");
         for name in names {
             assert!(!r.stderr.contains(name), "{pod}: {}", r.stderr);
         }
@@ -287,12 +279,12 @@ fn conversions_and_quiet() {
     std::fs::write(d.join("pod.json"), &json.stdout).unwrap();
     let yaml = inject(d, &["-f", "pod.json", "-o", "yaml"]);
     assert_eq!(yaml.code, 0, "{}", yaml.stderr);
-    assert!(yaml.stdout.contains("  name: demo\n"), "{}", yaml.stdout);
-    assert!(
-        yaml.stdout
-            .contains("opensandbox.io/expires-at: \"2026-01-01T01:00:00Z\"\n"),
-        "{}",
-        yaml.stdout
+    assert_holds(
+        &yaml.stdout,
+        &[
+            "  name: demo\n",
+            "opensandbox.io/expires-at: \"2026-01-01T01:00:00Z\"\n",
+        ],
     );
     let back: Value = serde_yaml_ng::from_str(&yaml.stdout).unwrap();
     assert_eq!(back, pod);
@@ -313,11 +305,7 @@ fn conversions_and_quiet() {
     assert_eq!(list["items"].as_array().unwrap().len(), 6);
 
     let noisy = inject(d, &["-f", "service-deployment.yaml"]);
-    assert!(
-        noisy.stderr.contains("passed through unchanged"),
-        "{}",
-        noisy.stderr
-    );
+    assert_holds(&noisy.stderr, &["passed through unchanged"]);
     let plain = POD.replace("  labels: {opensandbox.io/id: demo}\n", "");
     std::fs::write(
         d.join("plain.yaml"),
@@ -328,11 +316,7 @@ fn conversions_and_quiet() {
     )
     .unwrap();
     let loud = inject(d, &["-f", "plain.yaml"]);
-    assert!(
-        loud.stderr.contains("skipped (not-a-sandbox)"),
-        "{}",
-        loud.stderr
-    );
+    assert_holds(&loud.stderr, &["skipped (not-a-sandbox)"]);
     let quiet = inject(d, &["-f", "plain.yaml", "--quiet"]);
     assert_eq!(quiet.code, 0, "{}", quiet.stderr);
     assert_eq!(
@@ -378,10 +362,11 @@ fn a_template_gets_no_token_and_its_pods_get_their_own() {
     let second = run(&["inject", "-f", "web.yaml"], d);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(first.stdout, second.stdout, "two runs differ");
-    assert!(
-        first.stderr.contains("spec.template: the egress token is left out of the template: the webhook gives each pod its own at admission"),
-        "{}",
-        first.stderr
+    assert_holds(
+        &first.stderr,
+        &[
+            "spec.template: the egress token is left out of the template: the webhook gives each pod its own at admission",
+        ],
     );
     for word in [
         "egress-auth-token",

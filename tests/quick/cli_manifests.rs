@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::cli_support::assert_diff_of;
+use crate::cli_support::{assert_a_line_holds, assert_diff_of, assert_lacks};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
@@ -203,11 +203,7 @@ fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
         "{}",
         r.stderr
     );
-    assert!(
-        !r.stderr.contains("labelled opensandbox.io/id"),
-        "{}",
-        r.stderr
-    );
+    assert_lacks(&r.stderr, "labelled opensandbox.io/id");
 }
 
 /// A lone v1beta1 Sandbox: its patch touches only `spec.podTemplate` and
@@ -269,11 +265,7 @@ fn a_streams_diff_shows_only_the_changed_documents() {
         .skip(2)
         .filter(|l| !l.starts_with([' ', '@']))
         .collect();
-    assert!(
-        changed.iter().any(|l| l.contains("execd-installer")),
-        "{}",
-        r.stdout
-    );
+    assert_a_line_holds(&changed, "execd-installer", &r.stdout);
     for line in &changed {
         let (sign, text) = line.split_at(1);
         let side = if sign == "+" { &manifest } else { &input };
