@@ -14,8 +14,8 @@ import tempfile
 import yaml
 
 from rendered import (CASE, NS, WEBHOOK_CONFIGURATIONS, by_kind, check_deployment, check_test_hook,
-                      check_webhook, controller_docs, ctl_by_kind, docs, is_test_hook, one, openssl,
-                      selector_values)
+                      check_webhook, controller_docs, ctl_by_kind, deployment_parts, docs, is_test_hook, one,
+                      openssl, selector_values)
 from tap import check, finish, run_checks
 
 
@@ -260,10 +260,7 @@ def case_controller():
     """The lifecycle controller (contract: controller.rbac): hardening like the webhook's, its
     own selector, exactly the contract's RBAC, config, PDB, metrics Service."""
     webhook = one("Deployment")["spec"]["template"]["spec"]
-    dep = ctl_one("Deployment")
-    spec = dep["spec"]
-    pod = spec["template"]["spec"]
-    c = pod["containers"][0]
+    spec, pod, c = deployment_parts(ctl_one("Deployment"))
     check("controller: 2 replicas", spec["replicas"] == 2, spec["replicas"])
     check("controller: same pod securityContext as the webhook", pod["securityContext"] == webhook["securityContext"])
     check("controller: same container securityContext as the webhook",
@@ -324,25 +321,31 @@ def controller_rbac_and_expiry():
     return owners, cfg["controller"]["expiry"]
 
 
+def check_owners(rbac_says, rbac, config_says, config):
+    """Checks the controller's owner rules against `rbac` (group, resource, verb
+    triples) and its config's expiry section against `config`."""
+    owners, expiry = controller_rbac_and_expiry()
+    want = sorted(((group,), (resource,), (verb,)) for group, resource, verb in rbac)
+    check(rbac_says, owners == want, owners)
+    check(config_says, expiry == config, expiry)
+
+
 def case_controller_owners():
     """ownerActions set in values: a kind set to null is dropped, suspend is patch on sandboxes."""
-    owners, expiry = controller_rbac_and_expiry()
-    check("owner actions: RBAC delete on deleted kinds, patch on sandboxes only", owners == sorted([
-        (("apps",), ("replicasets",), ("delete",)),
-        (("batch",), ("jobs",), ("delete",)),
-        (("agents.x-k8s.io",), ("sandboxes",), ("patch",))]), owners)
-    check("owner actions: the config keeps the non-null entries", expiry == {"ownerActions": {
-        "Job.batch": "delete", "ReplicaSet.apps": "delete", "Sandbox.agents.x-k8s.io": "suspend"}}, expiry)
+    check_owners("owner actions: RBAC delete on deleted kinds, patch on sandboxes only",
+                 [("apps", "replicasets", "delete"), ("batch", "jobs", "delete"),
+                  ("agents.x-k8s.io", "sandboxes", "patch")],
+                 "owner actions: the config keeps the non-null entries",
+                 {"ownerActions": {"Job.batch": "delete", "ReplicaSet.apps": "delete",
+                                   "Sandbox.agents.x-k8s.io": "suspend"}})
 
 
 def case_controller_deprecated():
     """The deprecated deleteOwnerKinds, while set, replaces ownerActions, in the config and the RBAC."""
-    owners, expiry = controller_rbac_and_expiry()
-    check("deleteOwnerKinds: RBAC delete on those kinds only", owners == sorted([
-        (("agents.x-k8s.io",), ("sandboxes",), ("delete",)),
-        (("batch",), ("jobs",), ("delete",))]), owners)
-    check("deleteOwnerKinds: rendered alone (the binary refuses both keys)",
-          expiry == {"deleteOwnerKinds": ["Job.batch", "Sandbox.agents.x-k8s.io"]}, expiry)
+    check_owners("deleteOwnerKinds: RBAC delete on those kinds only",
+                 [("agents.x-k8s.io", "sandboxes", "delete"), ("batch", "jobs", "delete")],
+                 "deleteOwnerKinds: rendered alone (the binary refuses both keys)",
+                 {"deleteOwnerKinds": ["Job.batch", "Sandbox.agents.x-k8s.io"]})
 
 
 def case_controller_vap():

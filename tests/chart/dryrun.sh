@@ -47,9 +47,6 @@ INSTALL_NS="sandbox-webhook-chart-test"
 TEST_PREFIX="chart-test.sandbox-webhook.invalid"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/sandbox-webhook-dryrun.XXXXXX")"
 OWN_CLUSTER=0
-# The original stdout/stderr, for cleanup: a signal can arrive while a test's
-# output is redirected to $WORK/out.
-exec 3>&1 4>&2
 # The test CRDs this run made (or adopted): deleted after the dry-run, and
 # on exit from a cluster that outlives the run.
 OWN_CRDS=()
@@ -60,10 +57,8 @@ delete_own_crds() {
     done
     OWN_CRDS=()
 }
+# cleanup RC (trap_cleanup runs it at exit).
 cleanup() {
-    local rc=$?
-    set +e
-    exec 1>&3 2>&4
     if (( ! OWN_CLUSTER )) && [[ -n "${KUBECONFIG:-}" ]]; then
         delete_own_crds 2>/dev/null
     fi
@@ -71,7 +66,6 @@ cleanup() {
         "$CLUSTER_SH" stop "$WORK/cluster" 2>/dev/null
     fi
     rm -rf "$WORK"
-    exit "$rc"
 }
 trap_cleanup
 

@@ -54,13 +54,9 @@ stop_webhook() {
     WEBHOOK_PID=""
 }
 
-# The original stdout/stderr, for cleanup: a signal can arrive while a test's
-# output is redirected to $WORK/out.
-exec 3>&1 4>&2
+# cleanup RC (trap_cleanup runs it at exit).
 cleanup() {
-    local rc=$?
-    set +e
-    exec 1>&3 2>&4
+    local rc="$1"
     stop_webhook
     if (( RELEASE_INSTALLED && ! OWN_CLUSTER )); then
         "$HELM" uninstall "$REL" --namespace "$REL_NS" >/dev/null 2>&1
@@ -74,7 +70,6 @@ cleanup() {
         tail -n 20 "$WORK/webhook.log" | sed -e 's/^/#   /'
     fi
     rm -rf "$WORK"
-    exit "$rc"
 }
 trap_cleanup
 

@@ -30,12 +30,22 @@ tap_start() {
     fail=0
 }
 
-# trap_cleanup: the script's own `cleanup` runs at exit, and an interrupt or
-# a termination exits (with the signal's status) through it too.
+# trap_cleanup: the script's own `cleanup RC` runs at exit, RC the status the
+# script exits with, errexit off and the original stdout and stderr back (a
+# signal can arrive while a test's output is redirected to $WORK/out); an
+# interrupt or a termination exits (with the signal's status) through it too.
 trap_cleanup() {
-    trap cleanup EXIT
+    exec 3>&1 4>&2
+    trap cleanup_then_exit EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
+}
+cleanup_then_exit() {
+    local rc=$?
+    set +e
+    exec 1>&3 2>&4
+    cleanup "$rc"
+    exit "$rc"
 }
 
 ok() { pass=$((pass + 1)); printf 'ok - %s\n' "$*"; }

@@ -134,11 +134,16 @@ def check_webhook(prefix="opensandbox.io", failure="Fail", timeout=5, extra_ns=(
 
 
 # ---------------------------------------------------------------- deployment
-def check_deployment(tls_secret):
-    dep = one("Deployment")
+def deployment_parts(dep):
+    """A Deployment's spec, its pod template's spec and its first container."""
     spec = dep["spec"]
     pod = spec["template"]["spec"]
-    c = pod["containers"][0]
+    return spec, pod, pod["containers"][0]
+
+
+def check_deployment(tls_secret):
+    dep = one("Deployment")
+    spec, pod, c = deployment_parts(dep)
     check("Deployment has 2 replicas", spec["replicas"] == 2, spec["replicas"])
     aa = pod.get("affinity", {}).get("podAntiAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", [])
     check("preferred pod anti-affinity across nodes",

@@ -232,7 +232,8 @@ hooks = [d for d in yaml.safe_load_all(sys.stdin) if d and (d[\"metadata\"].get(
 sys.exit(1 if hooks else 0)'"
 
 # ------------------------------------------------------------------ what rolls the pods
-# pod_template FILE: the Deployment's pod template as canonical JSON.
+# pod_template FILE: the webhook Deployment's pod template (not the lifecycle
+# controller's) as canonical JSON.
 pod_template() {
     python3 -c '
 import json, sys, yaml
@@ -240,12 +241,11 @@ import json, sys, yaml
           and d["metadata"]["labels"].get("app.kubernetes.io/component") != "lifecycle-controller"]
 print(json.dumps(dep["spec"]["template"], sort_keys=True))' "$1"
 }
+# selector_checksum FILE: that pod template's checksum/selector annotation.
 selector_checksum() {
-    python3 -c '
-import sys, yaml
-(dep,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"
-          and d["metadata"]["labels"].get("app.kubernetes.io/component") != "lifecycle-controller"]
-print(dep["spec"]["template"]["metadata"]["annotations"]["checksum/selector"])' "$1"
+    pod_template "$1" | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["metadata"]["annotations"]["checksum/selector"])'
 }
 render "$WORK/sum-base.yaml"
 render "$WORK/sum-prefix.yaml" --set config.prefix=example.org

@@ -75,6 +75,13 @@ fn per_pod(bytes: isize, pods: usize) -> isize {
     bytes / isize::try_from(pods).expect("small")
 }
 
+/// Fails the test unless `held` bytes over `pods` pods is within
+/// [`BUDGET`] per pod; the failure says `grew_to` and the bytes.
+#[track_caller]
+fn assert_within_budget(held: isize, pods: usize, grew_to: &str) {
+    assert!(per_pod(held, pods) <= BUDGET, "{grew_to} {held} bytes");
+}
+
 /// contract: controller.memory
 #[test]
 fn a_cached_sandbox_costs_at_most_1_kib() {
@@ -140,23 +147,14 @@ fn a_cached_sandbox_costs_at_most_1_kib() {
             "after {recorded} drift Events: {reported} bytes, {} per pod",
             per_pod(reported, pods)
         );
-        assert!(
-            per_pod(reported, pods) <= BUDGET,
-            "the drift audit grew the cache to {reported} bytes"
-        );
+        assert_within_budget(reported, pods, "the drift audit grew the cache to");
         assert!(
             average <= BUDGET && slope <= BUDGET,
             "{average} bytes per cached pod ({slope} at the margin), over the budget of {BUDGET}"
         );
         // The list itself is never held: one decoded pod at a time.
-        assert!(
-            per_pod(peak, pods) <= BUDGET,
-            "filling the cache peaked at {peak} bytes"
-        );
-        assert!(
-            per_pod(updated, pods) <= BUDGET,
-            "updates grew the cache to {updated} bytes"
-        );
+        assert_within_budget(peak, pods, "filling the cache peaked at");
+        assert_within_budget(updated, pods, "updates grew the cache to");
         // And a relist that no longer finds them frees them all.
         fleet.on_event(Event::Init);
         fleet.on_event(Event::InitDone);

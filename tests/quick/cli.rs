@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
-use common::cli::{assert_prints, bin, run};
+use common::cli::{assert_exit, assert_prints, bin, run};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{ServerName, UnixTime};
+
+use crate::cli_support::{assert_a_line_holds, assert_diff_of};
 
 /// contract: cli.certs
 #[test]
@@ -139,12 +141,7 @@ fn inject_exit_codes() {
     assert!(ok.stdout.contains("execd-installer"), "{}", ok.stdout);
 
     let skipped = run(&["inject", "-f", "plain.yaml"], d);
-    assert_eq!(skipped.code, 0, "{}", skipped.stderr);
-    assert!(
-        skipped.stderr.contains("not-a-sandbox"),
-        "{}",
-        skipped.stderr
-    );
+    assert_exit(&skipped, 0, "not-a-sandbox");
 
     let denied = run(&["inject", "-f", "denied.yaml"], d);
     assert_eq!(denied.code, 1, "{}", denied.stderr);
@@ -351,18 +348,9 @@ fn inject_prints_the_patch_or_a_diff() {
     // Changes: exit 1, as `kubectl diff`.
     let diff = inject("pod.yaml", "diff");
     assert_eq!(diff.code, 1, "{}", diff.stderr);
-    assert!(
-        diff.stdout
-            .starts_with("--- a/pod.yaml\n+++ b/pod.yaml\n@@ "),
-        "{}",
-        diff.stdout
-    );
+    assert_diff_of(&diff.stdout, "pod.yaml");
     let added: Vec<_> = diff.stdout.lines().filter(|l| l.starts_with('+')).collect();
-    assert!(
-        added.iter().any(|l| l.contains("name: execd-installer")),
-        "{}",
-        diff.stdout
-    );
+    assert_a_line_holds(&added, "name: execd-installer", &diff.stdout);
     assert!(
         diff.stdout.lines().any(|l| l.starts_with(' ')),
         "no context: {}",

@@ -3,7 +3,7 @@
 //! `config validate` names every mistake of a file at once, so a platform team fixes them in one round, and says "tab" for a tab.
 
 use common::args::{ABSENT_TLS, LOOPBACK_PORTS};
-use common::cli::{Run, assert_exit, bin, run};
+use common::cli::{Run, assert_exit, bin, run, temp_file};
 
 /// Writes `yaml` to the file `name` in a fresh directory and runs
 /// `config validate` on it there.
@@ -89,9 +89,8 @@ fn config_validate_warns_about_delete_owner_kinds() {
 /// contract: config.startup
 #[test]
 fn an_invalid_file_stops_serve_and_the_controller() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _) = temp_file("bad.yaml", "egress: {mode: nft}\n");
     let d = dir.path();
-    std::fs::write(d.join("bad.yaml"), "egress: {mode: nft}\n").unwrap();
     let said = "config file bad.yaml: egress.mode: must be dns or dns+nft; got 'nft'";
     let serve = [
         &["serve", "--config", "bad.yaml"],

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use common::cli::{assert_lines, run};
+use common::cli::{assert_lines, run, temp_file};
+
+use crate::cli_support::{assert_ends, assert_holds};
 
 const SANDBOX_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: demo\n  namespace: default\n  labels: {opensandbox.io/id: demo}\nspec:\n  containers:\n  - {name: sandbox, image: busybox, command: [sleep, '3600']}\n";
 
@@ -91,26 +93,14 @@ fn test_reports_a_wrong_expectation_and_update_fixes_it() {
     // Without the team's configuration the pod is admitted: the file matters.
     let defaults = run(&["test", "cases"], d);
     assert_eq!(defaults.code, 1);
-    assert!(
-        defaults.stdout.contains("+outcome: mutated"),
-        "{}",
-        defaults.stdout
-    );
+    assert_holds(&defaults.stdout, &["+outcome: mutated"]);
 
     let updated = test(&["--update"]);
     assert_eq!(updated.code, 0, "{}{}", updated.stdout, updated.stderr);
-    assert!(
-        updated.stdout.contains("updated  long"),
-        "{}",
-        updated.stdout
-    );
+    assert_holds(&updated.stdout, &["updated  long"]);
     let passed = test(&[]);
     assert_eq!(passed.code, 0, "{}", passed.stdout);
-    assert!(
-        passed.stdout.ends_with("2 cases: 2 passed, 0 failed\n"),
-        "{}",
-        passed.stdout
-    );
+    assert_ends(&passed.stdout, "2 cases: 2 passed, 0 failed\n");
     assert_eq!(junit_counts(&test(&["-o", "junit"]).stdout), (2, 0));
 }
 
@@ -166,11 +156,10 @@ fn junit_counts(xml: &str) -> (usize, usize) {
 /// reported; expected files quote `expires-at`; "1 case".
 #[test]
 fn test_judges_fixtures_as_inject_does() {
-    let dir = tempfile::tempdir().unwrap();
+    let timeout = sandbox_pod_with_timeout("1h");
+    let (dir, _) = temp_file("one.pod.yaml", &timeout);
     let d = dir.path();
     let write = |name: &str, text: &str| std::fs::write(d.join(name), text).unwrap();
-    let timeout = sandbox_pod_with_timeout("1h");
-    write("one.pod.yaml", &timeout);
     let one = run(&["test", ".", "--update"], d);
     assert_eq!(one.code, 0, "{}", one.stdout);
     assert_lines(&one.stdout, &["1 case: 0 passed, 0 failed, 1 updated"]);
@@ -220,9 +209,5 @@ fn test_judges_fixtures_as_inject_does() {
         "2026-01-01T01:00:00Z"
     );
     let passed = run(&["test", "."], d);
-    assert!(
-        passed.stdout.ends_with("\n3 cases: 3 passed, 0 failed\n"),
-        "{}",
-        passed.stdout
-    );
+    assert_ends(&passed.stdout, "\n3 cases: 3 passed, 0 failed\n");
 }

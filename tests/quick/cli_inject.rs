@@ -4,8 +4,10 @@
 
 use std::path::Path;
 
-use common::cli::{Run, assert_exit, assert_prints, run, run_with_input};
+use common::cli::{Run, assert_exit, assert_prints, run, run_with_input, temp_file};
 use serde_json::Value;
+
+use crate::cli_support::{assert_diff_of, assert_holds, assert_starts};
 
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
@@ -32,6 +34,34 @@ fn inject(dir: &Path, args: &[&str]) -> Run {
     run(&[&["inject"], args, &fixed].concat(), dir)
 }
 
+/// `inject -f name` in a fresh directory that holds only `name`, with
+/// `text`.
+fn inject_file(name: &str, text: &str) -> Run {
+    let (dir, _) = temp_file(name, text);
+    run(&["inject", "-f", name], dir.path())
+}
+
+/// The binary with `args` and `input` on its standard input, in a fresh
+/// empty directory.
+fn run_on_stdin(args: &[&str], input: &[u8]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    run_with_input(args, dir.path(), input)
+}
+
+/// Fails the test unless the object `pod` has the annotation `key` with
+/// the string `value`.
+#[track_caller]
+fn assert_annotation(pod: &Value, key: &str, value: &str) {
+    assert_eq!(pod["metadata"]["annotations"][key], value, "{key}");
+}
+
+/// What a run printed, as JSON; it must have exited 0.
+#[track_caller]
+fn printed<T: serde::de::DeserializeOwned>(r: &Run) -> T {
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
 /// Item 2: `patch -p1` with the diff, on the original file, gives exactly
 /// what `-o manifest` writes: for a Pod and for a stream, with no `---`
 /// added to a file that has none.
@@ -50,12 +80,7 @@ fn a_diff_applies_to_the_file_and_gives_the_manifest() {
         );
         let diff = inject(d, &["-f", file, "-o", "diff"]);
         assert_eq!(diff.code, 1, "{file}: changes exit 1: {}", diff.stderr);
-        assert!(
-            diff.stdout
-                .starts_with(&format!("--- a/{file}\n+++ b/{file}\n@@ ")),
-            "{file}: {}",
-            diff.stdout
-        );
+        assert_diff_of(&diff.stdout, file);
         assert!(!diff.stdout.contains("\n+---\n"), "{file}: {}", diff.stdout);
         let applied = tempfile::tempdir().unwrap();
         std::fs::copy(d.join(file), applied.path().join(file)).unwrap();
@@ -96,17 +121,12 @@ fn diff_colours_and_exit_codes() {
     let always = inject(d, &["-f", "pod.yaml", "-o", "diff", "--color=always"]);
     assert_eq!(always.code, 1);
     assert!(always.stdout.contains("\x1b[32m+"), "{}", always.stdout);
-    assert!(
-        always.stdout.starts_with("\x1b[1m--- a/pod.yaml"),
-        "{}",
-        always.stdout
-    );
+    assert_starts(&always.stdout, "\x1b[1m--- a/pod.yaml");
     // Nothing to change: exit 0, no output.
     let none = inject(d, &["-f", "configmap.yaml", "-o", "diff", "--color=always"]);
     assert_prints(&none, 0, "");
     let help = run(&["inject", "--help"], d).stdout;
-    assert!(help.contains("exit 1 when there are changes"), "{help}");
-    assert!(help.contains("--color <WHEN>"), "{help}");
+    assert_holds(&help, &["exit 1 when there are changes", "--color <WHEN>"]);
 }
 
 /// Item 2: a single-document workload has a JSON patch too, which applied
@@ -116,15 +136,12 @@ fn diff_colours_and_exit_codes() {
 fn a_single_workload_has_a_json_patch() {
     let dir = workdir();
     let d = dir.path();
-    let patch = inject(d, &["-f", "job.yaml", "-o", "patch"]);
-    assert_exit(&patch, 0, "");
-    let ops: json_patch::Patch = serde_json::from_str(&patch.stdout).unwrap();
+    let ops: json_patch::Patch = printed(&inject(d, &["-f", "job.yaml", "-o", "patch"]));
     assert!(!ops.0.is_empty());
     let mut job: Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(d.join("job.yaml")).unwrap()).unwrap();
     json_patch::patch(&mut job, &ops).unwrap();
-    let injected: Value =
-        serde_json::from_str(&inject(d, &["-f", "job.yaml", "-o", "json"]).stdout).unwrap();
+    let injected: Value = printed(&inject(d, &["-f", "job.yaml", "-o", "json"]));
     assert_eq!(job, injected);
     let several = inject(d, &["-f", "service-deployment.yaml", "-o", "patch"]);
     assert_eq!(several.code, 2, "{}", several.stdout);
@@ -135,8 +152,6 @@ fn a_single_workload_has_a_json_patch() {
 /// contract: cli.input-errors
 #[test]
 fn input_that_is_not_an_object_is_refused_with_a_sentence() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     for (text, says) in [
         (
             "",
@@ -160,12 +175,11 @@ fn input_that_is_not_an_object_is_refused_with_a_sentence() {
         ),
         ("{\"kind\": \"Pod\"", "in.yaml is not valid JSON"),
     ] {
-        std::fs::write(d.join("in.yaml"), text).unwrap();
-        let r = run(&["inject", "-f", "in.yaml"], d);
+        let r = inject_file("in.yaml", text);
         assert_exit(&r, 2, says);
         assert!(r.stdout.is_empty(), "{text:?}: {}", r.stdout);
     }
-    let empty = run_with_input(&["inject", "-f", "-"], d, b"");
+    let empty = run_on_stdin(&["inject", "-f", "-"], b"");
     assert_exit(&empty, 2, "standard input holds no Kubernetes object");
 }
 
@@ -175,8 +189,6 @@ fn input_that_is_not_an_object_is_refused_with_a_sentence() {
 /// contract: cli.input-errors, manifest.denial
 #[test]
 fn no_internal_type_name_in_any_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     let names = [
         "PodView",
         "MetaView",
@@ -192,26 +204,22 @@ fn no_internal_type_name_in_any_message() {
         r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"opensandbox.io/id": "x"}}, "spec": 7}"#,
     ];
     for pod in pods {
-        let r = run_with_input(&["inject", "-f", "-"], d, pod.as_bytes());
+        let r = run_on_stdin(&["inject", "-f", "-"], pod.as_bytes());
         assert_eq!(r.code, 1, "{pod}: {}", r.stderr);
-        assert!(
-            r.stderr.starts_with("the pod could not be read: "),
-            "{}",
-            r.stderr
-        );
+        assert_starts(&r.stderr, "the pod could not be read: ");
         for name in names {
             assert!(!r.stderr.contains(name), "{pod}: {}", r.stderr);
         }
         let review = format!(
             r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{"uid": "u", "kind": {{"group": "", "version": "v1", "kind": "Pod"}}, "resource": {{"group": "", "version": "v1", "resource": "pods"}}, "operation": "CREATE", "object": {pod}}}}}"#
         );
-        let r = run_with_input(&["review", "-f", "-"], d, review.as_bytes());
+        let r = run_on_stdin(&["review", "-f", "-"], review.as_bytes());
         assert_eq!(r.code, 0, "{}", r.stderr);
         for name in names {
             assert!(!r.stdout.contains(name), "{pod}: {}", r.stdout);
         }
     }
-    let r = run_with_input(&["review", "-f", "-"], d, b"\"x\"");
+    let r = run_on_stdin(&["review", "-f", "-"], b"\"x\"");
     assert_eq!(r.code, 2);
     for name in names {
         assert!(!r.stderr.contains(name), "{}", r.stderr);
@@ -282,21 +290,17 @@ fn conversions_and_quiet() {
     let dir = workdir();
     let d = dir.path();
     let json = inject(d, &["-f", "pod.yaml", "-o", "json"]);
-    assert_eq!(json.code, 0, "{}", json.stderr);
-    let pod: Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(
-        pod["metadata"]["annotations"]["opensandbox.io/expires-at"],
-        "2026-01-01T01:00:00Z"
-    );
+    let pod: Value = printed(&json);
+    assert_annotation(&pod, "opensandbox.io/expires-at", "2026-01-01T01:00:00Z");
     std::fs::write(d.join("pod.json"), &json.stdout).unwrap();
     let yaml = inject(d, &["-f", "pod.json", "-o", "yaml"]);
     assert_eq!(yaml.code, 0, "{}", yaml.stderr);
-    assert!(yaml.stdout.contains("  name: demo\n"), "{}", yaml.stdout);
-    assert!(
-        yaml.stdout
-            .contains("opensandbox.io/expires-at: \"2026-01-01T01:00:00Z\"\n"),
-        "{}",
-        yaml.stdout
+    assert_holds(
+        &yaml.stdout,
+        &[
+            "  name: demo\n",
+            "opensandbox.io/expires-at: \"2026-01-01T01:00:00Z\"\n",
+        ],
     );
     let back: Value = serde_yaml_ng::from_str(&yaml.stdout).unwrap();
     assert_eq!(back, pod);
@@ -317,11 +321,7 @@ fn conversions_and_quiet() {
     assert_eq!(list["items"].as_array().unwrap().len(), 6);
 
     let noisy = inject(d, &["-f", "service-deployment.yaml"]);
-    assert!(
-        noisy.stderr.contains("passed through unchanged"),
-        "{}",
-        noisy.stderr
-    );
+    assert_holds(&noisy.stderr, &["passed through unchanged"]);
     let plain = POD.replace("  labels: {opensandbox.io/id: demo}\n", "");
     std::fs::write(
         d.join("plain.yaml"),
@@ -332,11 +332,7 @@ fn conversions_and_quiet() {
     )
     .unwrap();
     let loud = inject(d, &["-f", "plain.yaml"]);
-    assert!(
-        loud.stderr.contains("skipped (not-a-sandbox)"),
-        "{}",
-        loud.stderr
-    );
+    assert_holds(&loud.stderr, &["skipped (not-a-sandbox)"]);
     let quiet = inject(d, &["-f", "plain.yaml", "--quiet"]);
     assert_eq!(quiet.code, 0, "{}", quiet.stderr);
     assert_eq!(
@@ -374,18 +370,18 @@ fn an_object_over_the_request_limit_is_warned_about() {
 /// contract: manifest.token-left-out, manifest.reproducible
 #[test]
 fn a_template_gets_no_token_and_its_pods_get_their_own() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _) = temp_file("web.yaml", POLICY_DEPLOYMENT);
     let d = dir.path();
-    std::fs::write(d.join("web.yaml"), POLICY_DEPLOYMENT).unwrap();
     // No --egress-token: a random one, were it written.
     let first = run(&["inject", "-f", "web.yaml"], d);
     let second = run(&["inject", "-f", "web.yaml"], d);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(first.stdout, second.stdout, "two runs differ");
-    assert!(
-        first.stderr.contains("spec.template: the egress token is left out of the template: the webhook gives each pod its own at admission"),
-        "{}",
-        first.stderr
+    assert_holds(
+        &first.stderr,
+        &[
+            "spec.template: the egress token is left out of the template: the webhook gives each pod its own at admission",
+        ],
     );
     for word in [
         "egress-auth-token",
@@ -416,12 +412,8 @@ fn a_template_gets_no_token_and_its_pods_get_their_own() {
         &["inject", "-f", "pod.json", "--egress-token", "pod-own"],
         d,
     );
-    assert_eq!(admitted.code, 0, "{}", admitted.stderr);
-    let pod: Value = serde_json::from_str(&admitted.stdout).unwrap();
-    assert_eq!(
-        pod["metadata"]["annotations"]["opensandbox.io/egress-auth-token"],
-        "pod-own"
-    );
+    let pod: Value = printed(&admitted);
+    assert_annotation(&pod, "opensandbox.io/egress-auth-token", "pod-own");
     let sidecar = pod["spec"]["initContainers"]
         .as_array()
         .unwrap()
@@ -448,8 +440,6 @@ fn a_template_gets_no_token_and_its_pods_get_their_own() {
 /// contract: expiry.range
 #[test]
 fn a_timeout_beyond_any_number_is_out_of_range() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     for (timeout, shown) in [
         ("'999999999999999999999'", "999999999999999999999s"),
         ("'99999999999999999999h'", "99999999999999999999h"),
@@ -459,8 +449,7 @@ fn a_timeout_beyond_any_number_is_out_of_range() {
             "opensandbox.io/timeout: 1h",
             &format!("opensandbox.io/timeout: {timeout}"),
         );
-        std::fs::write(d.join("pod.yaml"), pod).unwrap();
-        let r = run(&["inject", "-f", "pod.yaml"], d);
+        let r = inject_file("pod.yaml", &pod);
         assert_exit(
             &r,
             1,
@@ -473,8 +462,7 @@ fn a_timeout_beyond_any_number_is_out_of_range() {
         "opensandbox.io/timeout: 1h",
         "opensandbox.io/timeout: 999999999999999999999",
     );
-    std::fs::write(d.join("pod.yaml"), pod).unwrap();
-    let r = run(&["inject", "-f", "pod.yaml"], d);
+    let r = inject_file("pod.yaml", &pod);
     assert_exit(
         &r,
         2,

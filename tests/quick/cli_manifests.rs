@@ -1,10 +1,12 @@
 //! `inject` on real manifests: each shape a repository holds, its
 //! pod templates injected, everything else passed through as written.
 
-use common::cli::{Run, assert_exit, assert_prints, run};
+use common::cli::{Run, assert_exit, assert_prints, run, stdout_of, temp_file};
 use std::path::Path;
 
 use serde_json::Value;
+
+use crate::cli_support::{assert_a_line_holds, assert_diff_of, assert_lacks};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests");
 const NOW: &str = "2026-01-01T00:00:00Z";
@@ -38,6 +40,22 @@ fn manifest(file: &str) -> String {
     std::fs::read_to_string(format!("{DIR}/{file}")).unwrap()
 }
 
+/// `inject` on `file` of tests/manifests, which must exit 0, and the
+/// file's text.
+#[track_caller]
+fn injected_and_input(file: &str) -> (Run, String) {
+    (injected(file), manifest(file))
+}
+
+/// `inject` on `file` of tests/manifests, which must exit 0, and the
+/// documents it wrote.
+#[track_caller]
+fn injected_and_docs(file: &str) -> (Run, Vec<Value>) {
+    let r = injected(file);
+    let out = docs(&r.stdout);
+    (r, out)
+}
+
 fn docs(text: &str) -> Vec<Value> {
     serde_yaml_ng::Deserializer::from_str(text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
@@ -52,8 +70,7 @@ fn annotations(v: &Value) -> &serde_json::Map<String, Value> {
 /// contract: manifest.inputs, manifest.templates, manifest.pass-through, manifest.unchanged-text
 #[test]
 fn service_and_deployment_file() {
-    let r = injected("service-deployment.yaml");
-    let input = manifest("service-deployment.yaml");
+    let (r, input) = injected_and_input("service-deployment.yaml");
     // The Service is written back as it was, comments included, and first,
     // with no `---` before it, as the file has none.
     let service = input.split("---\n").next().unwrap();
@@ -98,8 +115,7 @@ fn service_and_deployment_file() {
 /// contract: manifest.inputs, manifest.pass-through
 #[test]
 fn a_list_has_its_pods_injected_in_place() {
-    let r = injected("list.yaml");
-    let out = docs(&r.stdout);
+    let (_, out) = injected_and_docs("list.yaml");
     assert_eq!(out.len(), 1);
     assert_eq!(out[0]["kind"], "List");
     let items = out[0]["items"].as_array().unwrap();
@@ -143,8 +159,7 @@ fn job_and_cronjob_templates_are_injected_at_their_paths() {
 /// know is written back as it was, with a note naming the known ones.
 #[test]
 fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
-    let r = injected("sandboxes.yaml");
-    let out = docs(&r.stdout);
+    let (r, out) = injected_and_docs("sandboxes.yaml");
     let versions: Vec<_> = out
         .iter()
         .map(|d| d["apiVersion"].as_str().unwrap())
@@ -188,11 +203,7 @@ fn sandboxes_of_both_versions_are_injected_and_a_future_one_is_noted() {
         "{}",
         r.stderr
     );
-    assert!(
-        !r.stderr.contains("labelled opensandbox.io/id"),
-        "{}",
-        r.stderr
-    );
+    assert_lacks(&r.stderr, "labelled opensandbox.io/id");
 }
 
 /// A lone v1beta1 Sandbox: its patch touches only `spec.podTemplate` and
@@ -227,8 +238,7 @@ fn a_lone_v1beta1_sandbox_is_patched_at_its_pod_template_once() {
 /// contract: manifest.pass-through
 #[test]
 fn a_labelled_configmap_passes_through_with_a_note() {
-    let r = injected("configmap.yaml");
-    let input = manifest("configmap.yaml");
+    let (r, input) = injected_and_input("configmap.yaml");
     assert_eq!(r.stdout, input);
     assert!(
         r.stderr
@@ -246,12 +256,7 @@ fn a_streams_diff_shows_only_the_changed_documents() {
     let r = inject_with("service-deployment.yaml", &["-o", "diff"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     let path = format!("{DIR}/service-deployment.yaml");
-    assert!(
-        r.stdout
-            .starts_with(&format!("--- a/{path}\n+++ b/{path}\n@@ ")),
-        "{}",
-        r.stdout
-    );
+    assert_diff_of(&r.stdout, &path);
     let input = std::fs::read_to_string(&path).unwrap();
     let manifest = inject("service-deployment.yaml").stdout;
     let changed: Vec<&str> = r
@@ -260,11 +265,7 @@ fn a_streams_diff_shows_only_the_changed_documents() {
         .skip(2)
         .filter(|l| !l.starts_with([' ', '@']))
         .collect();
-    assert!(
-        changed.iter().any(|l| l.contains("execd-installer")),
-        "{}",
-        r.stdout
-    );
+    assert_a_line_holds(&changed, "execd-installer", &r.stdout);
     for line in &changed {
         let (sign, text) = line.split_at(1);
         let side = if sign == "+" { &manifest } else { &input };
@@ -320,9 +321,8 @@ fn expires_at_stays_a_string_through_pyyaml() {
         has_pyyaml,
         "python3 with PyYAML is needed (tests/chart/run.sh installs it)"
     );
-    let r = injected("service-deployment.yaml");
-    pyyaml_check(
-        &r.stdout,
+    pyyaml_check_injected(
+        "service-deployment.yaml",
         "import sys, yaml\n\
              docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]\n\
              v = docs[2]['metadata']['annotations']['opensandbox.io/expires-at']\n\
@@ -335,9 +335,8 @@ fn expires_at_stays_a_string_through_pyyaml() {
 /// The same for a single Pod, the most common input of `inject`.
 #[test]
 fn a_single_pods_expires_at_stays_a_string_through_pyyaml() {
-    let r = injected("../fixtures/timeout-seconds.pod.yaml");
-    pyyaml_check(
-        &r.stdout,
+    pyyaml_check_injected(
+        "../fixtures/timeout-seconds.pod.yaml",
         "import sys, yaml\n\
              pod = yaml.safe_load(open(sys.argv[1]))\n\
              a = pod['metadata']['annotations']\n\
@@ -348,19 +347,15 @@ fn a_single_pods_expires_at_stays_a_string_through_pyyaml() {
     );
 }
 
-/// Runs `script` in python3 with PyYAML on `stdout` written to a file
+/// Runs `script` in python3 with PyYAML on what `inject` writes for `file`
+/// of tests/manifests (which must exit 0), written to a file
 /// (`sys.argv[1]`); the test fails with its stderr unless it exits 0.
-fn pyyaml_check(stdout: &str, script: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("out.yaml"), stdout).unwrap();
-    let check = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(dir.path().join("out.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
+#[track_caller]
+fn pyyaml_check_injected(file: &str, script: &str) {
+    let (_dir, out) = temp_file("out.yaml", &injected(file).stdout);
+    stdout_of(
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(out),
     );
 }

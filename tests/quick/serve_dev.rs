@@ -106,6 +106,23 @@ fn serve_until_ready(dir: &Path) -> String {
     log
 }
 
+/// `serve --dev` with `args` in `dir`, which must exit 2 within 20 s; its
+/// stderr.
+fn serve_dev_refused(dir: &Path, args: &[&str]) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--dev"]).args(args).current_dir(dir);
+    let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
+/// Fails the test unless `dir`'s files are still `before` (`certs/dev was
+/// rewritten{how}`).
+#[track_caller]
+fn assert_certs_kept(dir: &Path, before: &[Vec<u8>], how: &str) {
+    assert!(before == snapshot(dir), "certs/dev was rewritten{how}");
+}
+
 /// contract: cli.serve-dev
 #[test]
 fn valid_dev_certificates_are_served_again_untouched() {
@@ -114,10 +131,7 @@ fn valid_dev_certificates_are_served_again_untouched() {
     let before = snapshot(dir.path());
     let log = serve_until_ready(dir.path());
     assert!(log.contains("serving the certificates already in"), "{log}");
-    assert!(
-        before == snapshot(dir.path()),
-        "certs/dev was rewritten:\n{log}"
-    );
+    assert_certs_kept(dir.path(), &before, &format!(":\n{log}"));
 }
 
 /// contract: cli.serve-dev
@@ -132,23 +146,12 @@ fn unusable_dev_certificates_are_replaced_once_the_ports_are_bound() {
     // command fails and the files stay as they were.
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap().to_string();
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "serve",
-        "--dev",
-        "--addr",
-        &addr,
-        "--admin-addr",
-        "127.0.0.1:0",
-    ])
-    .current_dir(dir.path());
-    let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("cannot listen on"), "{stderr}");
-    assert!(
-        before == snapshot(dir.path()),
-        "certs/dev was rewritten before binding"
+    let stderr = serve_dev_refused(
+        dir.path(),
+        &["--addr", &addr, "--admin-addr", "127.0.0.1:0"],
     );
+    assert!(stderr.contains("cannot listen on"), "{stderr}");
+    assert_certs_kept(dir.path(), &before, " before binding");
     drop(busy);
 
     // With free ports they are replaced by a bundle for the local names.
@@ -167,12 +170,7 @@ fn dev_mode_refuses_to_listen_beyond_loopback() {
         ["--addr", "0.0.0.0:0", "--admin-addr", "127.0.0.1:0"],
         ["--addr", "127.0.0.1:0", "--admin-addr", "[::]:0"],
     ] {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--dev"])
-            .args(args)
-            .current_dir(dir.path());
-        let (code, stderr) = exit_within(cmd, Duration::from_secs(20));
-        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        let stderr = serve_dev_refused(dir.path(), &args);
         assert!(stderr.contains("loopback only"), "{args:?}: {stderr}");
     }
     assert!(!dir.path().join("certs").exists(), "nothing is written");

@@ -13,10 +13,12 @@ use common::clock::NOW;
 use common::context::TestContext;
 use common::https::{client_builder, patch_of, post_review};
 use common::inprocess::InProcess;
-use common::server::{Pki, Running, egress_review};
+use common::server::egress_review;
 use sandbox_webhook::config::Config;
 use sandbox_webhook::server::Handler;
 use serde_json::{Value, json};
+
+use crate::server_support::{assert_none_in_flight, start_fresh};
 
 const MUTATED: [(&str, &str); 2] = [("operation", "CREATE"), ("outcome", "mutated")];
 
@@ -120,8 +122,7 @@ async fn fixed_patch_handler_answers_its_patch() {
 async fn a_thousand_requests_over_32_connections() {
     const CONNECTIONS: usize = 32;
     const REQUESTS: usize = 1000;
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (pki, server) = start_fresh().await;
     let url = Arc::new(server.url("/mutate"));
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -167,11 +168,6 @@ async fn a_thousand_requests_over_32_connections() {
         server.metric(requests, &MUTATED).await,
         u64::try_from(REQUESTS).unwrap()
     );
-    assert_eq!(
-        server
-            .metric("sandbox_webhook_requests_in_flight", &[])
-            .await,
-        0
-    );
+    assert_none_in_flight(&server).await;
     server.shutdown().await;
 }

@@ -8,10 +8,14 @@ use std::time::Duration;
 
 use common::https::{client, post_review};
 use common::inprocess::{InProcess, assert_error};
-use common::server::{Pki, Running, assert_header, egress_review, read_response, tls_connect};
+use common::server::{
+    Pki, Response, Running, assert_header, egress_review, read_response, start_tuned, tls_connect,
+};
 use sandbox_webhook::mutate::{TokenError, TokenSource};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
+
+use crate::server_support::{assert_none_in_flight, start_fresh};
 
 /// Admission requests that never got as far as an operation.
 const UNKNOWN_ERRORS: [(&str, &str); 2] = [("operation", "unknown"), ("outcome", "error")];
@@ -104,8 +108,7 @@ async fn oversize_bodies_are_413() {
 /// contract: limits.body-size
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversize_chunked_bodies_are_413_while_read() {
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (pki, server) = start_fresh().await;
 
     // The writer runs on its own, since the server answers before the
     // client is done.
@@ -126,30 +129,30 @@ async fn oversize_chunked_bodies_are_413_while_read() {
         write.write_all(b"0\r\n\r\n").await?;
         std::io::Result::Ok(())
     });
-    let response = read_response(&mut read).await.expect("a response");
-    assert_eq!(response.status, 413);
-    let body: Value = serde_json::from_slice(&response.body).unwrap();
-    assert_eq!(body["status"], 413);
+    assert_json_status(&read_response(&mut read).await.expect("a response"), 413);
     writer.abort();
     assert_eq!(admission_errors(&server).await, 1);
     server.shutdown().await;
 }
 
+/// Fails the test unless `response` has `status` and a JSON body that says
+/// it.
+#[track_caller]
+fn assert_json_status(response: &Response, status: u16) {
+    assert_eq!(response.status, status);
+    let body: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(body["status"], status);
+}
+
 /// contract: limits.request-timeout
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_request_hits_the_deadline() {
-    let pki = Pki::new();
-    let mut s = pki.settings();
-    s.tuning.request_timeout = Duration::from_millis(300);
-    let server = Running::start(s).await;
+    let (pki, server) = start_tuned(|t| t.request_timeout = Duration::from_millis(300)).await;
     let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
     let head = "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
                 content-length: 100\r\n\r\n{";
     stream.write_all(head.as_bytes()).await.unwrap();
-    let response = read_response(&mut stream).await.expect("a response");
-    assert_eq!(response.status, 503);
-    let body: Value = serde_json::from_slice(&response.body).unwrap();
-    assert_eq!(body["status"], 503);
+    assert_json_status(&read_response(&mut stream).await.expect("a response"), 503);
     server.shutdown().await;
 }
 
@@ -177,12 +180,7 @@ async fn a_panicking_handler_answers_500_and_is_counted() {
     let body = common::https::assert_error(r, 500).await;
     assert_eq!(body["error"], "internal error");
     assert_eq!(server.metric("sandbox_webhook_panics_total", &[]).await, 1);
-    assert_eq!(
-        server
-            .metric("sandbox_webhook_requests_in_flight", &[])
-            .await,
-        0
-    );
+    assert_none_in_flight(&server).await;
 
     // The server (and the same keep-alive client) carry on.
     let r = post_review(&c, &url, egress_review("uid-ok", true)).await;

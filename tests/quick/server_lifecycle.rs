@@ -9,7 +9,7 @@ use common::server::{
     PATIENCE, Pki, RELOAD, Running, admin_get, assert_header, egress_review, eventually, post,
     read_response, replace, start_tuned, start_with_config, tls_connect,
 };
-use common::wire::{Load, keep_alive_client};
+use common::wire::{Load, Tls, keep_alive_client};
 use sandbox_webhook::server::Server;
 use serde_json::Value;
 use std::sync::Arc;
@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+
+use crate::server_support::{egress_review_request, half_sent_review, metric_reaches, start_fresh};
 
 /// contract: config.reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,10 +55,8 @@ async fn config_reload_applies_good_files_and_keeps_the_old_on_bad_ones() {
         &config_path,
         b"egress: {image: example.com/egress:v3, color: blue}\n",
     );
-    eventually("the broken file is counted", PATIENCE, || async {
-        server.metric(reloads, &failure).await == 1
-    })
-    .await;
+    let what = "the broken file is counted";
+    metric_reaches(&server, what, PATIENCE, reloads, &failure, 1).await;
     assert_eq!(egress_image().await, "v2");
     server.shutdown().await;
 }
@@ -88,48 +88,26 @@ async fn readiness_follows_the_tls_listener() {
 /// contract: http.drain
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_the_request_in_flight() {
-    let pki = Pki::new();
-    let mut server = Running::start(pki.settings()).await;
-    let body = egress_review("uid-drain", true);
-    let (first, rest) = body.split_at(body.len() / 2);
-
-    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
-    let head = format!(
-        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(first).await.unwrap();
-    stream.flush().await.unwrap();
+    let (pki, mut server) = start_fresh().await;
+    let (mut stream, rest) = half_sent_review(&server, &pki, "uid-drain").await;
     let in_flight = "sandbox_webhook_requests_in_flight";
-    eventually("the request is in the handler", PATIENCE, || async {
-        server.metric(in_flight, &[]).await == 1
-    })
-    .await;
+    let what = "the request is in the handler";
+    metric_reaches(&server, what, PATIENCE, in_flight, &[], 1).await;
 
-    server.trigger_shutdown();
-    eventually("not ready while draining", PATIENCE, || async {
-        admin_get(server.admin, "/readyz").await.0 == 503
-    })
-    .await;
+    shut_down_until_unready(&mut server, "not ready while draining").await;
     eventually("no new connections", PATIENCE, || async {
         TcpStream::connect(server.addr).await.is_err()
     })
     .await;
 
-    stream.write_all(rest).await.unwrap();
+    stream.write_all(&rest).await.unwrap();
     let response = read_response(&mut stream).await.expect("a response");
     assert_eq!(response.status, 200);
     assert_header(&response, "connection", "close");
     let review: Value = serde_json::from_slice(&response.body).unwrap();
     assert_eq!(review["response"]["uid"], "uid-drain");
     assert_eq!(review["response"]["allowed"], true);
-    tokio::time::timeout(PATIENCE, server.task)
-        .await
-        .expect("drained in time")
-        .unwrap()
-        .unwrap();
+    stops_within_patience(server, "drained in time").await;
 }
 
 /// During the shutdown delay a keep-alive connection is closed by the
@@ -141,17 +119,10 @@ async fn shutdown_finishes_the_request_in_flight() {
 async fn during_the_shutdown_delay_responses_close_their_connection() {
     let (pki, mut server) = start_tuned(|t| t.shutdown_delay = Duration::from_secs(2)).await;
     let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
-    let review = post("/mutate", "application/json", &egress_review("uid-1", true));
-    stream.write_all(&review).await.unwrap();
-    let first = read_response(&mut stream).await.expect("a response");
-    assert_eq!(first.status, 200);
-    assert_eq!(first.header("connection"), None, "{:?}", first.headers);
+    let review = egress_review_request("uid-1");
+    answered_keeping_alive(&mut stream, &review).await;
 
-    server.trigger_shutdown();
-    eventually("not ready", PATIENCE, || async {
-        admin_get(server.admin, "/readyz").await.0 == 503
-    })
-    .await;
+    shut_down_until_unready(&mut server, "not ready").await;
     // Still answered on the same connection, which then ends.
     stream.write_all(&review).await.unwrap();
     let second = read_response(&mut stream)
@@ -204,11 +175,7 @@ async fn no_review_is_lost_at_shutdown_under_full_load() {
         })
         .await;
         server.trigger_shutdown();
-        tokio::time::timeout(PATIENCE, server.task)
-            .await
-            .expect("stops")
-            .unwrap()
-            .unwrap();
+        stops_within_patience(server, "stops").await;
         let mut load = Load::default();
         for client in clients {
             load = load
@@ -235,19 +202,12 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let idle = Duration::from_secs(1);
     let (pki, server) = start_tuned(|t| t.idle_timeout = idle).await;
     let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
-    let review = post(
-        "/mutate",
-        "application/json",
-        &egress_review("uid-idle", true),
-    );
+    let review = egress_review_request("uid-idle");
     for i in 0..3 {
         if i > 0 {
             tokio::time::sleep(idle / 2).await;
         }
-        stream.write_all(&review).await.unwrap();
-        let r = read_response(&mut stream).await.expect("a response");
-        assert_eq!(r.status, 200);
-        assert_eq!(r.header("connection"), None, "{:?}", r.headers);
+        answered_keeping_alive(&mut stream, &review).await;
     }
     let since = std::time::Instant::now();
     let mut rest = Vec::new();
@@ -264,4 +224,33 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
         "closed {closed_after:?} after the answer, before the idle timeout of {idle:?}"
     );
     server.shutdown().await;
+}
+
+/// Starts `server`'s shutdown and waits until `/readyz` says 503, failing
+/// the test with `what` after [`PATIENCE`].
+async fn shut_down_until_unready(server: &mut Running, what: &str) {
+    server.trigger_shutdown();
+    eventually(what, PATIENCE, || async {
+        admin_get(server.admin, "/readyz").await.0 == 503
+    })
+    .await;
+}
+
+/// Waits for `server`'s task, already told to stop, to end cleanly within
+/// [`PATIENCE`]; `what` names the wait in the failure.
+async fn stops_within_patience(server: Running, what: &str) {
+    tokio::time::timeout(PATIENCE, server.task)
+        .await
+        .expect(what)
+        .unwrap()
+        .unwrap();
+}
+
+/// Writes `review` on the keep-alive `stream` and reads its answer: 200,
+/// with no `Connection` header, so the connection stays open.
+async fn answered_keeping_alive(stream: &mut Tls, review: &[u8]) {
+    stream.write_all(review).await.unwrap();
+    let r = read_response(stream).await.expect("a response");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), None, "{:?}", r.headers);
 }

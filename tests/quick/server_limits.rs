@@ -13,7 +13,10 @@ use common::server::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::server_support::{HANDSHAKE_FAILURES, metric_reaches};
+
 const SECOND: Duration = Duration::from_secs(1);
+const OPEN_CONNECTIONS: &str = "sandbox_webhook_open_connections";
 
 fn sandbox_review(uid: &str) -> Vec<u8> {
     review_body(uid, &SandboxPod::new("sb-1").namespace("team-a").json())
@@ -37,13 +40,17 @@ async fn well_behaved(server: &Running, pki: &Pki, during: &str) {
     }
 }
 
+/// Stops the attackers' tasks.
+fn abort_all<T>(tasks: &[tokio::task::JoinHandle<T>]) {
+    for task in tasks {
+        task.abort();
+    }
+}
+
 async fn wait_open(server: &Running, listener: &str, at_least: u64) {
     let labels = [("listener", listener)];
     eventually("connections accepted", 10 * SECOND, || async {
-        server
-            .metric("sandbox_webhook_open_connections", &labels)
-            .await
-            >= at_least
+        server.metric(OPEN_CONNECTIONS, &labels).await >= at_least
     })
     .await;
 }
@@ -102,13 +109,8 @@ async fn a_connection_gets_a_deadline_for_handshake_and_first_head() {
     assert!(matches!(n, Ok(0) | Err(_)));
     assert!(started.elapsed() >= SECOND / 2, "{:?}", started.elapsed());
     let timeouts = [("reason", "timeout")];
-    eventually("handshake timeout counted", 5 * SECOND, || async {
-        server
-            .metric("sandbox_webhook_tls_handshake_failures_total", &timeouts)
-            .await
-            == 1
-    })
-    .await;
+    let what = "handshake timeout counted";
+    metric_reaches(&server, what, 5 * SECOND, HANDSHAKE_FAILURES, &timeouts, 1).await;
 
     // TLS, then a head trickled a byte every 200 ms: cut at the deadline.
     let mut tls = tls_connect(server.addr, pki.client_config()).await.unwrap();
@@ -152,9 +154,7 @@ async fn tls_connections_trickling_heads_do_not_lock_out_clients() {
     }
     wait_open(&server, "admission", 32).await;
     well_behaved(&server, &pki, "trickled heads").await;
-    for t in tricklers {
-        t.abort();
-    }
+    abort_all(&tricklers);
     server.shutdown().await;
 }
 
@@ -204,9 +204,7 @@ async fn stalled_bodies_stay_within_the_budget() {
     well_behaved(&server, &pki, "32 stalled 7 MiB bodies").await;
     let peak = server.metric(buffered, &[]).await;
     assert!(peak <= BUDGET, "{peak} bytes buffered, budget {BUDGET}");
-    for s in stalled {
-        s.abort();
-    }
+    abort_all(&stalled);
     server.shutdown().await;
 }
 
@@ -227,7 +225,7 @@ async fn idle_admin_connections_do_not_lock_out_probes() {
         assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
     }
     let open = server
-        .metric("sandbox_webhook_open_connections", &[("listener", "admin")])
+        .metric(OPEN_CONNECTIONS, &[("listener", "admin")])
         .await;
     assert!(open <= 17, "{open} admin connections open, cap 16");
     well_behaved(&server, &pki, "an admin flood").await;
@@ -254,13 +252,8 @@ async fn a_client_that_never_reads_its_responses_is_cut_off() {
     });
     wait_open(&server, "admission", 1).await;
     let labels = [("listener", "admission")];
-    let took = eventually("the non-reader is closed", 20 * SECOND, || async {
-        server
-            .metric("sandbox_webhook_open_connections", &labels)
-            .await
-            == 0
-    })
-    .await;
+    let what = "the non-reader is closed";
+    let took = metric_reaches(&server, what, 20 * SECOND, OPEN_CONNECTIONS, &labels, 0).await;
     assert!(took < 15 * SECOND, "{took:?}");
     well_behaved(&server, &pki, "a non-reading pipeliner").await;
     writer.abort();

@@ -14,18 +14,19 @@ use common::metrics::Metrics;
 use common::processes::Daemon;
 use common::reviews;
 use common::served::Served;
-use common::server::{
-    Pki, Running, egress_review, eventually, read_response, start_with_config, tls_connect,
-};
+use common::server::{Pki, Running, eventually, read_response, start_with_config, tls_connect};
 use sandbox_webhook::certs::Ca;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
+use crate::server_support::{
+    HANDSHAKE_FAILURES, half_sent_review, metric_reaches, post_create, start_fresh,
+};
+
 /// contract: metrics.handshakes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (_pki, server) = start_fresh().await;
     // The classic outage: the webhook configuration's caBundle is another CA.
     let wrong = Pki {
         ca: Ca::new("other-ca", 2).expect("CA"),
@@ -37,12 +38,15 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
             .is_err()
     );
     let labels = [("reason", "peer_rejected_certificate")];
-    eventually("the failure is counted", Duration::from_secs(5), || async {
-        server
-            .metric("sandbox_webhook_tls_handshake_failures_total", &labels)
-            .await
-            == 1
-    })
+    let patience = Duration::from_secs(5);
+    metric_reaches(
+        &server,
+        "the failure is counted",
+        patience,
+        HANDSHAKE_FAILURES,
+        &labels,
+        1,
+    )
     .await;
     // Not TLS at all.
     let mut plain = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -51,26 +55,16 @@ async fn a_client_that_rejects_the_certificate_is_counted_as_such() {
         .await
         .unwrap();
     let labels = [("reason", "protocol")];
-    eventually(
-        "plain HTTP is a protocol failure",
-        Duration::from_secs(5),
-        || async {
-            server
-                .metric("sandbox_webhook_tls_handshake_failures_total", &labels)
-                .await
-                == 1
-        },
-    )
-    .await;
+    let what = "plain HTTP is a protocol failure";
+    metric_reaches(&server, what, patience, HANDSHAKE_FAILURES, &labels, 1).await;
     server.shutdown().await;
 }
 
 /// contract: metrics.build-info
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_expiry_and_build_are_exposed() {
-    let pki = Pki::new();
-    let settings = pki.settings();
-    let pem = std::fs::read(&settings.tls.cert).unwrap();
+    let (pki, server) = start_fresh().await;
+    let pem = std::fs::read(pki.path("tls.crt")).unwrap();
     let der = rustls_pemfile::certs(&mut &pem[..])
         .next()
         .unwrap()
@@ -78,7 +72,6 @@ async fn certificate_expiry_and_build_are_exposed() {
     let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
     let not_after = u64::try_from(cert.validity().not_after.timestamp()).unwrap();
 
-    let server = Running::start(settings).await;
     let text = server.metrics().await;
     let metrics = Metrics::parse(&text);
     assert_eq!(
@@ -115,16 +108,11 @@ async fn a_rejected_reload_sets_last_reload_success_to_zero() {
     let name = "sandbox_webhook_config_last_reload_success";
     assert_eq!(server.metric(name, &[]).await, 1);
 
+    let patience = Duration::from_secs(10);
     std::fs::write(&path, "prefix: [not, a, prefix]\n").unwrap();
-    eventually("rejected", Duration::from_secs(10), || async {
-        server.metric(name, &[]).await == 0
-    })
-    .await;
+    metric_reaches(&server, "rejected", patience, name, &[], 0).await;
     std::fs::write(&path, "prefix: example.org\n").unwrap();
-    eventually("accepted again", Duration::from_secs(10), || async {
-        server.metric(name, &[]).await == 1
-    })
-    .await;
+    metric_reaches(&server, "accepted again", patience, name, &[], 1).await;
     server.shutdown().await;
 }
 
@@ -132,8 +120,7 @@ async fn a_rejected_reload_sets_last_reload_success_to_zero() {
 /// (without the `sandbox_webhook_` prefix), so the table cannot drift.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operations_guide_lists_every_exposed_metric() {
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (_pki, server) = start_fresh().await;
     let exposition = server.metrics().await;
     let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
         .unwrap();
@@ -198,8 +185,7 @@ async fn hostile_round(c: &reqwest::Client, server: &Running, mark: &str) {
 /// contract: limits.metric-labels
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_cannot_create_series() {
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (pki, server) = start_fresh().await;
     let c = client(&pki);
     hostile_round(&c, &server, "zzhostile-one").await;
     let first = series(&server.metrics().await);
@@ -242,7 +228,7 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
     let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]}});
     for (uid, pod) in [("uid-logged", &sandbox), ("uid-plain", &plain)] {
-        let r = post_review(&c, &url, reviews::review(uid, "team", "CREATE", pod, None)).await;
+        let r = post_create(&c, &url, uid, pod).await;
         assert_eq!(r.status(), 200);
     }
     let log_path = pki.path("serve.log");
@@ -302,12 +288,7 @@ async fn serve_logs_its_start_and_each_admission_as_json() {
         )
         .unwrap();
     let url = format!("https://127.0.0.1:{}/mutate", addr.port());
-    let r = post_review(
-        &client(&pki),
-        &url,
-        reviews::review("uid-warn", "team", "CREATE", &sandbox, None),
-    )
-    .await;
+    let r = post_create(&client(&pki), &url, "uid-warn", &sandbox).await;
     assert_eq!(r.status(), 200);
     daemon.terminate().unwrap();
     let quiet = std::fs::read_to_string(&log_path).unwrap();
@@ -348,8 +329,7 @@ async fn admission_lines_are_written_whole_and_none_waits_for_more() {
         async move {
             for i in 0..25 {
                 let uid = format!("uid-{k}-{i}");
-                let r =
-                    post_review(c, url, reviews::review(&uid, "team", "CREATE", pod, None)).await;
+                let r = post_create(c, url, &uid, pod).await;
                 assert_eq!(r.status(), 200);
             }
         }
@@ -364,12 +344,7 @@ async fn admission_lines_are_written_whole_and_none_waits_for_more() {
         },
     )
     .await;
-    let r = post_review(
-        &c,
-        &url,
-        reviews::review("uid-lone", "team", "CREATE", &pod, None),
-    )
-    .await;
+    let r = post_create(&c, &url, "uid-lone", &pod).await;
     assert_eq!(r.status(), 200);
     eventually("the lone review's line", Duration::from_secs(10), || {
         let lone = uids().iter().any(|u| u == "uid-lone");
@@ -402,32 +377,18 @@ fn raw_sample<T: std::str::FromStr>(text: &str, series: &str) -> T {
 /// contract: metrics.latency
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_admission_is_timed_from_its_start_and_counted_in_flight() {
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (pki, server) = start_fresh().await;
     let histogram = "sandbox_webhook_admission_duration_seconds";
     let in_flight = "sandbox_webhook_requests_in_flight";
     let before = server.metrics().await;
     assert_eq!(raw_sample::<u64>(&before, &format!("{histogram}_count")), 0);
 
-    let body = egress_review("uid-timed", true);
-    let (first, rest) = body.split_at(body.len() / 2);
-    let mut stream = tls_connect(server.addr, pki.client_config()).await.unwrap();
-    let head = format!(
-        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(first).await.unwrap();
-    stream.flush().await.unwrap();
-    eventually(
-        "the request is in flight",
-        Duration::from_secs(5),
-        || async { server.metric(in_flight, &[]).await == 1 },
-    )
-    .await;
+    let (mut stream, rest) = half_sent_review(&server, &pki, "uid-timed").await;
+    let what = "the request is in flight";
+    metric_reaches(&server, what, Duration::from_secs(5), in_flight, &[], 1).await;
     let wait = Duration::from_millis(300);
     tokio::time::sleep(wait).await;
-    stream.write_all(rest).await.unwrap();
+    stream.write_all(&rest).await.unwrap();
     let answer = read_response(&mut stream).await.expect("an answer");
     assert_eq!(answer.status, 200);
 

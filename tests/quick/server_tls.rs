@@ -7,13 +7,35 @@ use std::path::Path;
 
 use common::https::{client, client_builder, der, fresh_client, peer_cert, post_review, try_post};
 use common::server::{
-    PATIENCE, Pki, RELOAD, Running, egress_review, eventually, post, read_response, replace,
+    PATIENCE, Pki, RELOAD, Running, egress_review, eventually, read_response, replace,
     test_settings, tls_connect,
 };
 use sandbox_webhook::certs::{Ca, Pair};
 use sandbox_webhook::server::{Server, TlsFiles};
 
+use crate::server_support::{egress_review_request, start_fresh};
+
 const CERT_RELOADS: &str = "sandbox_webhook_cert_reloads_total";
+
+/// A fresh PKI with a serving pair written as its `tls.crt` / `tls.key`: the
+/// PKI, the pair and the files.
+fn fresh_pki_with_a_pair() -> (Pki, Pair, TlsFiles) {
+    let pki = Pki::new();
+    let (pair, files) = pki.write_leaf();
+    (pki, pair, files)
+}
+
+/// Replaces `files` with `pair`, the key first, each file atomically.
+fn replace_pair(files: &TlsFiles, pair: &Pair) {
+    replace(&files.key, pair.key_pem.as_bytes());
+    replace(&files.cert, pair.cert_pem.as_bytes());
+}
+
+/// What refuses a server on `files` at start, as its message.
+async fn refused_at_start(files: &TlsFiles) -> String {
+    let refused = Server::bind(test_settings(files.clone())).await.err();
+    refused.expect("refused").to_string()
+}
 
 /// Sets up `dir` like a kubelet Secret volume: the files are symlinks
 /// through `..data`, which points at a timestamped directory.
@@ -117,8 +139,7 @@ async fn certificate_rotation_via_kubelet_symlink_swap() {
 /// contract: http.cert-reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_rotation_by_replacing_files() {
-    let pki = Pki::new();
-    let (old, files) = pki.write_leaf();
+    let (pki, old, files) = fresh_pki_with_a_pair();
     let server = Running::start(test_settings(files.clone())).await;
     let url = server.url("/mutate");
     let review = || egress_review("uid-rot", true);
@@ -126,8 +147,7 @@ async fn certificate_rotation_by_replacing_files() {
     assert_eq!(peer_cert(&r), der(&old.cert_pem));
 
     let new = pki.leaf();
-    replace(&files.key, new.key_pem.as_bytes());
-    replace(&files.cert, new.cert_pem.as_bytes());
+    replace_pair(&files, &new);
     serves_after_reload(&pki, &url, &new, "file replace").await;
 
     // A valid certificate with somebody else's key: refused.
@@ -148,8 +168,7 @@ async fn tls_12_and_13_are_served_with_alpn_http_11() {
     use std::sync::Arc;
     use tokio::io::AsyncWriteExt;
 
-    let pki = Pki::new();
-    let server = Running::start(pki.settings()).await;
+    let (pki, server) = start_fresh().await;
     let mut roots = rustls::RootCertStore::empty();
     let ca = pki.ca.cert_pem();
     for cert in rustls_pemfile::certs(&mut ca.as_bytes()) {
@@ -169,12 +188,9 @@ async fn tls_12_and_13_are_served_with_alpn_http_11() {
         let (_, session) = tls.get_ref();
         assert_eq!(session.protocol_version(), Some(version.version));
         assert_eq!(session.alpn_protocol(), Some(&b"http/1.1"[..]));
-        let review = post(
-            "/mutate",
-            "application/json",
-            &egress_review("uid-tls", true),
-        );
-        tls.write_all(&review).await.unwrap();
+        tls.write_all(&egress_review_request("uid-tls"))
+            .await
+            .unwrap();
         let answer = read_response(&mut tls).await.expect("a response");
         assert_eq!(answer.status, 200, "{:?}", version.version);
     }
@@ -183,30 +199,21 @@ async fn tls_12_and_13_are_served_with_alpn_http_11() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_certificate_fails_start_naming_the_file() {
-    let pki = Pki::new();
-    let (_, files) = pki.write_leaf();
+    let (pki, _, files) = fresh_pki_with_a_pair();
     std::fs::write(&files.key, "not a key").unwrap();
-    let err = Server::bind(test_settings(files.clone()))
-        .await
-        .err()
-        .expect("refused");
-    let text = err.to_string();
+    let text = refused_at_start(&files).await;
     assert!(text.contains(&files.key.display().to_string()), "{text}");
 
     let other = pki.leaf();
     std::fs::write(&files.key, &other.key_pem).unwrap();
-    let err = Server::bind(test_settings(files.clone()))
-        .await
-        .err()
-        .expect("refused");
-    assert!(err.to_string().contains("does not match"), "{err}");
+    let text = refused_at_start(&files).await;
+    assert!(text.contains("does not match"), "{text}");
 }
 
 /// contract: http.client-ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_requires_a_client_certificate_from_the_ca() {
-    let pki = Pki::new();
-    let (_, mut files) = pki.write_leaf();
+    let (pki, _, mut files) = fresh_pki_with_a_pair();
     let client_ca = Ca::new("apiserver-client-ca", 1).unwrap();
     std::fs::write(pki.path("client-ca.crt"), client_ca.cert_pem()).unwrap();
     files.client_ca = Some(pki.path("client-ca.crt"));
@@ -221,30 +228,23 @@ async fn mtls_requires_a_client_certificate_from_the_ca() {
         "a client without a certificate got {refused:?}"
     );
 
-    let identity = |pair: &Pair| {
-        reqwest::Identity::from_pem(format!("{}{}", pair.cert_pem, pair.key_pem).as_bytes())
-            .unwrap()
+    let presenting = |pair: &Pair| {
+        let pem = format!("{}{}", pair.cert_pem, pair.key_pem);
+        let identity = reqwest::Identity::from_pem(pem.as_bytes()).unwrap();
+        client_builder(&pki).identity(identity).build().unwrap()
     };
     let stranger = Ca::new("someone-else", 1)
         .unwrap()
         .client("kube-apiserver", 1)
         .unwrap();
-    let wrong = client_builder(&pki)
-        .identity(identity(&stranger))
-        .build()
-        .unwrap();
-    let refused = try_post(&wrong, &url, json, review.clone()).await;
+    let refused = try_post(&presenting(&stranger), &url, json, review.clone()).await;
     assert!(
         refused.is_err(),
         "a certificate from another CA got {refused:?}"
     );
 
     let apiserver = client_ca.client("kube-apiserver", 1).unwrap();
-    let trusted = client_builder(&pki)
-        .identity(identity(&apiserver))
-        .build()
-        .unwrap();
-    let r = post_review(&trusted, &url, review).await;
+    let r = post_review(&presenting(&apiserver), &url, review).await;
     assert_eq!(r.status(), 200);
     server.shutdown().await;
 }
@@ -254,19 +254,14 @@ async fn mtls_requires_a_client_certificate_from_the_ca() {
 /// contract: http.cert-validity
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_and_future_certificates_are_refused_at_start() {
-    let pki = Pki::new();
-    let (_, files) = pki.write_leaf();
+    let (pki, _, files) = fresh_pki_with_a_pair();
     for (pair, says) in [
         (pki.leaf_valid(-30, -1), "the certificate expired at"),
         (pki.leaf_valid(2, 30), "the certificate is not valid before"),
     ] {
         std::fs::write(&files.cert, &pair.cert_pem).unwrap();
         std::fs::write(&files.key, &pair.key_pem).unwrap();
-        let err = Server::bind(test_settings(files.clone()))
-            .await
-            .err()
-            .expect("refused");
-        let text = err.to_string();
+        let text = refused_at_start(&files).await;
         let named = format!("{}: {says}", files.cert.display());
         assert!(text.contains(&named), "{text}");
     }
@@ -277,16 +272,14 @@ async fn expired_and_future_certificates_are_refused_at_start() {
 /// contract: http.cert-validity, http.cert-reload
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_and_future_certificates_are_refused_at_reload() {
-    let pki = Pki::new();
-    let (current, files) = pki.write_leaf();
+    let (pki, current, files) = fresh_pki_with_a_pair();
     let server = Running::start(test_settings(files.clone())).await;
     let refused = "sandbox_webhook_cert_validity_rejections_total";
     for (pair, reason) in [
         (pki.leaf_valid(-30, -1), "expired"),
         (pki.leaf_valid(2, 30), "not_yet_valid"),
     ] {
-        replace(&files.key, pair.key_pem.as_bytes());
-        replace(&files.cert, pair.cert_pem.as_bytes());
+        replace_pair(&files, &pair);
         eventually(reason, PATIENCE, || async {
             server.metric(refused, &[("reason", reason)]).await == 1
         })
@@ -294,8 +287,7 @@ async fn expired_and_future_certificates_are_refused_at_reload() {
         served(&fresh_client(&pki), &server.url("/mutate"), &current).await;
     }
     let next = pki.leaf();
-    replace(&files.key, next.key_pem.as_bytes());
-    replace(&files.cert, next.cert_pem.as_bytes());
+    replace_pair(&files, &next);
     serves_after_reload(&pki, &server.url("/mutate"), &next, "after refusals").await;
     server.shutdown().await;
 }

@@ -44,8 +44,14 @@ fn message(answer: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// Sandbox pods that ask for more or less than the configured maximum
+/// timeout (one hour).
 fn too_long() -> SandboxPod {
     SandboxPod::new("s1").annotation("timeout", "2h")
+}
+
+fn within_limit() -> SandboxPod {
+    SandboxPod::new("s2").annotation("timeout", "30m")
 }
 
 /// A workload whose template the pod webhook would deny is denied with the
@@ -89,11 +95,7 @@ async fn validate_denies_a_template_the_pod_webhook_would_deny() {
     );
 
     // A valid Job is allowed, with no patch; a CronJob's path is its own.
-    let job = workload(
-        "Job",
-        "batch",
-        &SandboxPod::new("s2").annotation("timeout", "30m"),
-    );
+    let job = workload("Job", "batch", &within_limit());
     let answer = validate(&app, "uid-ok", "CREATE", &job, None).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(answer["response"].get("patch").is_none(), "{answer}");
@@ -141,40 +143,30 @@ async fn validate_skips_what_it_does_not_judge() {
     let service =
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {}});
     let unlabelled = workload("BatchSandbox", "b", &SandboxPod::new("x").not_a_sandbox());
-    let labelled = workload(
-        "Sandbox",
-        "a",
-        &SandboxPod::new("y").annotation("platform", "plan9/amd64"),
-    );
+    let plan9 = SandboxPod::new("y").annotation("platform", "plan9/amd64");
+    let labelled = workload("Sandbox", "a", &plan9);
+    // uid, operation, object, old object, and the reason it is skipped.
     let cases = [
+        ("u1", "CREATE", &pod, None, "not-a-workload"),
+        ("u2", "CREATE", &service, None, "not-a-workload"),
+        ("u3", "DELETE", &labelled, None, "not-a-workload"),
+        ("u4", "CREATE", &unlabelled, None, "not-a-sandbox"),
         (
-            workload_review("u1", "CREATE", &pod, None),
-            "not-a-workload",
-        ),
-        (
-            workload_review("u2", "CREATE", &service, None),
-            "not-a-workload",
-        ),
-        (
-            workload_review("u3", "DELETE", &labelled, None),
-            "not-a-workload",
-        ),
-        (
-            workload_review("u4", "CREATE", &unlabelled, None),
-            "not-a-sandbox",
-        ),
-        (
-            workload_review("u5", "UPDATE", &labelled, Some(&labelled)),
+            "u5",
+            "UPDATE",
+            &labelled,
+            Some(&labelled),
             "template-unchanged",
         ),
     ];
-    for (body, _) in &cases {
-        let (_, answer) = review(&app, "/validate", body).await;
+    for (uid, operation, object, old, _) in cases {
+        let body = workload_review(uid, operation, object, old);
+        let (_, answer) = review(&app, "/validate", &body).await;
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
     }
     let metrics = app.metrics();
     for reason in ["not-a-workload", "not-a-sandbox", "template-unchanged"] {
-        let n = cases.iter().filter(|(_, r)| *r == reason).count() as u64;
+        let n = cases.iter().filter(|case| case.4 == reason).count() as u64;
         let got = metrics.value(
             "sandbox_webhook_admission_skips_total",
             &[("reason", reason)],

@@ -7,12 +7,13 @@
 //! validate` and a start-up on a broken file print neither.
 
 use common::cli::{run, temp_file};
-use common::https::{client, post_review};
+use common::https::client;
 use common::metrics::Metrics;
-use common::reviews;
 use common::served::Served;
 use common::server::{PATIENCE, admin_get, eventually, replace};
 use serde_json::{Value, json};
+
+use crate::server_support::post_create;
 
 const HOST: &str = "sentinel-7f3a.corp.example";
 const CREDENTIAL: &str = "c2VudGluZWwtY3JlZGVudGlhbA";
@@ -76,12 +77,7 @@ async fn the_upstream_proxy_is_quoted_by_no_error_and_no_log_line() {
 
     // The proxy is in the sidecar of an admitted pod: the sentinel is real.
     let admitted = policy_pod(&json!({"credential-proxy": "true"}));
-    let r = post_review(
-        &c,
-        &url,
-        reviews::review("ok", "team", "CREATE", &admitted, None),
-    )
-    .await;
+    let r = post_create(&c, &url, "ok", &admitted).await;
     let body = r.text().await.unwrap();
     let patch = sandbox_webhook::review::decoded(body.as_bytes()).unwrap();
     assert!(patch.to_string().contains(HOST), "{patch}");
@@ -100,7 +96,7 @@ async fn the_upstream_proxy_is_quoted_by_no_error_and_no_log_line() {
         ("opaque", json!({}), "transparent"),
     ] {
         let pod = policy_pod(&annotations);
-        let r = post_review(&c, &url, reviews::review(uid, "team", "CREATE", &pod, None)).await;
+        let r = post_create(&c, &url, uid, &pod).await;
         let answer: Value = r.json().await.unwrap();
         let message = answer["response"]["status"]["message"].as_str().unwrap();
         assert_eq!(answer["response"]["allowed"], false, "{uid}: {answer}");

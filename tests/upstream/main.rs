@@ -7,7 +7,7 @@
 //! Go-built binaries), so this fails loudly where it cannot be installed.
 //! `SANDBOX_WEBHOOK_UNDER_TEST` runs it against another build.
 
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Instant;
 
 use common::processes::{repo, under_test};
@@ -17,11 +17,7 @@ fn opensandbox_servers_pods_pass_as_built_and_the_same_intent_builds_them() {
     let venv = Command::new(repo().join("tests/upstream/server-venv.sh"))
         .output()
         .expect("tests/upstream/server-venv.sh runs");
-    assert!(
-        venv.status.success(),
-        "cannot install opensandbox-server: {}",
-        String::from_utf8_lossy(&venv.stderr)
-    );
+    assert_succeeded(&venv, "cannot install opensandbox-server: ");
     let python = String::from_utf8(venv.stdout).expect("a path");
     let started = Instant::now();
     let out = Command::new(python.trim())
@@ -37,9 +33,12 @@ fn opensandbox_servers_pods_pass_as_built_and_the_same_intent_builds_them() {
         "differential suite: {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    assert!(
-        out.status.success(),
-        "the differential suite failed:\n{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out, &format!("the differential suite failed:\n{report}\n"));
+}
+
+/// Fails the test with `failed` and the command's stderr unless it exited 0.
+#[track_caller]
+fn assert_succeeded(out: &Output, failed: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{failed}{stderr}");
 }

@@ -199,33 +199,42 @@ fn anchor_problem(repo: &Repo, file: &str, anchor: &str) -> Option<String> {
     ))
 }
 
-/// Every backticked path of `doc` that does not resolve, as `doc:line: why`.
-pub fn path_findings(repo: &Repo, doc: &str) -> Vec<String> {
+/// What `judge` finds at each match of `pattern` in `doc`'s prose (code
+/// fences left out), given the prose and the match, in the order found.
+fn prose_findings(
+    repo: &Repo,
+    doc: &str,
+    pattern: &str,
+    mut judge: impl FnMut(&str, &regex::Captures, &mut Vec<String>),
+) -> Vec<String> {
     let text = without_fences(repo.read(doc));
-    let span = Regex::new(r"`([^`]+)`").unwrap();
     let mut out = Vec::new();
-    for found in span.captures_iter(&text) {
-        let at = found.get(1).unwrap();
-        for word in at.as_str().split_whitespace() {
-            if let Some(why) = path_problem(repo, doc, word) {
-                out.push(format!("{doc}:{}: {why}", line_of(&text, at.start())));
-            }
-        }
+    for found in Regex::new(pattern).unwrap().captures_iter(&text) {
+        judge(&text, &found, &mut out);
     }
     out
 }
 
+/// Every backticked path of `doc` that does not resolve, as `doc:line: why`.
+pub fn path_findings(repo: &Repo, doc: &str) -> Vec<String> {
+    prose_findings(repo, doc, r"`([^`]+)`", |text, found, out| {
+        let at = found.get(1).unwrap();
+        for word in at.as_str().split_whitespace() {
+            if let Some(why) = path_problem(repo, doc, word) {
+                out.push(format!("{doc}:{}: {why}", line_of(text, at.start())));
+            }
+        }
+    })
+}
+
 /// Every Markdown link of `doc` to a file or anchor that is not there.
 pub fn link_findings(repo: &Repo, doc: &str) -> Vec<String> {
-    let text = without_fences(repo.read(doc));
-    let link = Regex::new(r"\]\(([^)\s]+)\)").unwrap();
-    let mut out = Vec::new();
-    for found in link.captures_iter(&text) {
+    prose_findings(repo, doc, r"\]\(([^)\s]+)\)", |text, found, out| {
         let target = &found[1];
         if target.contains("://") || target.starts_with("mailto:") {
-            continue;
+            return;
         }
-        let at = line_of(&text, found.get(0).unwrap().start());
+        let at = line_of(text, found.get(0).unwrap().start());
         let (path, anchor) = target
             .split_once('#')
             .map_or((target, None), |(p, a)| (p, Some(a)));
@@ -242,8 +251,7 @@ pub fn link_findings(repo: &Repo, doc: &str) -> Vec<String> {
             ))
         };
         out.extend(why.map(|why| format!("{doc}:{at}: {why}")));
-    }
-    out
+    })
 }
 
 /// The names `cargo test --test NAME` takes: `Cargo.toml`'s `[[test]]`s.

@@ -44,6 +44,20 @@ fn paths(doc: &str) -> Vec<String> {
     out
 }
 
+/// The findings of [`paths`], which must be `count`.
+#[track_caller]
+fn paths_found(doc: &str, count: usize) -> Vec<String> {
+    let found = paths(doc);
+    assert_eq!(found.len(), count, "{found:?}");
+    found
+}
+
+/// Fails the test unless one of `found` says `part`.
+#[track_caller]
+fn assert_one_says(found: &[String], part: &str) {
+    assert!(found.iter().any(|f| f.contains(part)), "{found:?}");
+}
+
 #[test]
 fn paths_that_resolve_pass() {
     let doc = "From the root `src/mutate/read/lists.rs`, from src/ `mutate/read/`,\n\
@@ -57,8 +71,7 @@ fn paths_that_resolve_pass() {
 
 #[test]
 fn a_wrong_path_fails_with_its_line() {
-    let found = paths("# Guide\n\nSee `src/mutate/lists.rs`.\n");
-    assert_eq!(found.len(), 1, "{found:?}");
+    let found = paths_found("# Guide\n\nSee `src/mutate/lists.rs`.\n", 1);
     assert!(
         found[0].starts_with("docs/guide.md:3: `src/mutate/lists.rs` does not exist"),
         "{found:?}"
@@ -67,22 +80,11 @@ fn a_wrong_path_fails_with_its_line() {
 
 #[test]
 fn a_wrong_link_or_anchor_fails() {
-    let found = paths("[a](contract.md#egress.gone) [b](missing.md) `docs/contract.md#nope`\n");
-    assert_eq!(found.len(), 3, "{found:?}");
-    assert!(
-        found.iter().any(|f| f.contains("no anchor `#egress.gone`")),
-        "{found:?}"
-    );
-    assert!(
-        found
-            .iter()
-            .any(|f| f.contains("docs/missing.md, which does not exist")),
-        "{found:?}"
-    );
-    assert!(
-        found.iter().any(|f| f.contains("no anchor `#nope`")),
-        "{found:?}"
-    );
+    let doc = "[a](contract.md#egress.gone) [b](missing.md) `docs/contract.md#nope`\n";
+    let found = paths_found(doc, 3);
+    assert_one_says(&found, "no anchor `#egress.gone`");
+    assert_one_says(&found, "docs/missing.md, which does not exist");
+    assert_one_says(&found, "no anchor `#nope`");
 }
 
 #[test]
