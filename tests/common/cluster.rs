@@ -179,11 +179,17 @@ pub async fn wait_for_one<T>(
 /// The one item of `items`; an error that says how many `what` there
 /// were otherwise.
 pub fn the_only<T>(mut items: Vec<T>, what: &str) -> Result<T> {
-    check(
-        items.len() == 1,
-        format!("{} {what}, expected 1", items.len()),
-    )?;
+    check_count(&items, 1, what)?;
     Ok(items.remove(0))
+}
+
+/// An error that says how many `what` there were unless `items` holds
+/// `want` of them.
+pub fn check_count<T>(items: &[T], want: usize, what: &str) -> Result<()> {
+    check(
+        items.len() == want,
+        format!("{} {what}, expected {want}", items.len()),
+    )
 }
 
 /// Namespaces of the whole-cluster suites carry this label, with the

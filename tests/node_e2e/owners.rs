@@ -29,6 +29,7 @@ use crate::agent::{
     pod_template, ready_pod, release_metric, wait_condition,
 };
 use crate::harness::{Env, P, Result, check, logged, wait_for};
+use common::metrics::check_counted_once;
 use common::pods::created_second;
 
 /// The pod must be gone this soon after its `expires-at`.
@@ -270,10 +271,8 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
     )
     .await?;
     let after = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
-    check(
-        after == before + 1,
-        format!("{expired_total}{{action=\"shutdown-owner\"}} went {before} -> {after}"),
-    )?;
+    let what = format!("{expired_total}{{action=\"shutdown-owner\"}}");
+    check_counted_once(&what, before, after)?;
     println!(
         "    at expires-at the controller set the Sandbox's shutdownTime; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Ready=False, SandboxExpired (Retain)",
         seconds(delay)
@@ -334,10 +333,7 @@ async fn suspended(env: &Env, ns: &str, expires: DateTime<Utc>) -> Result<()> {
     )
     .await?;
     let after = release_metric(env, "controller", "sandbox_webhook_expired_total", &labels).await?;
-    check(
-        after == before + 1,
-        format!("suspended-owner went {before} -> {after}"),
-    )?;
+    check_counted_once("suspended-owner", before, after)?;
     println!(
         "    at expires-at the controller set operatingMode: Suspended; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Suspended=True (PodTerminated), Ready=False (SandboxSuspended)",
         seconds(delay)
