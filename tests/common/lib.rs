@@ -24,6 +24,7 @@ pub mod clock;
 pub mod cluster;
 pub mod context;
 pub mod crds;
+pub mod deletions;
 pub mod fleet;
 pub mod https;
 pub mod inprocess;
