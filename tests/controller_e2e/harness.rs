@@ -168,6 +168,17 @@ pub fn expires_at(at: DateTime<Utc>) -> Value {
     json!({format!("{P}/expires-at"): rfc3339(at)})
 }
 
+/// Sandbox pod `name` (with `labels`) that expires at `at`, controlled by
+/// the owner that `references` (its `ownerReferences` metadata) names.
+pub fn owned_expiring(
+    name: &str,
+    labels: &Value,
+    at: DateTime<Utc>,
+    references: &Value,
+) -> Result<Pod> {
+    sandbox(name, labels, &expires_at(at), references, &json!({}))
+}
+
 /// Creates sandbox pod `name` that expires at `at`; the pod as created.
 pub async fn create_expiring(pods: &Api<Pod>, name: &str, at: DateTime<Utc>) -> Result<Pod> {
     let pod = sandbox(name, &json!({}), &expires_at(at), &json!({}), &json!({}))?;
@@ -204,6 +215,14 @@ pub fn succeeded(out: &std::process::Output, what: &str) -> Result<()> {
         out.status.success(),
         format!("{what}: {}", String::from_utf8_lossy(&out.stderr)),
     )
+}
+
+/// An error `what` unless object `name` of `api` still exists.
+pub async fn check_still_there<K>(api: &Api<K>, name: &str, what: &str) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    check(api.get_opt(name).await?.is_some(), what)
 }
 
 /// Polls until the object is gone (404); the instant it was first seen gone.

@@ -20,8 +20,7 @@ use serde_json::json;
 use crate::Env;
 use crate::expiry::{job, owner_ref};
 use crate::harness::{
-    Result, check, create_expiring, expires_at, in_seconds, pp, renew, rfc3339, sandbox, wait_gone,
-    wall,
+    Result, check, create_expiring, in_seconds, owned_expiring, pp, renew, rfc3339, wait_gone, wall,
 };
 use common::deletions::PodDeletions;
 
@@ -63,13 +62,7 @@ pub(crate) async fn never_removed_before_its_time(env: &Env, id: &str) -> Result
     let job = jobs.create(&pp(), &job("pair")?).await?;
     let late = first + TimeDelta::seconds(2);
     for (name, at) in [("pair-early", first), ("pair-late", late)] {
-        let pod = sandbox(
-            name,
-            &json!({}),
-            &expires_at(at),
-            &owner_ref(&job)?,
-            &json!({}),
-        )?;
+        let pod = owned_expiring(name, &json!({}), at, &owner_ref(&job)?)?;
         pods.create(&pp(), &pod).await?;
     }
     let job_gone = tokio::spawn(async move {

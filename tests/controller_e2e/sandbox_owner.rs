@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::Env;
 use crate::expiry::owner_is_deleted_at;
 use crate::harness::{
-    Result, check, check_at, check_note, expires_at, in_seconds, pp, rfc3339, sandbox,
+    Result, check, check_at, check_note, check_still_there, in_seconds, owned_expiring, pp, rfc3339,
 };
 use common::cluster::wait_for;
 use common::crds;
@@ -48,13 +48,7 @@ async fn owned_pod(
     let uid = owner.metadata.uid.ok_or("the Sandbox has no uid")?;
     let references = json!({"ownerReferences": [{"apiVersion": API_VERSION, "kind": "Sandbox",
         "name": name, "uid": uid, "controller": true}]});
-    let pod = sandbox(
-        &format!("{name}-pod"),
-        &json!({}),
-        &expires_at(at),
-        &references,
-        &json!({}),
-    )?;
+    let pod = owned_expiring(&format!("{name}-pod"), &json!({}), at, &references)?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
     Ok((sandboxes, pods.get(&format!("{name}-pod")).await?))
@@ -88,12 +82,7 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
     let (sandboxes, pod) =
         owned_pod(env, ns, "agent", json!({"shutdownPolicy": "Retain"}), at).await?;
     check_at(&env.diagnose(&pod, at)?, "/expiry/action", "shutdown-owner")?;
-    check(
-        sandboxes.get("agent").await?.data["spec"]
-            .get("shutdownTime")
-            .is_none(),
-        "the Sandbox has a shutdownTime before its pod expired",
-    )?;
+    crds::check_no_shutdown_time(&sandboxes, "agent").await?;
     let (told, seen) = once_set(&sandboxes, "agent", "shutdownTime").await?;
     let when = told.data["spec"]["shutdownTime"].clone();
     check(
@@ -115,10 +104,7 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
         &["set spec.shutdownTime of its owner Sandbox agent to"],
         "the Event names the action",
     )?;
-    check(
-        sandboxes.get_opt("agent").await?.is_some(),
-        "the Sandbox was deleted",
-    )?;
+    check_still_there(&sandboxes, "agent", "the Sandbox was deleted").await?;
     env.expired_once_more("shutdown-owner", before)?;
 
     // An earlier time already there is kept.

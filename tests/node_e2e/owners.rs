@@ -29,6 +29,7 @@ use crate::agent::{
     pod_template, ready_pod, release_metric, wait_condition,
 };
 use crate::harness::{Env, P, Result, check, logged, wait_for};
+use common::crds::check_no_shutdown_time;
 use common::metrics::check_counted_once;
 use common::pods::created_second;
 
@@ -235,12 +236,7 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
     let before = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
     let (_, expires) = expiring_sandbox(env, &ns, "retained", 60).await?;
     let sandboxes = api(env, &ns, "Sandbox");
-    check(
-        sandboxes.get("retained").await?.data["spec"]
-            .get("shutdownTime")
-            .is_none(),
-        "the Sandbox has a shutdownTime before its pod expired",
-    )?;
+    check_no_shutdown_time(&sandboxes, "retained").await?;
     let (delay, sandbox) = kept_after_expiry(
         env,
         &ns,
