@@ -18,7 +18,9 @@ pub use common::P;
 pub use common::cluster::wait_for;
 use common::cluster::{ScenarioNamespaces, run};
 use common::metrics::Metrics;
-pub use common::pods::{annotation, has_env, init_names, mounts_at, volumes_named};
+pub use common::pods::{
+    annotation, check_not_injected, has_env, init_names, mounts_at, token_volumes, volumes_named,
+};
 use common::pods::{check_no_token, injected_main};
 pub use common::processes::{Cluster, Result, Vars, bin_path, check, check_at, repo};
 use common::wire;
@@ -172,16 +174,6 @@ pub async fn admit(pods: &Api<Pod>, pod: &Pod) -> Result<Pod> {
     Ok(pods.get(name).await?)
 }
 
-/// The service-account token volume the apiserver's `ServiceAccount`
-/// admission adds to a pod that mounts its token (`kube-api-access-*`).
-pub fn token_volume(p: &Pod) -> Option<&str> {
-    p.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .map(|v| v.name.as_str())
-        .find(|n| n.starts_with("kube-api-access-"))
-}
-
 /// contract: execd.installer, egress.native, execd.command-wrap, execd.volume, egress.token,
 /// select.idempotent, execd.service-account-token
 ///
@@ -208,7 +200,7 @@ pub fn check_token_kept(p: &Pod) -> Result<()> {
         format!("{name}: automountServiceAccountToken is not the pod's true"),
     )?;
     check(
-        token_volume(p).is_some(),
+        !token_volumes(spec).is_empty(),
         format!("{name}: no token volume"),
     )?;
     for c in spec.init_containers.iter().flatten() {
