@@ -22,6 +22,7 @@ pub mod children;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+pub mod cluster_env;
 pub mod context;
 pub mod crds;
 pub mod deletions;
