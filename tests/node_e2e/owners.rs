@@ -25,10 +25,10 @@ use kube::api::DynamicObject;
 use serde_json::json;
 
 use crate::agent::{
-    POLICY, PRIVILEGED, REPORT, annotation, api, check_injected, condition, conditions, create,
-    pod_template, ready_pod, release_metric, wait_condition,
+    POLICY, REPORT, annotation, api, check_injected, condition, conditions, create, pod_template,
+    ready_pod, release_metric, wait_condition,
 };
-use crate::harness::{Env, P, Result, check, logged, wait_for};
+use crate::harness::{Env, P, PRIVILEGED, Result, check, logged, wait_for};
 use common::crds::check_no_shutdown_time;
 use common::metrics::check_counted_once;
 use common::pods::created_second;

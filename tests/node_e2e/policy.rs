@@ -26,11 +26,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::harness::{Env, Result, check, lines_with, logged, wait_for};
+use crate::harness::{Env, PRIVILEGED, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, NET_RAW, has_capability, pid_of, pod_ip};
 use common::pods::{SandboxPod, container_status};
-
-const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// What the apiserver answered a create of `pod`: the stored pod, or the
 /// refusal's code and message.
@@ -85,7 +83,7 @@ fn evidence(log: &str, prefix: &str) -> String {
 /// Item 1: without NET_RAW the sandbox's packet socket is refused, so it
 /// never sees the probe's token, and the sidecar's API never hears from it.
 pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let script = "peek caps 2>&1 | sed 's/^/sandbox: /'; \
         out=$(peek sniff 18080 20 2>&1); echo \"$out\" | sed 's/^/sandbox: /'; \
         tok=$(echo \"$out\" | sed -n 's/^token=//p'); \
@@ -125,7 +123,7 @@ pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> R
 /// Item 2: `net_admın` is NET_ADMIN to containerd, so the pod is refused;
 /// admitted, its container would delete the sidecar's rule.
 pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let policy =
         r#"{"defaultAction":"allow","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
     let helper = json!({
@@ -160,7 +158,7 @@ pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<
 /// Item 4: a policy file where the sandbox writes is refused; admitted,
 /// the sidecar would load the sandbox's policy when it next starts.
 pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let policy =
         r#"{"defaultAction":"deny","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
     let script = "echo '{\"defaultAction\":\"allow\",\"egress\":[]}' >/opt/opensandbox/policy.json \
@@ -215,7 +213,7 @@ pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &
 /// Item 8: the app starts once the sidecar's rules are in place, so its
 /// first connection to a denied address is refused.
 pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     // A peer on the node's bridge that answers, outside any sandbox.
     let target = SandboxPod::new("target")
         .not_a_sandbox()

@@ -14,10 +14,10 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use crate::agent::{
-    PRIVILEGED, REPORT, annotation, api, check_no_token, conditions, controller_owner,
-    on_node_spec, release_metric,
+    REPORT, annotation, api, check_no_token, conditions, controller_owner, on_node_spec,
+    release_metric,
 };
-use crate::harness::{Env, P, Result, check, is_ready, logged, wait_for};
+use crate::harness::{Env, P, PRIVILEGED, Result, check, is_ready, logged, wait_for};
 use crate::node::{egress_healthz, pod_ip};
 use common::cluster::the_only;
 use common::opensandbox::{OpenSandboxServer, ServerSettings};
