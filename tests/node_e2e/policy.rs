@@ -64,6 +64,12 @@ async fn run_with_policy(
     Ok((main, egress))
 }
 
+/// An egress policy that denies `target` (a CIDR) and applies `default`
+/// (`allow`, `deny`) to everything else.
+fn denying(default: &str, target: &str) -> String {
+    json!({"defaultAction": default, "egress": [{"action": "deny", "target": target}]}).to_string()
+}
+
 /// The attack's pod was refused as it must be: `Err` unless with 403 and a
 /// message that names each of `names`.
 fn refused(code: u16, message: &str, names: &[&str]) -> Result<()> {
@@ -90,9 +96,8 @@ pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> R
         if [ -n \"$tok\" ]; then peek post http://127.0.0.1:18080/policy \"$tok\" \
             '{\"defaultAction\":\"allow\",\"egress\":[]}' 2>&1 | sed 's/^/sandbox: /'; fi; \
         echo sandbox: reported; exec sleep 3600";
-    let policy =
-        r#"{"defaultAction":"deny","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
-    let (main, egress) = run_with_policy(env, &ns, "sniffer", script, policy).await?;
+    let policy = denying("deny", "203.0.113.7/32");
+    let (main, egress) = run_with_policy(env, &ns, "sniffer", script, &policy).await?;
     check(
         !main.contains("peek: sniff: captured") && !egress.contains("policy API: policy replaced"),
         format!(
@@ -124,8 +129,7 @@ pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> R
 /// admitted, its container would delete the sidecar's rule.
 pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
-    let policy =
-        r#"{"defaultAction":"allow","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
+    let policy = denying("allow", "203.0.113.7/32");
     let helper = json!({
         "name": "helper", "image": env.var("BUSYBOX_IMAGE")?, "imagePullPolicy": "Never",
         "command": ["sh", "-c", "sleep 5; peek caps 2>&1 | sed 's/^/helper: /'; \
@@ -134,7 +138,7 @@ pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<
     });
     let mut pod = env
         .sandbox("dotless", "echo sandbox: started; exec sleep 3600")?
-        .annotation("network-policy", policy)
+        .annotation("network-policy", &policy)
         .pod();
     pod.spec
         .as_mut()
@@ -159,13 +163,12 @@ pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<
 /// the sidecar would load the sandbox's policy when it next starts.
 pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &str) -> Result<()> {
     let ns = env.namespace(id, &[PRIVILEGED]).await?;
-    let policy =
-        r#"{"defaultAction":"deny","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
+    let policy = denying("deny", "203.0.113.7/32");
     let script = "echo '{\"defaultAction\":\"allow\",\"egress\":[]}' >/opt/opensandbox/policy.json \
         && echo sandbox: wrote /opt/opensandbox/policy.json; echo sandbox: reported; exec sleep 3600";
     let sandbox = env
         .sandbox("policy-file", script)?
-        .annotation("network-policy", policy)
+        .annotation("network-policy", &policy)
         .annotation(
             "egress-env",
             r#"{"OPENSANDBOX_EGRESS_POLICY_FILE":"/opt/opensandbox/policy.json"}"#,
@@ -235,8 +238,7 @@ pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Resul
     std::net::TcpStream::connect_timeout(&format!("{ip}:8080").parse()?, Duration::from_secs(2))
         .map_err(|e| format!("the host cannot reach the target {ip}:8080: {e}"))?;
 
-    let policy =
-        format!(r#"{{"defaultAction":"allow","egress":[{{"action":"deny","target":"{ip}/32"}}]}}"#);
+    let policy = denying("allow", &format!("{ip}/32"));
     let script = format!(
         "peek connect {ip}:8080 2 2>&1 | sed 's/^/sandbox: /'; echo sandbox: reported; exec sleep 3600"
     );
