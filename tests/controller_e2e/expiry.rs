@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use crate::Env;
 use crate::harness::{
-    P, Result, check, check_at, check_note, check_still_there, create_expiring, create_unexpiring,
-    expires_at, in_seconds, owned_expiring, pp, renew, rfc3339, sandbox, wait_gone, wall,
+    P, Result, check, check_at, check_still_there, create_expiring, create_unexpiring, expires_at,
+    in_seconds, owned_expiring, pp, renew, rfc3339, sandbox, wait_gone, wall,
 };
 
 /// Waits for the pod to go and checks it went within 1 s after `at`, never
@@ -214,12 +214,14 @@ where
         pod.metadata.name.as_deref(),
     );
     let (ns, pod) = ns.zip(pod).ok_or("a pod without namespace or name")?;
-    let event = env.event(ns, pod, "SandboxExpired", None, 5).await?;
-    check_note(
-        event,
+    env.expired_event_says(
+        ns,
+        pod,
+        None,
         &[&format!("{kind} {name}")],
         &format!("the Event names the {kind}"),
     )
+    .await
 }
 
 /// contract: controller.expiry-left-owned
@@ -237,14 +239,14 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str)
     let labels = json!({"app": "sbx"});
     let stored = create_owned(env, ns, rs, "rs-pod", labels, at).await?;
     let pods = env.pods(ns);
-    let warned = env
-        .event(ns, "rs-pod", "SandboxExpired", Some("Warning"), 10)
-        .await?;
-    check_note(
-        warned,
+    env.expired_event_says(
+        ns,
+        "rs-pod",
+        Some("Warning"),
         &["ReplicaSet sandboxes", "ReplicaSet.apps"],
         "the Event names the owner and what to do",
-    )?;
+    )
+    .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     check_still_there(&pods, "rs-pod", "the owned pod is left").await?;
     check_still_there(&sets, "sandboxes", "the ReplicaSet is left").await?;

@@ -200,15 +200,6 @@ pub async fn renew(pods: &Api<Pod>, name: &str, new: DateTime<Utc>) -> Result<()
     Ok(())
 }
 
-/// An error `{what}: {note}` unless `event`'s note holds each of `says`.
-pub fn check_note(event: Event, says: &[&str], what: &str) -> Result<()> {
-    let note = event.note.unwrap_or_default();
-    check(
-        says.iter().all(|s| note.contains(s)),
-        format!("{what}: {note}"),
-    )
-}
-
 /// An error `{what}: {stderr}` unless the command `out` is from exited 0.
 pub fn succeeded(out: &std::process::Output, what: &str) -> Result<()> {
     check(

@@ -146,6 +146,25 @@ impl Env {
         Ok(event)
     }
 
+    /// The one `SandboxExpired` Event about `pod` (of `type_`, if given),
+    /// waiting up to 10 s for it; an error `{what}: {note}` unless its note
+    /// holds each of `says`.
+    pub(crate) async fn expired_event_says(
+        &self,
+        ns: &str,
+        pod: &str,
+        type_: Option<&str>,
+        says: &[&str],
+        what: &str,
+    ) -> Result<()> {
+        let event = self.event(ns, pod, "SandboxExpired", type_, 10).await?;
+        let note = event.note.unwrap_or_default();
+        check(
+            says.iter().all(|s| note.contains(s)),
+            format!("{what}: {note}"),
+        )
+    }
+
     /// Creates scenario `id`'s own namespace, `e2e-ctl-<id>`; its name.
     pub(crate) async fn namespace(&self, id: &str) -> Result<String> {
         let name = format!("e2e-ctl-{}", id.replace('_', "-"));

@@ -32,6 +32,7 @@ use crate::harness::{Env, P, PRIVILEGED, Result, check, logged, wait_for};
 use common::crds::check_no_shutdown_time;
 use common::metrics::check_counted_once;
 use common::pods::created_second;
+use common::suite::timed;
 
 /// The pod must be gone this soon after its `expires-at`.
 const GONE_WITHIN: TimeDelta = TimeDelta::seconds(2);
@@ -341,23 +342,24 @@ async fn suspended(env: &Env, ns: &str, expires: DateTime<Utc>) -> Result<()> {
 /// as an operator changes it; returns once a controller pod of the new
 /// configuration holds the Lease.
 async fn set_sandbox_action(env: &Env, action: &str) -> Result<()> {
-    let started = std::time::Instant::now();
-    env.helm_upgrade(&[&format!(
-        "controller.config.expiry.ownerActions.Sandbox\\.agents\\.x-k8s\\.io={action}"
-    )])?;
-    wait_for(
-        "a controller pod of the new configuration to hold the Lease",
-        Duration::from_secs(60),
-        async || {
-            let pods = env.release_pod_names("controller").await?;
-            let holder = env.controller_lease_holder().await?;
-            Ok(holder.filter(|h| pods.contains(h)).map(|_| ()))
-        },
-    )
+    let ((), took) = timed(async {
+        env.helm_upgrade(&[&format!(
+            "controller.config.expiry.ownerActions.Sandbox\\.agents\\.x-k8s\\.io={action}"
+        )])?;
+        wait_for(
+            "a controller pod of the new configuration to hold the Lease",
+            Duration::from_secs(60),
+            async || {
+                let pods = env.release_pod_names("controller").await?;
+                let holder = env.controller_lease_holder().await?;
+                Ok(holder.filter(|h| pods.contains(h)).map(|_| ()))
+            },
+        )
+        .await
+    })
     .await?;
     println!(
-        "    helm upgrade: ownerActions Sandbox.agents.x-k8s.io={action}, a new controller leading in {:.1}s",
-        started.elapsed().as_secs_f64()
+        "    helm upgrade: ownerActions Sandbox.agents.x-k8s.io={action}, a new controller leading in {took:.1}s"
     );
     Ok(())
 }

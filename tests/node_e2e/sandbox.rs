@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::harness::{ENFORCE, Env, P, PRIVILEGED, Result, check, lines_with, logged};
 use crate::node::{NET_ADMIN, NET_RAW, egress_healthz, has_capability, pod_ip};
-use common::cluster::wait_for_pod;
+use common::cluster::wait_for_object;
 use common::pods::{SandboxPod, annotation, check_pong, container_status, execd_ping};
 
 /// What the sandbox's main command reports, once, then it sleeps.
@@ -225,7 +225,7 @@ async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
     let pod = env.on_node(pod)?;
     let pods = env.pods(ns);
     pods.create(&PostParams::default(), &pod.pod()).await?;
-    let (_, code) = wait_for_pod(
+    let (_, code) = wait_for_object(
         &pods,
         "no-net-admin",
         "the egress image without NET_ADMIN to exit",
