@@ -6,107 +6,51 @@
 //! `ReplicaSet`'s is left with a warning, a renewed pod outlives its first
 //! time. Never early: every removal is timed by the apiserver's own clock.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::harness::{
-    Env, P, Result, check, in_seconds, rfc3339, running_on, sandbox_pod, sandbox_template, wait_for,
+    Env, P, Result, check, in_seconds, rfc3339, running_on, sandbox_pod, sandbox_template,
 };
 use common::cluster::wait_for_pods;
+use common::deletions::{Deletion, PodDeletions};
 
-/// How a pod went: when the apiserver took the delete request (its
-/// deletionTimestamp less the grace period, whole seconds as the apiserver
-/// keeps them) and when the watch saw it gone.
-#[derive(Clone, Copy, Debug)]
-struct Removal {
-    requested: DateTime<Utc>,
-    gone: DateTime<Utc>,
-}
-
-type Removals = Arc<Mutex<HashMap<String, Removal>>>;
-
-/// Records every pod deletion in `ns` until dropped.
-struct DeleteWatch {
-    seen: Removals,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl DeleteWatch {
-    fn start(pods: Api<Pod>) -> Self {
-        let seen: Removals = Arc::default();
-        let sink = Arc::clone(&seen);
-        let task = tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher::watcher(pods, watcher::Config::default()));
-            while let Some(event) = events.next().await {
-                let Ok(watcher::Event::Delete(pod)) = event else {
-                    continue;
-                };
-                let meta = &pod.metadata;
-                let grace = meta.deletion_grace_period_seconds.unwrap_or_default();
-                let Some(at) = meta.deletion_timestamp.as_ref() else {
-                    continue;
-                };
-                let Some(at) = DateTime::from_timestamp(at.0.as_second(), 0) else {
-                    continue;
-                };
-                let removal = Removal {
-                    requested: at - TimeDelta::seconds(grace),
-                    gone: Utc::now(),
-                };
-                let name = meta.name.clone().unwrap_or_default();
-                sink.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(name, removal);
-            }
-        });
-        DeleteWatch { seen, task }
-    }
-
-    /// The removals of pods whose names start with `prefix`, once there are `n`.
-    async fn wait(&self, prefix: &str, n: usize, timeout: Duration) -> Result<Vec<Removal>> {
-        wait_for(
-            &format!("{n} pods {prefix}* deleted"),
-            timeout,
-            async || {
-                let seen = self
-                    .seen
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let found: Vec<Removal> = seen
-                    .iter()
-                    .filter(|(name, _)| name.starts_with(prefix))
-                    .map(|(_, r)| *r)
-                    .collect();
-                Ok((found.len() >= n).then_some(found))
-            },
-        )
+/// The deletions of pods whose names start with `prefix`, once there are
+/// `n`.
+async fn deleted(
+    watch: &PodDeletions,
+    prefix: &str,
+    n: usize,
+    timeout: Duration,
+) -> Result<Vec<Deletion>> {
+    let what = format!("{n} pods {prefix}* deleted");
+    watch
+        .wait_until(&what, timeout, |seen| {
+            let found: Vec<Deletion> = seen
+                .iter()
+                .filter(|(name, _)| name.starts_with(prefix))
+                .map(|(_, d)| *d)
+                .collect();
+            (found.len() >= n).then_some(found)
+        })
         .await
-    }
-}
-
-impl Drop for DeleteWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// Never before `at`, and gone within `limit` of it.
-fn on_time(what: &str, r: &Removal, at: DateTime<Utc>, limit: TimeDelta) -> Result<()> {
+fn on_time(what: &str, r: &Deletion, at: DateTime<Utc>, limit: TimeDelta) -> Result<()> {
+    let requested = r
+        .requested
+        .ok_or(format!("{what}: deleted without a deletionTimestamp"))?;
     check(
-        r.requested >= at,
+        requested >= at,
         format!(
-            "{what}: the apiserver took its delete at {} (second), before its expiry {}",
-            r.requested,
+            "{what}: the apiserver took its delete at {requested} (second), before its expiry {}",
             rfc3339(at)
         ),
     )?;
@@ -129,7 +73,7 @@ fn on_time(what: &str, r: &Removal, at: DateTime<Utc>, limit: TimeDelta) -> Resu
 pub(crate) async fn expiry_follows_owners(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id, &[]).await?;
     let pods = env.pods(ns);
-    let watch = DeleteWatch::start(pods.clone());
+    let watch = PodDeletions::start(pods.clone());
     let pp = PostParams::default();
     let expires = |at| json!({format!("{P}/expires-at"): rfc3339(at)});
 
@@ -176,9 +120,7 @@ pub(crate) async fn expiry_follows_owners(env: &Env, id: &str) -> Result<()> {
         .await?;
 
     // The Job goes, and the garbage collector takes both of its pods.
-    let job_pods = watch
-        .wait("job-sandbox-", 2, Duration::from_secs(15))
-        .await?;
+    let job_pods = deleted(&watch, "job-sandbox-", 2, Duration::from_secs(15)).await?;
     for r in &job_pods {
         on_time("a Job's pod", r, job_at, TimeDelta::seconds(2))?;
     }
@@ -189,10 +131,10 @@ pub(crate) async fn expiry_follows_owners(env: &Env, id: &str) -> Result<()> {
 
     // The renewed pod outlives its first time, and goes at its new one.
     check(
-        watch.wait("renewed", 1, Duration::ZERO).await.is_err(),
+        deleted(&watch, "renewed", 1, Duration::ZERO).await.is_err(),
         "the renewed pod was deleted at its old time",
     )?;
-    let renewed = watch.wait("renewed", 1, Duration::from_secs(15)).await?;
+    let renewed = deleted(&watch, "renewed", 1, Duration::from_secs(15)).await?;
     on_time("the renewed pod", &renewed[0], new, TimeDelta::seconds(1))?;
 
     // The Deployment's pod is left running, with a warning that says why.

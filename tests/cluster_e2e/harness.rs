@@ -3,61 +3,46 @@
 //! helpers to wait on what the cluster's own controllers do.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::ops::Deref;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::Client;
 use kube::api::Api;
 use serde_json::{Value, json};
 
 pub use common::P;
 pub use common::cluster::wait_for;
 use common::cluster::{ScenarioNamespaces, run};
+use common::cluster_env::ClusterEnv;
 use common::metrics::Metrics;
-pub use common::pods::{annotation, has_env, init_names, mounts_at, volumes_named};
+pub use common::pods::{
+    annotation, check_not_injected, has_env, init_names, mounts_at, token_volumes, volumes_named,
+};
 use common::pods::{check_no_token, injected_main};
-pub use common::processes::{Cluster, Result, Vars, bin_path, check, check_at, repo};
+pub use common::processes::{Cluster, Result, bin_path, check, check_at, repo};
 use common::wire;
 
-pub struct Env {
-    pub client: Client,
-    pub work: PathBuf,
-    /// `cluster.env` of `cluster.sh up`.
-    pub vars: Vars,
+/// The cluster of `cluster.sh up` (its `cluster.env`), scenario
+/// namespaces `e2e-cl-<id>`.
+pub struct Env(ClusterEnv);
+
+impl Deref for Env {
+    type Target = ClusterEnv;
+
+    fn deref(&self) -> &ClusterEnv {
+        &self.0
+    }
 }
 
 pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
-    Ok(Env {
-        client: cluster.client().await?,
-        work: work.to_owned(),
-        vars: cluster.vars()?,
-    })
+    Ok(Env(ClusterEnv::new(work, cluster, NAMESPACES).await?))
 }
 
 impl Env {
-    pub fn var(&self, key: &str) -> Result<&str> {
-        self.vars.get(key)
-    }
-
-    pub fn pods(&self, ns: &str) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), ns)
-    }
-
-    /// The scenario's namespace `e2e-cl-<id>` (with `labels`), once its
-    /// `default` `ServiceAccount` exists.
-    pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
-        NAMESPACES.create(&self.client, id, labels).await
-    }
-
-    /// Deletes the scenario's namespace and waits until it is gone.
-    pub async fn clean_up(&self, id: &str) -> Result<()> {
-        NAMESPACES.delete(&self.client, id).await
-    }
-
     pub fn webhook_metrics(&self) -> Result<Metrics> {
         metrics(self.var("WEBHOOK_ADMIN")?)
     }
@@ -172,16 +157,6 @@ pub async fn admit(pods: &Api<Pod>, pod: &Pod) -> Result<Pod> {
     Ok(pods.get(name).await?)
 }
 
-/// The service-account token volume the apiserver's `ServiceAccount`
-/// admission adds to a pod that mounts its token (`kube-api-access-*`).
-pub fn token_volume(p: &Pod) -> Option<&str> {
-    p.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .map(|v| v.name.as_str())
-        .find(|n| n.starts_with("kube-api-access-"))
-}
-
 /// contract: execd.installer, egress.native, execd.command-wrap, execd.volume, egress.token,
 /// select.idempotent, execd.service-account-token
 ///
@@ -208,7 +183,7 @@ pub fn check_token_kept(p: &Pod) -> Result<()> {
         format!("{name}: automountServiceAccountToken is not the pod's true"),
     )?;
     check(
-        token_volume(p).is_some(),
+        !token_volumes(spec).is_empty(),
         format!("{name}: no token volume"),
     )?;
     for c in spec.init_containers.iter().flatten() {

@@ -9,7 +9,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::harness::{Env, P, Result, in_seconds, rfc3339, running_on, sandbox_pod, wait_for};
-use common::cluster::wait_for_pods;
+use common::cluster::{wait_for_object, wait_for_pods};
+use common::suite::timed;
 
 /// The node this scenario removes (and puts back).
 const NODE: &str = "kwok-amd64-2";
@@ -66,18 +67,14 @@ pub(crate) async fn deleted_node_takes_its_timers(env: &Env, id: &str) -> Result
     nodes.delete(NODE, &DeleteParams::default()).await?;
     // PodGC deletes pods bound to a node that no longer exists once the
     // node has been gone for its quarantine (40 s), checking every 20 s.
-    let started = std::time::Instant::now();
-    wait_for_pods(
+    let (_, took) = timed(wait_for_pods(
         &pods,
         "PodGC to remove the node's pods",
         Duration::from_secs(120),
         <[Pod]>::is_empty,
-    )
+    ))
     .await?;
-    println!(
-        "    {NODE} deleted; its {PODS} pods removed by PodGC after {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("    {NODE} deleted; its {PODS} pods removed by PodGC after {took:.0} s");
     let after = timers_become(env, "the timers to be dropped", baseline).await?;
     println!("    timers: {armed} -> {after}");
     restore(&nodes, node).await
@@ -99,19 +96,14 @@ async fn restore(nodes: &Api<Node>, mut node: Node) -> Result<()> {
         status.conditions = None;
     }
     nodes.create(&PostParams::default(), &node).await?;
-    wait_for(
-        &format!("{NODE} Ready again"),
-        Duration::from_secs(30),
-        async || {
-            let n = nodes.get(NODE).await?;
-            let ready = n
-                .status
-                .and_then(|s| s.conditions)
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            Ok(ready.then_some(()))
-        },
-    )
-    .await
+    let ready = |n: &Node| {
+        let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+        let ready = conditions
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(())
+    };
+    wait_for_object(nodes, NODE, "Ready again", Duration::from_secs(30), ready).await?;
+    Ok(())
 }

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use crate::harness::{
     Env, P, Result, admissions, check, check_at, running_on, sandbox_pod, wait_for,
 };
-use common::cluster::{condition, wait_for_pod};
+use common::cluster::{condition, wait_for_object};
+use common::metrics::check_counted_once;
 
 /// The scheduler's own `PodScheduled=False` message, once it wrote one.
 fn scheduler_message(p: &Pod) -> Option<String> {
@@ -71,10 +72,7 @@ pub(crate) async fn platforms_land_on_their_nodes(env: &Env, id: &str) -> Result
     let after = env
         .controller_metrics()?
         .value_or_zero("sandbox_webhook_platform_unschedulable_total", &[]);
-    check(
-        after == before + 1,
-        format!("platform_unschedulable_total went {before} -> {after}"),
-    )?;
+    check_counted_once("platform_unschedulable_total", before, after)?;
     let denied = admissions(&env.webhook_metrics()?, "CREATE")["denied"];
     check(
         denied >= 1,
@@ -107,7 +105,7 @@ async fn check_bound(env: &Env, pods: &Api<Pod>) -> Result<()> {
 /// `riscv` carries the controller's condition and Event, with the
 /// scheduler's own message, and `diagnose` says the same.
 async fn check_reported(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Result<()> {
-    let (reported, ()) = wait_for_pod(
+    let (reported, ()) = wait_for_object(
         pods,
         "riscv",
         "the PlatformUnschedulable condition",
@@ -138,7 +136,7 @@ async fn check_reported(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Resul
 
 /// More CPU than any node has is a capacity problem, not a platform one.
 async fn check_capacity(env: &Env, ns: &str, pods: &Api<Pod>, ct: &str) -> Result<()> {
-    let big = wait_for_pod(
+    let big = wait_for_object(
         pods,
         "big-cpu",
         "the scheduler's verdict",

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::harness::{Env, P, Result, annotation, check, check_at, init_names, repo};
-use common::cluster::{is_ready, wait_for_pod, wait_noting};
+use common::cluster::{is_ready, wait_for_object, wait_noting};
 use common::pods::{check_pong, controller_owner, created_second, execd_ping};
 
 pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) -> Result<()> {
@@ -31,7 +31,7 @@ pub(crate) async fn readme_sandbox_runs_on_the_real_node(env: &Env, id: &str) ->
     };
     env.kubectl(&["apply", "-n", &ns, "-f", "-"], manifest)?;
     let pods = env.pods(&ns);
-    let (p, ()) = wait_for_pod(
+    let (p, ()) = wait_for_object(
         &pods,
         "hello",
         "the README's pod Ready",

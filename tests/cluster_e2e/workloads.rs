@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Env, P, Result, admissions, check, check_injected, check_token_kept, init_names, running_on,
-    sandbox_template, token_volume,
+    Env, P, Result, admissions, check, check_injected, check_not_injected, check_token_kept,
+    running_on, sandbox_template, token_volumes,
 };
 use common::cluster::wait_for_pods;
 use common::pods::controller_owner;
@@ -184,14 +184,12 @@ fn check_pods(all: &[Pod]) -> Result<()> {
             format!("{name} is owned by {owner}, expected {expected_owner}…"),
         )?;
         if app == "plain" {
-            check(
-                init_names(p).is_empty(),
-                format!("{name} (not a sandbox) was injected"),
-            )?;
+            check_not_injected(p, &format!("{name} (not a sandbox) was injected"))?;
             // The control: the ServiceAccount admission plugin is on, and
             // mounts the token into a pod the webhook leaves alone.
+            let spec = p.spec.as_ref().ok_or("a pod without a spec")?;
             check(
-                token_volume(p).is_some(),
+                !token_volumes(spec).is_empty(),
                 format!("{name} (not a sandbox) has no service-account token volume"),
             )?;
             continue;

@@ -3,11 +3,13 @@
 //! pod's conditions, the Events about an object, and one namespace per
 //! scenario, waited for at both ends.
 
+use std::fmt::Debug;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodCondition, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::serde::de::DeserializeOwned;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Map, Value, json};
@@ -78,18 +80,21 @@ pub async fn wait_noting<T>(
     found.map_err(|e| format!("{e}; {seen}:\n{last}").into())
 }
 
-/// Pod `name` of `pods` once `seen` finds in it what `what` names, and
-/// what it found; an error after `timeout`.
-pub async fn wait_for_pod<T>(
-    pods: &Api<Pod>,
+/// Object `name` of `api` (a pod, a node, a Sandbox) once `seen` finds in
+/// it what `what` names, and what it found; an error after `timeout`.
+pub async fn wait_for_object<K, T>(
+    api: &Api<K>,
     name: &str,
     what: &str,
     timeout: Duration,
-    seen: impl Fn(&Pod) -> Option<T>,
-) -> Result<(Pod, T)> {
+    seen: impl Fn(&K) -> Option<T>,
+) -> Result<(K, T)>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
     wait_for(&format!("{what} on {name}"), timeout, async || {
-        let p = pods.get(name).await?;
-        Ok(seen(&p).map(|found| (p, found)))
+        let object = api.get(name).await?;
+        Ok(seen(&object).map(|found| (object, found)))
     })
     .await
 }
@@ -179,11 +184,17 @@ pub async fn wait_for_one<T>(
 /// The one item of `items`; an error that says how many `what` there
 /// were otherwise.
 pub fn the_only<T>(mut items: Vec<T>, what: &str) -> Result<T> {
-    check(
-        items.len() == 1,
-        format!("{} {what}, expected 1", items.len()),
-    )?;
+    check_count(&items, 1, what)?;
     Ok(items.remove(0))
+}
+
+/// An error that says how many `what` there were unless `items` holds
+/// `want` of them.
+pub fn check_count<T>(items: &[T], want: usize, what: &str) -> Result<()> {
+    check(
+        items.len() == want,
+        format!("{} {what}, expected {want}", items.len()),
+    )
 }
 
 /// Namespaces of the whole-cluster suites carry this label, with the

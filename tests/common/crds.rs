@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 use crate::cluster::wait_for;
-use crate::processes::Result;
+use crate::processes::{Result, check};
 
 /// A namespaced CRD serving `kind` (plural `plural`) at `version` only, with
 /// `schema` as its `openAPIV3Schema`.
@@ -105,4 +105,15 @@ pub async fn ensure(client: &Client, crd: &Value) -> Result<()> {
         },
     )
     .await
+}
+
+/// An error unless agent-sandbox's Sandbox `name` (of `sandboxes`) has no
+/// `spec.shutdownTime` yet: what a Sandbox whose pod has not expired looks
+/// like before the controller tells it to shut down.
+pub async fn check_no_shutdown_time(sandboxes: &Api<DynamicObject>, name: &str) -> Result<()> {
+    let sandbox = sandboxes.get(name).await?;
+    check(
+        sandbox.data["spec"].get("shutdownTime").is_none(),
+        format!("Sandbox {name} has a shutdownTime before its pod expired"),
+    )
 }

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 
 use prometheus_parse::{Sample, Scrape, Value};
 
+use crate::processes::{Result, check};
+
 pub struct Metrics {
     text: String,
     scrape: Scrape,
@@ -61,6 +63,15 @@ impl Metrics {
             .map(|s| whole(s, &self.text))
             .sum()
     }
+}
+
+/// An error `{what} went {before} -> {after}` unless counter `what` rose
+/// by exactly one between two readings.
+pub fn check_counted_once(what: &str, before: u64, after: u64) -> Result<()> {
+    check(
+        after == before + 1,
+        format!("{what} went {before} -> {after}"),
+    )
 }
 
 #[expect(

@@ -133,6 +133,19 @@ pub fn init_names(p: &Pod) -> Vec<&str> {
         .collect()
 }
 
+/// An error `{what}: init containers {names:?}` unless pod `p`'s init
+/// containers are `want`, in order.
+pub fn check_init_containers(p: &Pod, want: &[&str], what: &str) -> Result<()> {
+    let names = init_names(p);
+    check(names == want, format!("{what}: init containers {names:?}"))
+}
+
+/// An error `{what}: init containers {names:?}` unless pod `p` has none:
+/// the webhook left it as written.
+pub fn check_not_injected(p: &Pod, what: &str) -> Result<()> {
+    check_init_containers(p, &[], what)
+}
+
 /// How many of a pod spec's volumes are named `name`.
 pub fn volumes_named(spec: &PodSpec, name: &str) -> usize {
     spec.volumes
@@ -140,6 +153,17 @@ pub fn volumes_named(spec: &PodSpec, name: &str) -> usize {
         .flatten()
         .filter(|v| v.name == name)
         .count()
+}
+
+/// The service-account token volumes the apiserver's `ServiceAccount`
+/// admission adds to a pod that mounts its token (`kube-api-access-*`).
+pub fn token_volumes(spec: &PodSpec) -> Vec<&str> {
+    spec.volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .filter(|v| v.starts_with("kube-api-access-"))
+        .collect()
 }
 
 /// Whether container `c` sets env var `name`.
@@ -246,13 +270,7 @@ pub fn check_no_token(p: &Pod) -> Result<()> {
             spec.automount_service_account_token
         ),
     )?;
-    let token_volumes: Vec<&str> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| v.name.as_str())
-        .filter(|v| v.starts_with("kube-api-access-"))
-        .collect();
+    let token_volumes = token_volumes(spec);
     check(
         token_volumes.is_empty(),
         format!("{name}: service-account token volumes {token_volumes:?}"),

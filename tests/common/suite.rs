@@ -247,3 +247,11 @@ fn finish(suite: &str, results: &[(&str, Option<String>)], work: &Path) -> ExitC
         ExitCode::FAILURE
     }
 }
+
+/// Awaits `step`; what it gave and how many seconds it took, for the
+/// progress line a scenario prints about a slow step.
+pub async fn timed<T>(step: impl Future<Output = Result<T>>) -> Result<(T, f64)> {
+    let started = Instant::now();
+    let out = step.await?;
+    Ok((out, started.elapsed().as_secs_f64()))
+}

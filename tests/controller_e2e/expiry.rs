@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use crate::Env;
 use crate::harness::{
-    P, Result, check, check_at, check_note, create_expiring, create_unexpiring, expires_at,
-    in_seconds, pp, renew, rfc3339, sandbox, wait_gone, wall,
+    P, Result, check, check_at, check_still_there, create_expiring, create_unexpiring, expires_at,
+    in_seconds, owned_expiring, pp, renew, rfc3339, sandbox, wait_gone, wall,
 };
 
 /// Waits for the pod to go and checks it went within 1 s after `at`, never
@@ -151,13 +151,7 @@ where
 {
     let owners: Api<K> = Api::namespaced(env.client.clone(), ns);
     let owner = owners.create(&pp(), &owner).await?;
-    let pod = sandbox(
-        name,
-        &labels,
-        &expires_at(at),
-        &owner_ref(&owner)?,
-        &json!({}),
-    )?;
+    let pod = owned_expiring(name, &labels, at, &owner_ref(&owner)?)?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
     Ok(pods.get(name).await?)
@@ -220,12 +214,14 @@ where
         pod.metadata.name.as_deref(),
     );
     let (ns, pod) = ns.zip(pod).ok_or("a pod without namespace or name")?;
-    let event = env.event(ns, pod, "SandboxExpired", None, 5).await?;
-    check_note(
-        event,
+    env.expired_event_says(
+        ns,
+        pod,
+        None,
         &[&format!("{kind} {name}")],
         &format!("the Event names the {kind}"),
     )
+    .await
 }
 
 /// contract: controller.expiry-left-owned
@@ -243,23 +239,17 @@ pub(crate) async fn replicaset_owner_is_left_with_a_warning(env: &Env, id: &str)
     let labels = json!({"app": "sbx"});
     let stored = create_owned(env, ns, rs, "rs-pod", labels, at).await?;
     let pods = env.pods(ns);
-    let warned = env
-        .event(ns, "rs-pod", "SandboxExpired", Some("Warning"), 10)
-        .await?;
-    check_note(
-        warned,
+    env.expired_event_says(
+        ns,
+        "rs-pod",
+        Some("Warning"),
         &["ReplicaSet sandboxes", "ReplicaSet.apps"],
         "the Event names the owner and what to do",
-    )?;
+    )
+    .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    check(
-        pods.get_opt("rs-pod").await?.is_some(),
-        "the owned pod is left",
-    )?;
-    check(
-        sets.get_opt("sandboxes").await?.is_some(),
-        "the ReplicaSet is left",
-    )?;
+    check_still_there(&pods, "rs-pod", "the owned pod is left").await?;
+    check_still_there(&sets, "sandboxes", "the ReplicaSet is left").await?;
     let d = env.diagnose(&stored, at)?;
     check_at(&d, "/expiry/action", "leave-owned")?;
     env.expired_once_more("left-owned", before)
@@ -299,10 +289,7 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
         outcome == Outcome::Stale,
         format!("delete with the old UID: {outcome:?}, expected Stale"),
     )?;
-    check(
-        pods.get_opt("same").await?.is_some(),
-        "the new pod of the same name survives",
-    )?;
+    check_still_there(&pods, "same", "the new pod of the same name survives").await?;
     // The controller: a timer set for the old pod finds the new one.
     let at = in_seconds(3);
     create_expiring(&pods, "recreated", at).await?;
@@ -311,8 +298,6 @@ pub(crate) async fn recreated_pod_is_not_hit_by_a_stale_decision(
     while Utc::now() < at + TimeDelta::seconds(2) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    check(
-        pods.get_opt("recreated").await?.is_some(),
-        "the recreated pod survives the old pod's expiry",
-    )
+    let what = "the recreated pod survives the old pod's expiry";
+    check_still_there(&pods, "recreated", what).await
 }

@@ -168,6 +168,17 @@ pub fn expires_at(at: DateTime<Utc>) -> Value {
     json!({format!("{P}/expires-at"): rfc3339(at)})
 }
 
+/// Sandbox pod `name` (with `labels`) that expires at `at`, controlled by
+/// the owner that `references` (its `ownerReferences` metadata) names.
+pub fn owned_expiring(
+    name: &str,
+    labels: &Value,
+    at: DateTime<Utc>,
+    references: &Value,
+) -> Result<Pod> {
+    sandbox(name, labels, &expires_at(at), references, &json!({}))
+}
+
 /// Creates sandbox pod `name` that expires at `at`; the pod as created.
 pub async fn create_expiring(pods: &Api<Pod>, name: &str, at: DateTime<Utc>) -> Result<Pod> {
     let pod = sandbox(name, &json!({}), &expires_at(at), &json!({}), &json!({}))?;
@@ -189,21 +200,20 @@ pub async fn renew(pods: &Api<Pod>, name: &str, new: DateTime<Utc>) -> Result<()
     Ok(())
 }
 
-/// An error `{what}: {note}` unless `event`'s note holds each of `says`.
-pub fn check_note(event: Event, says: &[&str], what: &str) -> Result<()> {
-    let note = event.note.unwrap_or_default();
-    check(
-        says.iter().all(|s| note.contains(s)),
-        format!("{what}: {note}"),
-    )
-}
-
 /// An error `{what}: {stderr}` unless the command `out` is from exited 0.
 pub fn succeeded(out: &std::process::Output, what: &str) -> Result<()> {
     check(
         out.status.success(),
         format!("{what}: {}", String::from_utf8_lossy(&out.stderr)),
     )
+}
+
+/// An error `what` unless object `name` of `api` still exists.
+pub async fn check_still_there<K>(api: &Api<K>, name: &str, what: &str) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    check(api.get_opt(name).await?.is_some(), what)
 }
 
 /// Polls until the object is gone (404); the instant it was first seen gone.

@@ -57,14 +57,8 @@ pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env, id: &str)
     // The binding first: it names the policy.
     for (kind, name) in created.into_iter().rev() {
         let deleted = match kind.as_str() {
-            "ValidatingAdmissionPolicy" => policies
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-            "ValidatingAdmissionPolicyBinding" => bindings
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
+            "ValidatingAdmissionPolicy" => delete(&policies, &name).await,
+            "ValidatingAdmissionPolicyBinding" => delete(&bindings, &name).await,
             _ => Ok(()),
         };
         if outcome.is_ok() {
@@ -72,6 +66,14 @@ pub(crate) async fn invalid_renewal_is_denied_by_the_policy(env: &Env, id: &str)
         }
     }
     outcome
+}
+
+/// Deletes object `name` of `api`.
+async fn delete<K>(api: &Api<K>, name: &str) -> kube::Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.delete(name, &DeleteParams::default()).await.map(|_| ())
 }
 
 /// `templates/controller-renewal-policy.yaml` as `helm template` renders it.

@@ -23,7 +23,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::Utc;
-use common::cluster::wait_for;
+use common::cluster::{the_only, wait_for};
+use common::metrics::check_counted_once;
 use common::processes::Plane;
 use common::suite;
 use harness::{
@@ -71,11 +72,7 @@ impl Env {
 
     pub(crate) fn leader(&self) -> Result<&Controller> {
         let leaders: Vec<_> = self.controllers.iter().filter(|c| c.is_leader()).collect();
-        check(
-            leaders.len() == 1,
-            format!("{} leaders, expected exactly 1", leaders.len()),
-        )?;
-        Ok(leaders[0])
+        the_only(leaders, "leaders")
     }
 
     pub(crate) async fn wait_leader(&self, timeout: Duration) -> Result<usize> {
@@ -116,10 +113,7 @@ impl Env {
     /// `action` than `before`.
     pub(crate) fn expired_once_more(&self, action: &str, before: u64) -> Result<()> {
         let after = self.expired_total(action)?;
-        check(
-            after == before + 1,
-            format!("expired_total{{{action}}} went {before} -> {after}"),
-        )
+        check_counted_once(&format!("expired_total{{{action}}}"), before, after)
     }
 
     pub(crate) fn diagnose(&self, pod: &Pod, now: chrono::DateTime<Utc>) -> Result<Value> {
@@ -138,12 +132,8 @@ impl Env {
         secs: u64,
     ) -> Result<Event> {
         let timeout = Duration::from_secs(secs);
-        let mut found = events(&self.client, ns, pod, reason, 1, timeout).await?;
-        check(
-            found.len() == 1,
-            format!("{} {reason} events about {pod}, expected 1", found.len()),
-        )?;
-        let event = found.remove(0);
+        let found = events(&self.client, ns, pod, reason, 1, timeout).await?;
+        let event = the_only(found, &format!("{reason} events about {pod}"))?;
         if let Some(want) = type_ {
             check(
                 event.type_.as_deref() == Some(want),
@@ -154,6 +144,25 @@ impl Env {
             )?;
         }
         Ok(event)
+    }
+
+    /// The one `SandboxExpired` Event about `pod` (of `type_`, if given),
+    /// waiting up to 10 s for it; an error `{what}: {note}` unless its note
+    /// holds each of `says`.
+    pub(crate) async fn expired_event_says(
+        &self,
+        ns: &str,
+        pod: &str,
+        type_: Option<&str>,
+        says: &[&str],
+        what: &str,
+    ) -> Result<()> {
+        let event = self.event(ns, pod, "SandboxExpired", type_, 10).await?;
+        let note = event.note.unwrap_or_default();
+        check(
+            says.iter().all(|s| note.contains(s)),
+            format!("{what}: {note}"),
+        )
     }
 
     /// Creates scenario `id`'s own namespace, `e2e-ctl-<id>`; its name.

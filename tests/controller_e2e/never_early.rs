@@ -10,85 +10,41 @@
 //! the later one is due.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use futures_util::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::Env;
 use crate::expiry::{job, owner_ref};
 use crate::harness::{
-    Result, check, create_expiring, expires_at, in_seconds, pp, renew, rfc3339, sandbox, wait_gone,
-    wall,
+    Result, check, create_expiring, in_seconds, owned_expiring, pp, renew, rfc3339, wait_gone, wall,
 };
+use common::deletions::PodDeletions;
 
-type Seen = Arc<Mutex<HashMap<String, DateTime<Utc>>>>;
-
-/// When each pod of a namespace was seen deleted, by this program's clock
-/// (the same host's as the apiserver's and the controller's).
-struct Deletions {
-    seen: Seen,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Deletions {
-    fn start(pods: Api<Pod>) -> Self {
-        let seen = Seen::default();
-        let sink = Arc::clone(&seen);
-        let task = tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher::watcher(pods, watcher::Config::default()));
-            while let Some(event) = events.next().await {
-                if let Ok(watcher::Event::Delete(pod)) = event {
-                    let name = pod.metadata.name.unwrap_or_default();
-                    let mut seen = sink.lock().unwrap_or_else(PoisonError::into_inner);
-                    seen.entry(name).or_insert_with(Utc::now);
-                }
-            }
-        });
-        Deletions { seen, task }
-    }
-
-    /// Waits until every name of `names` was seen deleted.
-    async fn wait(
-        &self,
-        names: &[&str],
-        timeout: Duration,
-    ) -> Result<HashMap<String, DateTime<Utc>>> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let seen = self
-                .seen
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if names.iter().all(|n| seen.contains_key(*n)) {
-                return Ok(seen);
-            }
-            if tokio::time::Instant::now() > deadline {
-                let missing: Vec<_> = names.iter().filter(|n| !seen.contains_key(**n)).collect();
-                return Err(format!("not deleted within {timeout:?}: {missing:?}").into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Deletions {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+/// When each pod of `names` was seen deleted, once every one was.
+async fn seen_deleted(
+    deletions: &PodDeletions,
+    names: &[&str],
+    timeout: Duration,
+) -> Result<HashMap<String, DateTime<Utc>>> {
+    let what = format!("{} pods deleted", names.len());
+    deletions
+        .wait_until(&what, timeout, |seen| {
+            names
+                .iter()
+                .map(|n| Some(((*n).to_owned(), seen.get(*n)?.gone)))
+                .collect()
+        })
+        .await
 }
 
 pub(crate) async fn never_removed_before_its_time(env: &Env, id: &str) -> Result<()> {
     let ns = &env.namespace(id).await?;
     let pods = env.pods(ns);
-    let deletions = Deletions::start(pods.clone());
+    let deletions = PodDeletions::start(pods.clone());
     let first = in_seconds(2);
     let mut due: Vec<(String, DateTime<Utc>)> = Vec::new();
 
@@ -106,13 +62,7 @@ pub(crate) async fn never_removed_before_its_time(env: &Env, id: &str) -> Result
     let job = jobs.create(&pp(), &job("pair")?).await?;
     let late = first + TimeDelta::seconds(2);
     for (name, at) in [("pair-early", first), ("pair-late", late)] {
-        let pod = sandbox(
-            name,
-            &json!({}),
-            &expires_at(at),
-            &owner_ref(&job)?,
-            &json!({}),
-        )?;
+        let pod = owned_expiring(name, &json!({}), at, &owner_ref(&job)?)?;
         pods.create(&pp(), &pod).await?;
     }
     let job_gone = tokio::spawn(async move {
@@ -134,7 +84,7 @@ pub(crate) async fn never_removed_before_its_time(env: &Env, id: &str) -> Result
     due.push(("renewed".to_owned(), new));
 
     let names: Vec<&str> = due.iter().map(|(n, _)| n.as_str()).collect();
-    let seen = deletions.wait(&names, Duration::from_secs(20)).await?;
+    let seen = seen_deleted(&deletions, &names, Duration::from_secs(20)).await?;
     let mut worst = TimeDelta::MAX;
     for (name, at) in &due {
         let delay = seen[name] - *at;

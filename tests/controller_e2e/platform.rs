@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use common::cluster::condition;
+use common::cluster::{check_count, condition};
+use common::metrics::check_counted_once;
 
 use crate::harness::{P, Result, check, check_at, create_unexpiring, events, rfc3339, wait_gone};
 use crate::{CAPACITY_MESSAGE, Env, SCHEDULER_MESSAGE};
@@ -70,13 +71,7 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
         Duration::ZERO,
     )
     .await?;
-    check(
-        warned.len() == 1,
-        format!(
-            "{} PlatformUnschedulable events, expected exactly 1",
-            warned.len()
-        ),
-    )?;
+    check_count(&warned, 1, "PlatformUnschedulable events")?;
     let cpu = pods.get("cpu").await?;
     check(
         condition(&cpu, &ct).is_none(),
@@ -95,10 +90,7 @@ pub(crate) async fn unschedulable_platform_is_reported(env: &Env, id: &str) -> R
     let after = env
         .leader()?
         .metric("sandbox_webhook_platform_unschedulable_total", &[])?;
-    check(
-        after == before + 1,
-        format!("platform_unschedulable_total went {before} -> {after}"),
-    )?;
+    check_counted_once("platform_unschedulable_total", before, after)?;
     let d = env.diagnose(&pods.get("arm").await?, Utc::now())?;
     check(
         d["platform"]

@@ -17,12 +17,15 @@ use serde_json::{Value, json};
 use crate::Env;
 use crate::expiry::owner_is_deleted_at;
 use crate::harness::{
-    Result, check, check_at, check_note, expires_at, in_seconds, pp, rfc3339, sandbox,
+    Result, check, check_at, check_still_there, in_seconds, owned_expiring, pp, rfc3339,
 };
-use common::cluster::wait_for;
+use common::cluster::wait_for_object;
 use common::crds;
 
 const API_VERSION: &str = "agents.x-k8s.io/v1beta1";
+/// How long the controller may take to write to a Sandbox once its pod is
+/// due (it is checked to be within a second after the wait).
+const SOON: Duration = Duration::from_secs(20);
 
 /// The scenario's namespace, its Sandboxes, and a pod owned by Sandbox
 /// `name` (created with `spec`) that expires at `at`: the pod as stored.
@@ -48,33 +51,10 @@ async fn owned_pod(
     let uid = owner.metadata.uid.ok_or("the Sandbox has no uid")?;
     let references = json!({"ownerReferences": [{"apiVersion": API_VERSION, "kind": "Sandbox",
         "name": name, "uid": uid, "controller": true}]});
-    let pod = sandbox(
-        &format!("{name}-pod"),
-        &json!({}),
-        &expires_at(at),
-        &references,
-        &json!({}),
-    )?;
+    let pod = owned_expiring(&format!("{name}-pod"), &json!({}), at, &references)?;
     let pods = env.pods(ns);
     pods.create(&pp(), &pod).await?;
     Ok((sandboxes, pods.get(&format!("{name}-pod")).await?))
-}
-
-/// The Sandbox once `field` of its spec is set; when it was first seen set.
-async fn once_set(
-    sandboxes: &Api<DynamicObject>,
-    name: &str,
-    field: &str,
-) -> Result<(DynamicObject, DateTime<Utc>)> {
-    wait_for(
-        &format!("spec.{field} of Sandbox {name}"),
-        Duration::from_secs(20),
-        async || {
-            let s = sandboxes.get(name).await?;
-            Ok(s.data["spec"].get(field).is_some().then(|| (s, Utc::now())))
-        },
-    )
-    .await
 }
 
 /// The default: the Sandbox gets `spec.shutdownTime` = the pod's
@@ -88,13 +68,12 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
     let (sandboxes, pod) =
         owned_pod(env, ns, "agent", json!({"shutdownPolicy": "Retain"}), at).await?;
     check_at(&env.diagnose(&pod, at)?, "/expiry/action", "shutdown-owner")?;
-    check(
-        sandboxes.get("agent").await?.data["spec"]
-            .get("shutdownTime")
-            .is_none(),
-        "the Sandbox has a shutdownTime before its pod expired",
-    )?;
-    let (told, seen) = once_set(&sandboxes, "agent", "shutdownTime").await?;
+    crds::check_no_shutdown_time(&sandboxes, "agent").await?;
+    // When it was first seen set.
+    let (told, seen) = wait_for_object(&sandboxes, "agent", "spec.shutdownTime", SOON, |s| {
+        s.data["spec"].get("shutdownTime").map(|_| Utc::now())
+    })
+    .await?;
     let when = told.data["spec"]["shutdownTime"].clone();
     check(
         when == json!(rfc3339(at)),
@@ -107,32 +86,29 @@ pub(crate) async fn v1beta1_sandbox_owner_is_told_to_shut_down(env: &Env, id: &s
         seen >= at && seen - at <= TimeDelta::seconds(1),
         format!("shutdownTime was set {} after the expiry", seen - at),
     )?;
-    let event = env
-        .event(ns, "agent-pod", "SandboxExpired", Some("Normal"), 5)
-        .await?;
-    check_note(
-        event,
+    env.expired_event_says(
+        ns,
+        "agent-pod",
+        Some("Normal"),
         &["set spec.shutdownTime of its owner Sandbox agent to"],
         "the Event names the action",
-    )?;
-    check(
-        sandboxes.get_opt("agent").await?.is_some(),
-        "the Sandbox was deleted",
-    )?;
+    )
+    .await?;
+    check_still_there(&sandboxes, "agent", "the Sandbox was deleted").await?;
     env.expired_once_more("shutdown-owner", before)?;
 
     // An earlier time already there is kept.
     let earlier = rfc3339(Utc::now() - TimeDelta::hours(1));
     let at = in_seconds(2);
     let (sandboxes, _) = owned_pod(env, ns, "early", json!({"shutdownTime": earlier}), at).await?;
-    let event = env
-        .event(ns, "early-pod", "SandboxExpired", None, 10)
-        .await?;
-    check_note(
-        event,
+    env.expired_event_says(
+        ns,
+        "early-pod",
+        None,
         &[&format!("already shuts down at {earlier}")],
         "the Event says the earlier time is kept",
-    )?;
+    )
+    .await?;
     let kept = sandboxes.get("early").await?.data["spec"]["shutdownTime"].clone();
     check(
         kept == json!(earlier),
@@ -158,14 +134,9 @@ pub(crate) async fn v1beta1_sandbox_owner_is_suspended(env: &mut Env, id: &str) 
     let (sandboxes, pod) =
         owned_pod(env, ns, "paused", json!({"operatingMode": "Running"}), at).await?;
     check_at(&env.diagnose(&pod, at)?, "/expiry/action", "suspend-owner")?;
-    let (told, seen) = wait_for(
-        "the Sandbox suspended",
-        Duration::from_secs(20),
-        async || {
-            let s = sandboxes.get("paused").await?;
-            Ok((s.data["spec"]["operatingMode"] == "Suspended").then(|| (s, Utc::now())))
-        },
-    )
+    let (told, seen) = wait_for_object(&sandboxes, "paused", "the Sandbox suspended", SOON, |s| {
+        (s.data["spec"]["operatingMode"] == "Suspended").then(Utc::now)
+    })
     .await?;
     check(
         seen >= at && seen - at <= TimeDelta::seconds(1),
@@ -175,14 +146,14 @@ pub(crate) async fn v1beta1_sandbox_owner_is_suspended(env: &mut Env, id: &str) 
         told.data["spec"].get("shutdownTime").is_none(),
         "a suspended Sandbox was given a shutdownTime",
     )?;
-    let event = env
-        .event(ns, "paused-pod", "SandboxExpired", None, 5)
-        .await?;
-    check_note(
-        event,
+    env.expired_event_says(
+        ns,
+        "paused-pod",
+        None,
         &["set spec.operatingMode of its owner Sandbox paused to Suspended"],
         "the Event names the action",
-    )?;
+    )
+    .await?;
     // At least this one: a bare plane keeps the pods of the scenarios
     // before (their namespaces never finish terminating), and the
     // restarted replicas suspend their expired Sandboxes too.

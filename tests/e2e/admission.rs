@@ -5,7 +5,7 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::Result;
-use crate::env::{Env, annotation, check, has_init, init_names};
+use crate::env::{Env, annotation, check, check_init_containers, has_init};
 use common::P;
 use common::pods::{SandboxPod, dropped_capabilities, env_value, has_env};
 
@@ -22,8 +22,9 @@ pub async fn sandbox_pod_is_stored_mutated(env: &Env, id: &str) -> Result<()> {
         .annotation("timeout", "1h");
     let stored = scope.admit(&pod).await?;
     let spec = stored.spec.as_ref().ok_or("no spec")?;
-    check(
-        init_names(&stored) == ["execd-installer"],
+    check_init_containers(
+        &stored,
+        &["execd-installer"],
         "execd-installer is the only init container",
     )?;
     let volumes = spec.volumes.as_ref().ok_or("no volumes")?;
@@ -76,8 +77,9 @@ pub async fn network_policy_gets_native_sidecar(env: &Env, id: &str) -> Result<(
     let scope = env.scope(id).await?;
     let pod = SandboxPod::new("egress").annotation("network-policy", POLICY);
     let stored = scope.admit(&pod).await?;
-    check(
-        init_names(&stored) == ["execd-installer", "egress"],
+    check_init_containers(
+        &stored,
+        &["execd-installer", "egress"],
         "installer then egress",
     )?;
     let spec = stored.spec.as_ref().ok_or("no spec")?;

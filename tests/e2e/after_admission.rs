@@ -69,14 +69,17 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
         format!("the main container's image is {main_image:?}"),
     )?;
 
-    // Ephemeral containers, as `kubectl debug` adds them.
-    let debug = |name: &str, sc: Value| {
+    // Ephemeral containers, as `kubectl debug` adds them (with security
+    // context `sc`, unless null).
+    let debug = async |name: &str, sc: Value| {
         let mut c = json!({"name": name, "image": "busybox:1.36", "stdin": true,
                            "targetContainerName": "sandbox"});
         if !sc.is_null() {
             c["securityContext"] = sc;
         }
-        json!({"spec": {"ephemeralContainers": [c]}})
+        let patch = json!({"spec": {"ephemeralContainers": [c]}});
+        pods.patch_ephemeral_containers("later", &PatchParams::default(), &Patch::Strategic(patch))
+            .await
     };
     for (name, sc, says) in [
         ("privileged", json!({"privileged": true}), "is privileged"),
@@ -86,15 +89,7 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
             "NET_ADMIN",
         ),
     ] {
-        let (code, message) = refused(
-            pods.patch_ephemeral_containers(
-                "later",
-                &PatchParams::default(),
-                &Patch::Strategic(debug(name, sc)),
-            )
-            .await,
-            name,
-        )?;
+        let (code, message) = refused(debug(name, sc).await, name)?;
         check(
             code == 403
                 && message.contains(&format!("ephemeral container '{name}'"))
@@ -102,13 +97,7 @@ pub async fn the_guarantee_holds_after_admission(env: &Env, id: &str) -> Result<
             format!("ephemeral container {name} was refused with {code}: {message}"),
         )?;
     }
-    let debugged = pods
-        .patch_ephemeral_containers(
-            "later",
-            &PatchParams::default(),
-            &Patch::Strategic(debug("debugger", Value::Null)),
-        )
-        .await?;
+    let debugged = debug("debugger", Value::Null).await?;
     let ephemeral = debugged
         .spec
         .as_ref()

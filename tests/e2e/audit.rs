@@ -9,7 +9,7 @@ use kube::api::PostParams;
 use serde_json::Value;
 
 use crate::Result;
-use crate::env::{Env, Scope, check, init_names};
+use crate::env::{Env, Scope, check, check_not_injected, init_names};
 use common::P;
 use common::audit;
 use common::pods::{SandboxPod, container, env_value};
@@ -176,10 +176,7 @@ pub async fn opted_out_pods_are_not_sent(env: &Env, id: &str) -> Result<()> {
         let stored = scope
             .admit(&SandboxPod::new(name).annotation("inject", value))
             .await?;
-        check(
-            init_names(&stored).is_empty(),
-            format!("{name} is stored as written"),
-        )?;
+        check_not_injected(&stored, &format!("{name} is stored as written"))?;
         check(
             annotations(env, &scope, name).await?.is_empty(),
             format!("{name}: the webhook was not called"),

@@ -309,4 +309,4 @@ pub fn has_init(p: &Pod, name: &str) -> bool {
     init_names(p).contains(&name)
 }
 
-pub use common::pods::{annotation, init_names};
+pub use common::pods::{annotation, check_init_containers, check_not_injected, init_names};

@@ -10,7 +10,7 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::Result;
-use crate::env::{Env, Scope, check, init_names};
+use crate::env::{Env, Scope, check, check_init_containers};
 use common::pods::SandboxPod;
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
@@ -89,10 +89,7 @@ pub async fn pod_security_levels(env: &Env, id: &str) -> Result<()> {
     .await
     .map_err(|e| format!("a restricted-compliant sandbox was refused: {e}"))?;
     let stored = pods.get("compliant").await?;
-    check(
-        init_names(&stored) == ["execd-installer"],
-        "stored with the installer",
-    )?;
+    check_init_containers(&stored, &["execd-installer"], "stored with the installer")?;
     let installer = init(&stored, "execd-installer").ok_or("no installer")?;
     let sc = installer
         .security_context
@@ -131,8 +128,9 @@ pub async fn pod_security_levels(env: &Env, id: &str) -> Result<()> {
         )
         .await?;
     let stored = env.pods(&privileged).get("with-policy").await?;
-    check(
-        init_names(&stored) == ["execd-installer", "egress"],
+    check_init_containers(
+        &stored,
+        &["execd-installer", "egress"],
         "privileged: stored with installer and sidecar",
     )
 }

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::Result;
-use crate::env::{Env, Scope, WebhookEntry, check, init_names};
+use crate::env::{Env, Scope, WebhookEntry, check, check_init_containers};
 use common::P;
 use common::pods::{SandboxPod, container, env_value, volumes_named};
 
@@ -65,8 +65,9 @@ pub async fn reinvocation_keeps_one_of_each(env: &Env, id: &str) -> Result<()> {
             == Some("true"),
         "the second webhook ran",
     )?;
-    check(
-        init_names(&stored) == ["execd-installer", "egress"],
+    check_init_containers(
+        &stored,
+        &["execd-installer", "egress"],
         "one installer, one sidecar",
     )?;
     let spec = stored.spec.as_ref().ok_or("spec")?;
@@ -119,8 +120,9 @@ pub async fn reinvocation_applies_a_changed_policy(env: &Env, id: &str) -> Resul
         .and_then(|a| a.get(&format!("{P}/network-policy")))
         .ok_or("no policy annotation")?;
     check(policy == new, "the second webhook changed the policy")?;
-    check(
-        init_names(&stored) == ["execd-installer", "egress"],
+    check_init_containers(
+        &stored,
+        &["execd-installer", "egress"],
         "one installer, one sidecar, in place",
     )?;
     let sidecar = container(&stored, "egress").ok_or("no sidecar")?;

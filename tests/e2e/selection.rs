@@ -8,7 +8,7 @@ use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::Result;
-use crate::env::{Env, SCOPE_LABEL, Scope, check, init_names};
+use crate::env::{Env, SCOPE_LABEL, Scope, check_not_injected};
 use crate::processes::OWN_NAMESPACE;
 use common::cluster::wait_for;
 use common::pods::SandboxPod;
@@ -25,10 +25,7 @@ pub async fn untouched_pods(env: &Env, id: &str) -> Result<()> {
     let stored = scope
         .admit(&SandboxPod::new("plain").not_a_sandbox())
         .await?;
-    check(
-        init_names(&stored).is_empty(),
-        "non-sandbox pod stored unchanged",
-    )?;
+    check_not_injected(&stored, "non-sandbox pod stored unchanged")?;
 
     // Excluded by the namespaceSelector (kube-system) ...
     let system_pod = format!("{}-sandbox", scope.id);
@@ -38,10 +35,7 @@ pub async fn untouched_pods(env: &Env, id: &str) -> Result<()> {
         .await?;
     let stored = system.get(&system_pod).await?;
     system.delete(&system_pod, &DeleteParams::default()).await?;
-    check(
-        init_names(&stored).is_empty(),
-        "sandbox pod in kube-system stored unchanged",
-    )?;
+    check_not_injected(&stored, "sandbox pod in kube-system stored unchanged")?;
 
     own_namespace_is_excluded_by_the_code(env, &scope).await
 }
@@ -73,10 +67,7 @@ async fn own_namespace_is_excluded_by_the_code(env: &Env, scope: &Scope<'_>) -> 
                 .pods(OWN_NAMESPACE)
                 .create(&dry, &SandboxPod::new("home").pod())
                 .await?;
-            check(
-                init_names(&p).is_empty(),
-                "sandbox pod in the webhook's namespace is not mutated",
-            )?;
+            check_not_injected(&p, "sandbox pod in the webhook's namespace is not mutated")?;
             Ok((env.webhook.metrics()?.sum(name, labels) > before).then_some(()))
         },
     )

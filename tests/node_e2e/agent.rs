@@ -23,9 +23,6 @@ use common::pods::{env_value, injected_main};
 pub const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env /'; \
     echo sandbox: reported; exec sleep 3600";
 
-/// A Pod Security level that admits a sandbox with a network policy.
-pub const PRIVILEGED: (&str, &str) = ("pod-security.kubernetes.io/enforce", "privileged");
-
 pub const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"example.com"}]}"#;
 

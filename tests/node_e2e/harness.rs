@@ -2,13 +2,13 @@
 //! variables (`cluster.env`), the release the suite installed with
 //! `helm install`, and helpers for pods that really run on the real node.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
@@ -16,20 +16,25 @@ use crate::owners::OwnerTurns;
 pub use common::P;
 use common::cluster::{ScenarioNamespaces, run, wait_noting};
 pub use common::cluster::{is_ready, wait_for};
+use common::cluster_env::ClusterEnv;
 use common::pods::{SandboxPod, pod_names};
-pub use common::processes::{Cluster, Result, Vars, check, repo};
+pub use common::processes::{Cluster, Result, check, repo};
+
+/// The namespace label that sets the Pod Security level a namespace enforces.
+pub const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+/// A Pod Security level that admits a sandbox with a network policy.
+pub const PRIVILEGED: (&str, &str) = (ENFORCE, "privileged");
 
 /// The release, as a platform team would name it.
 pub const RELEASE: &str = "sandbox-webhook";
 pub const RELEASE_NS: &str = "sandbox-webhook";
 
+/// The cluster of `cluster.sh start --node` (its `cluster.env`), scenario
+/// namespaces `e2e-node-<id>`.
 pub struct Env {
-    pub client: Client,
-    pub work: PathBuf,
+    cluster: ClusterEnv,
     /// The control plane's directory.
     pub dir: PathBuf,
-    /// `cluster.env` of `cluster.sh start --node`.
-    pub vars: Vars,
     /// The project's image, as the chart names it.
     pub image: String,
     /// When scenarios c and d of `owners` may change `ownerActions`.
@@ -46,10 +51,8 @@ pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
         "",
     )?;
     let env = Env {
-        client: cluster.client().await?,
-        work: work.to_owned(),
+        cluster: ClusterEnv::new(work, cluster, NAMESPACES).await?,
         dir: cluster.dir().to_owned(),
-        vars: cluster.vars()?,
         image: out.trim().to_owned(),
         owners: OwnerTurns::default(),
     };
@@ -71,6 +74,14 @@ pub async fn setup(work: &Path, cluster: &Cluster) -> Result<Env> {
     )
     .await?;
     Ok(env)
+}
+
+impl Deref for Env {
+    type Target = ClusterEnv;
+
+    fn deref(&self) -> &ClusterEnv {
+        &self.cluster
+    }
 }
 
 fn install(env: &Env) -> Result<()> {
@@ -117,14 +128,6 @@ impl Env {
         Ok(())
     }
 
-    pub fn var(&self, key: &str) -> Result<&str> {
-        self.vars.get(key)
-    }
-
-    pub fn pods(&self, ns: &str) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), ns)
-    }
-
     /// The node selector and toleration that put a pod on the real node.
     pub fn on_node_values(&self) -> Result<Value> {
         let (key, value) = self
@@ -158,17 +161,6 @@ impl Env {
         Ok(pod
             .spec_field("nodeSelector", on_node["nodeSelector"].clone())
             .spec_field("tolerations", on_node["tolerations"].clone()))
-    }
-
-    /// The scenario's namespace `e2e-node-<id>` (with `labels`), once its
-    /// `default` `ServiceAccount` exists.
-    pub async fn namespace(&self, id: &str, labels: &[(&str, &str)]) -> Result<String> {
-        NAMESPACES.create(&self.client, id, labels).await
-    }
-
-    /// Deletes the scenario's namespace and waits until it is gone.
-    pub async fn clean_up(&self, id: &str) -> Result<()> {
-        NAMESPACES.delete(&self.client, id).await
     }
 
     /// Runs the cluster's kubectl with `args`; its stdout.

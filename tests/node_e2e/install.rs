@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::harness::{Env, RELEASE, RELEASE_NS, Result, check, is_ready, wait_for};
 use crate::node::{http_get, pid_of, pod_ip, root_mount, status_field};
+use common::cluster::check_count;
 use common::metrics::Metrics;
 
 /// The chart's non-root user and group.
@@ -31,10 +32,7 @@ pub(crate) async fn installed_as_users_install_it(env: &Env, id: &str) -> Result
     let node = env.var("NODE_NAME")?;
     for (component, container) in [("webhook", "webhook"), ("controller", "controller")] {
         let pods = env.release_pods(component).await?;
-        check(
-            pods.len() == 2,
-            format!("{} {component} pods, expected 2", pods.len()),
-        )?;
+        check_count(&pods, 2, &format!("{component} pods"))?;
         for p in &pods {
             let name = p.metadata.name.as_deref().unwrap_or("?");
             let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());

@@ -25,11 +25,14 @@ use kube::api::DynamicObject;
 use serde_json::json;
 
 use crate::agent::{
-    POLICY, PRIVILEGED, REPORT, annotation, api, check_injected, condition, conditions, create,
-    pod_template, ready_pod, release_metric, wait_condition,
+    POLICY, REPORT, annotation, api, check_injected, condition, conditions, create, pod_template,
+    ready_pod, release_metric, wait_condition,
 };
-use crate::harness::{Env, P, Result, check, logged, wait_for};
+use crate::harness::{Env, P, PRIVILEGED, Result, check, logged, wait_for};
+use common::crds::check_no_shutdown_time;
+use common::metrics::check_counted_once;
 use common::pods::created_second;
+use common::suite::timed;
 
 /// The pod must be gone this soon after its `expires-at`.
 const GONE_WITHIN: TimeDelta = TimeDelta::seconds(2);
@@ -234,12 +237,7 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
     let before = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
     let (_, expires) = expiring_sandbox(env, &ns, "retained", 60).await?;
     let sandboxes = api(env, &ns, "Sandbox");
-    check(
-        sandboxes.get("retained").await?.data["spec"]
-            .get("shutdownTime")
-            .is_none(),
-        "the Sandbox has a shutdownTime before its pod expired",
-    )?;
+    check_no_shutdown_time(&sandboxes, "retained").await?;
     let (delay, sandbox) = kept_after_expiry(
         env,
         &ns,
@@ -270,10 +268,8 @@ pub(crate) async fn stack_expired_sandbox_is_shut_down(env: &Env, id: &str) -> R
     )
     .await?;
     let after = release_metric(env, "controller", expired_total, &shutdown_owner()).await?;
-    check(
-        after == before + 1,
-        format!("{expired_total}{{action=\"shutdown-owner\"}} went {before} -> {after}"),
-    )?;
+    let what = format!("{expired_total}{{action=\"shutdown-owner\"}}");
+    check_counted_once(&what, before, after)?;
     println!(
         "    at expires-at the controller set the Sandbox's shutdownTime; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Ready=False, SandboxExpired (Retain)",
         seconds(delay)
@@ -334,10 +330,7 @@ async fn suspended(env: &Env, ns: &str, expires: DateTime<Utc>) -> Result<()> {
     )
     .await?;
     let after = release_metric(env, "controller", "sandbox_webhook_expired_total", &labels).await?;
-    check(
-        after == before + 1,
-        format!("suspended-owner went {before} -> {after}"),
-    )?;
+    check_counted_once("suspended-owner", before, after)?;
     println!(
         "    at expires-at the controller set operatingMode: Suspended; agent-sandbox removed the pod {:.2}s after expires-at and kept the Sandbox: Suspended=True (PodTerminated), Ready=False (SandboxSuspended)",
         seconds(delay)
@@ -349,23 +342,24 @@ async fn suspended(env: &Env, ns: &str, expires: DateTime<Utc>) -> Result<()> {
 /// as an operator changes it; returns once a controller pod of the new
 /// configuration holds the Lease.
 async fn set_sandbox_action(env: &Env, action: &str) -> Result<()> {
-    let started = std::time::Instant::now();
-    env.helm_upgrade(&[&format!(
-        "controller.config.expiry.ownerActions.Sandbox\\.agents\\.x-k8s\\.io={action}"
-    )])?;
-    wait_for(
-        "a controller pod of the new configuration to hold the Lease",
-        Duration::from_secs(60),
-        async || {
-            let pods = env.release_pod_names("controller").await?;
-            let holder = env.controller_lease_holder().await?;
-            Ok(holder.filter(|h| pods.contains(h)).map(|_| ()))
-        },
-    )
+    let ((), took) = timed(async {
+        env.helm_upgrade(&[&format!(
+            "controller.config.expiry.ownerActions.Sandbox\\.agents\\.x-k8s\\.io={action}"
+        )])?;
+        wait_for(
+            "a controller pod of the new configuration to hold the Lease",
+            Duration::from_secs(60),
+            async || {
+                let pods = env.release_pod_names("controller").await?;
+                let holder = env.controller_lease_holder().await?;
+                Ok(holder.filter(|h| pods.contains(h)).map(|_| ()))
+            },
+        )
+        .await
+    })
     .await?;
     println!(
-        "    helm upgrade: ownerActions Sandbox.agents.x-k8s.io={action}, a new controller leading in {:.1}s",
-        started.elapsed().as_secs_f64()
+        "    helm upgrade: ownerActions Sandbox.agents.x-k8s.io={action}, a new controller leading in {took:.1}s"
     );
     Ok(())
 }

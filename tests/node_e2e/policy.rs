@@ -26,11 +26,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::harness::{Env, Result, check, lines_with, logged, wait_for};
+use crate::harness::{Env, PRIVILEGED, Result, check, lines_with, logged, wait_for};
 use crate::node::{NET_ADMIN, NET_RAW, has_capability, pid_of, pod_ip};
 use common::pods::{SandboxPod, container_status};
-
-const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// What the apiserver answered a create of `pod`: the stored pod, or the
 /// refusal's code and message.
@@ -66,6 +64,12 @@ async fn run_with_policy(
     Ok((main, egress))
 }
 
+/// An egress policy that denies `target` (a CIDR) and applies `default`
+/// (`allow`, `deny`) to everything else.
+fn denying(default: &str, target: &str) -> String {
+    json!({"defaultAction": default, "egress": [{"action": "deny", "target": target}]}).to_string()
+}
+
 /// The attack's pod was refused as it must be: `Err` unless with 403 and a
 /// message that names each of `names`.
 fn refused(code: u16, message: &str, names: &[&str]) -> Result<()> {
@@ -85,16 +89,15 @@ fn evidence(log: &str, prefix: &str) -> String {
 /// Item 1: without NET_RAW the sandbox's packet socket is refused, so it
 /// never sees the probe's token, and the sidecar's API never hears from it.
 pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let script = "peek caps 2>&1 | sed 's/^/sandbox: /'; \
         out=$(peek sniff 18080 20 2>&1); echo \"$out\" | sed 's/^/sandbox: /'; \
         tok=$(echo \"$out\" | sed -n 's/^token=//p'); \
         if [ -n \"$tok\" ]; then peek post http://127.0.0.1:18080/policy \"$tok\" \
             '{\"defaultAction\":\"allow\",\"egress\":[]}' 2>&1 | sed 's/^/sandbox: /'; fi; \
         echo sandbox: reported; exec sleep 3600";
-    let policy =
-        r#"{"defaultAction":"deny","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
-    let (main, egress) = run_with_policy(env, &ns, "sniffer", script, policy).await?;
+    let policy = denying("deny", "203.0.113.7/32");
+    let (main, egress) = run_with_policy(env, &ns, "sniffer", script, &policy).await?;
     check(
         !main.contains("peek: sniff: captured") && !egress.contains("policy API: policy replaced"),
         format!(
@@ -125,9 +128,8 @@ pub(crate) async fn sniffing_the_probe_yields_no_token(env: &Env, id: &str) -> R
 /// Item 2: `net_admın` is NET_ADMIN to containerd, so the pod is refused;
 /// admitted, its container would delete the sidecar's rule.
 pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
-    let policy =
-        r#"{"defaultAction":"allow","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
+    let policy = denying("allow", "203.0.113.7/32");
     let helper = json!({
         "name": "helper", "image": env.var("BUSYBOX_IMAGE")?, "imagePullPolicy": "Never",
         "command": ["sh", "-c", "sleep 5; peek caps 2>&1 | sed 's/^/helper: /'; \
@@ -136,7 +138,7 @@ pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<
     });
     let mut pod = env
         .sandbox("dotless", "echo sandbox: started; exec sleep 3600")?
-        .annotation("network-policy", policy)
+        .annotation("network-policy", &policy)
         .pod();
     pod.spec
         .as_mut()
@@ -160,14 +162,13 @@ pub(crate) async fn unicode_net_admin_is_refused(env: &Env, id: &str) -> Result<
 /// Item 4: a policy file where the sandbox writes is refused; admitted,
 /// the sidecar would load the sandbox's policy when it next starts.
 pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
-    let policy =
-        r#"{"defaultAction":"deny","egress":[{"action":"deny","target":"203.0.113.7/32"}]}"#;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
+    let policy = denying("deny", "203.0.113.7/32");
     let script = "echo '{\"defaultAction\":\"allow\",\"egress\":[]}' >/opt/opensandbox/policy.json \
         && echo sandbox: wrote /opt/opensandbox/policy.json; echo sandbox: reported; exec sleep 3600";
     let sandbox = env
         .sandbox("policy-file", script)?
-        .annotation("network-policy", policy)
+        .annotation("network-policy", &policy)
         .annotation(
             "egress-env",
             r#"{"OPENSANDBOX_EGRESS_POLICY_FILE":"/opt/opensandbox/policy.json"}"#,
@@ -215,7 +216,7 @@ pub(crate) async fn a_policy_file_the_sandbox_writes_is_refused(env: &Env, id: &
 /// Item 8: the app starts once the sidecar's rules are in place, so its
 /// first connection to a denied address is refused.
 pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     // A peer on the node's bridge that answers, outside any sandbox.
     let target = SandboxPod::new("target")
         .not_a_sandbox()
@@ -237,8 +238,7 @@ pub(crate) async fn the_app_starts_after_the_rules(env: &Env, id: &str) -> Resul
     std::net::TcpStream::connect_timeout(&format!("{ip}:8080").parse()?, Duration::from_secs(2))
         .map_err(|e| format!("the host cannot reach the target {ip}:8080: {e}"))?;
 
-    let policy =
-        format!(r#"{{"defaultAction":"allow","egress":[{{"action":"deny","target":"{ip}/32"}}]}}"#);
+    let policy = denying("allow", &format!("{ip}/32"));
     let script = format!(
         "peek connect {ip}:8080 2 2>&1 | sed 's/^/sandbox: /'; echo sandbox: reported; exec sleep 3600"
     );

@@ -20,9 +20,9 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::json;
 
 use crate::agent::{
-    PRIVILEGED, REPORT, api, check_injected, controller_owner, create, pod_template, ready_pod,
+    REPORT, api, check_injected, controller_owner, create, pod_template, ready_pod,
 };
-use crate::harness::{Env, P, Result, check, is_ready, wait_for};
+use crate::harness::{Env, P, PRIVILEGED, Result, check, is_ready, wait_for};
 use common::pods::{container, env_value, execd_ping, first_container};
 
 /// A `SandboxTemplate` `name` (its pod template labelled `labels`) and a

@@ -18,9 +18,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::harness::{Env, P, Result, check, lines_with, logged};
+use crate::harness::{ENFORCE, Env, P, PRIVILEGED, Result, check, lines_with, logged};
 use crate::node::{NET_ADMIN, NET_RAW, egress_healthz, has_capability, pod_ip};
-use common::cluster::wait_for_pod;
+use common::cluster::wait_for_object;
 use common::pods::{SandboxPod, annotation, check_pong, container_status, execd_ping};
 
 /// What the sandbox's main command reports, once, then it sleeps.
@@ -31,13 +31,11 @@ const REPORT: &str = "echo sandbox: started; env | sort | sed 's/^/sandbox: env 
     echo sandbox: reported; exec sleep 3600";
 
 /// The Pod Security level a namespace enforces.
-const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
-
 const POLICY: &str =
     r#"{"defaultAction":"deny","egress":[{"action":"allow","target":"example.com"}]}"#;
 
 pub(crate) async fn sandbox_with_policy_runs(env: &Env, id: &str) -> Result<()> {
-    let ns = env.namespace(id, &[(ENFORCE, "privileged")]).await?;
+    let ns = env.namespace(id, &[PRIVILEGED]).await?;
     let sandbox = env
         .sandbox("policed", REPORT)?
         .annotation("network-policy", POLICY);
@@ -227,7 +225,7 @@ async fn egress_needs_net_admin(env: &Env, ns: &str) -> Result<()> {
     let pod = env.on_node(pod)?;
     let pods = env.pods(ns);
     pods.create(&PostParams::default(), &pod.pod()).await?;
-    let (_, code) = wait_for_pod(
+    let (_, code) = wait_for_object(
         &pods,
         "no-net-admin",
         "the egress image without NET_ADMIN to exit",

@@ -14,16 +14,17 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use crate::agent::{
-    PRIVILEGED, REPORT, annotation, api, check_no_token, conditions, controller_owner,
-    on_node_spec, release_metric,
+    REPORT, annotation, api, check_no_token, conditions, controller_owner, on_node_spec,
+    release_metric,
 };
-use crate::harness::{Env, P, Result, check, is_ready, logged, wait_for};
+use crate::harness::{Env, P, PRIVILEGED, Result, check, is_ready, logged, wait_for};
 use crate::node::{egress_healthz, pod_ip};
 use common::cluster::the_only;
 use common::opensandbox::{OpenSandboxServer, ServerSettings};
 use common::pods::{
     check_pong, container, container_status, env_value, execd_ping, first_container,
 };
+use common::suite::timed;
 
 /// The policy the server is asked for, as its API spells it.
 fn policy() -> Value {
@@ -38,8 +39,7 @@ async fn server(env: &Env, id: &str, ns: &str) -> Result<OpenSandboxServer> {
         "apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
         "spec": {"podTemplate": {"spec": on_node_spec(env)?}},
     });
-    let started = Instant::now();
-    let server = OpenSandboxServer::start(
+    let (server, took) = timed(OpenSandboxServer::start(
         &env.work.join(format!("opensandbox-{id}")),
         &ServerSettings {
             kubeconfig: std::path::Path::new(env.var("KUBECONFIG")?),
@@ -48,11 +48,10 @@ async fn server(env: &Env, id: &str, ns: &str) -> Result<OpenSandboxServer> {
             egress_image: env.var("EGRESS_IMAGE")?,
             template,
         },
-    )
+    ))
     .await?;
     println!(
-        "    opensandbox-server 1.1.1 (agent-sandbox provider, namespace {ns}) healthy in {:.1}s",
-        started.elapsed().as_secs_f64()
+        "    opensandbox-server 1.1.1 (agent-sandbox provider, namespace {ns}) healthy in {took:.1}s"
     );
     Ok(server)
 }

@@ -15,6 +15,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::watcher;
 
+use crate::deletions::delete_requested;
+
 /// A removal as the watch saw it.
 #[derive(Clone, Copy)]
 pub struct Removal {
@@ -40,14 +42,9 @@ impl Seen {
     /// Records a removal the first time it is seen.
     fn removed(&mut self, pod: &Pod) {
         let meta = &pod.metadata;
-        let grace = meta.deletion_grace_period_seconds.unwrap_or_default();
-        let requested = meta
-            .deletion_timestamp
-            .as_ref()
-            .and_then(|t| DateTime::from_timestamp(t.0.as_second() - grace, 0));
         if let Some(name) = meta.name.clone() {
             self.removals.entry(name).or_insert(Removal {
-                requested,
+                requested: delete_requested(meta),
                 seen: Utc::now(),
             });
         }
