@@ -6,8 +6,9 @@ use std::ops::Deref;
 use serde::de;
 
 /// A string borrowed from the request unless it holds escapes. serde borrows
-/// a `Cow<str>` field marked `borrow`, but not the items of a list or the
-/// keys of a map: those need this newtype. Read as a string, not as a
+/// a `Cow<str>` field marked `borrow`, but not the items of a list, the
+/// keys of a map, or an `Option<Cow<str>>` (read owned, one allocation per
+/// field and request): those need this newtype. Read as a string, not as a
 /// newtype, so that a reader that tracks paths sees a map key it reads.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Text<'a>(pub Cow<'a, str>);
@@ -21,19 +22,6 @@ deserialize_by_visitor! {
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(Text(Cow::Owned(v.to_owned())))
     }
-}
-
-/// An optional [`Text`] as a `Cow`, for a field `Option<Cow<'a, str>>`
-/// (`#[serde(default, borrow, deserialize_with = "...")]`): serde borrows
-/// a `Cow<str>` field, but an `Option` of one it always reads owned, one
-/// allocation per field and request.
-///
-/// # Errors
-/// The deserializer's, when the value is neither null nor a string.
-pub fn optional<'de: 'a, 'a, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Cow<'a, str>>, D::Error> {
-    Ok(<Option<Text<'a>> as de::Deserialize>::deserialize(d)?.map(|t| t.0))
 }
 
 impl PartialEq<str> for Text<'_> {

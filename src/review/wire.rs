@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
+use crate::json::text::Text;
 use crate::mutate::Injected;
 
 /// `O` is what the object is read as: a pod view on the fast path, raw
@@ -49,12 +50,12 @@ pub(super) struct RequestIn<'a, O, Old = IgnoredAny> {
     pub(super) kind: GroupVersionKind<'a>,
     #[serde(default, borrow)]
     pub(super) resource: Option<GroupVersionResource<'a>>,
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub(super) sub_resource: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub(super) name: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub(super) namespace: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub(super) sub_resource: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    pub(super) name: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    pub(super) namespace: Option<Text<'a>>,
     #[serde(borrow)]
     pub(super) operation: Cow<'a, str>,
     #[serde(default = "Option::default")]

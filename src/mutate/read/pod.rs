@@ -175,12 +175,12 @@ objects_only! {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", remote = "Self")]
 pub struct MetaView<'a> {
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub name: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub generate_name: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub namespace: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub name: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    pub generate_name: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    pub namespace: Option<Text<'a>>,
     #[serde(borrow)]
     pub labels: Option<RawMap<'a>>,
     #[serde(borrow)]
@@ -209,8 +209,8 @@ pub struct SpecView<'a> {
     pub host_network: Option<bool>,
     pub security_context: Option<PodSecurityView>,
     pub automount_service_account_token: Option<bool>,
-    #[serde(default, borrow, deserialize_with = "crate::json::text::optional")]
-    pub runtime_class_name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub runtime_class_name: Option<Text<'a>>,
     /// Only the apiserver's `ephemeralcontainers` subresource adds them;
     /// a CREATE that carries some is refused by the apiserver anyway.
     #[serde(borrow)]
